@@ -1,0 +1,3 @@
+"""codecarena: honest, re-derivable speech codec benchmarks."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,68 @@
+"""The contract every codec adapter fulfils inside a worker process.
+
+Only `Encoded` crosses from encoder to decoder, and it crosses as a payload file: the decoder sees
+the streams and side info written by the encoder and nothing else (no source audio, no objects).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codecarena.payload import Payload, Stream
+from codecarena.specs import CodecSpec
+
+
+@dataclass(frozen=True)
+class Encoded:
+    streams: tuple[Stream, ...]
+    side_info: dict[str, Any]
+    # Facts observed while encoding that a researcher wants in the row (e.g. Opus coded bandwidth);
+    # they are derivable from the streams, so they are reported, not sent.
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    audio: np.ndarray  # float64 mono in [-1, 1], at `sample_rate`
+    sample_rate: int
+
+
+class Adapter(ABC):
+    """One codec configuration. Heavy libraries are imported by the adapter's module, which only a
+    worker imports."""
+
+    #: Rate the encoder consumes; the worker resamples the reference to it with soxr.
+    input_rate: int
+
+    def __init__(self, spec: CodecSpec) -> None:
+        self.spec = spec
+
+    @abstractmethod
+    def load(self) -> dict[str, Any]:
+        """Load libraries/models; return model facts (parameter counts, bytes, versions)."""
+
+    @abstractmethod
+    def encode(self, audio: np.ndarray) -> Encoded:
+        """Encode float64 mono audio at `input_rate` with a fresh encoder state."""
+
+    @abstractmethod
+    def decode(self, payload: Payload) -> Decoded:
+        """Decode the streams of a payload written by `encode`."""
+
+    def length_tolerance(self, arena_rate: int) -> int:
+        """How many samples (at the arena rate) the decoded length may differ from the original
+        before the row fails; codecs that work in whole frames pad the last one."""
+        return 0
+
+
+def to_int16(audio: np.ndarray) -> np.ndarray:
+    """Round-to-nearest PCM16 with saturation: the one quantiser used everywhere."""
+    return np.clip(np.round(np.asarray(audio, dtype=np.float64) * 32768.0), -32768, 32767).astype(np.int16)
+
+
+def from_int16(samples: np.ndarray) -> np.ndarray:
+    return np.asarray(samples, dtype=np.int16).astype(np.float64) / 32768.0

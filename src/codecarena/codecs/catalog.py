@@ -1,0 +1,74 @@
+"""What codec specs the harness accepts, declared as data.
+
+The harness must never import a codec's own dependencies, so everything it needs to know before a
+worker runs (configs, options, defaults, sample rates, length tolerance) lives here, and the adapter
+module named by `module` is imported only inside a worker process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    kind: type  # int, float or str
+    default: int | float | str
+    help: str
+    choices: tuple[int | float | str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    module: str
+    description: str
+    configs: tuple[str, ...]
+    default_config: str
+    options: tuple[Option, ...] = field(default=())
+    # True when the config is an open-ended bitrate such as "6k" or "7500" rather than a fixed list.
+    config_is_bitrate: bool = False
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+
+OPUS = Family(
+    name="opus",
+    module="codecarena.codecs.opus",
+    description="libopus through PyAV's bundled FFmpeg; 16 kHz input, packets are the bitstream",
+    configs=("6k", "8k", "12k", "16k", "24k", "32k"),
+    default_config="12k",
+    config_is_bitrate=True,
+    options=(
+        Option("vbr", str, "on", "rate control: on (VBR), constrained (CVBR), off (CBR)",
+               choices=("on", "constrained", "off")),
+        Option("complexity", int, 10, "encoder complexity", minimum=0, maximum=10),
+        Option("frame_ms", float, 20.0, "frame duration in ms",
+               choices=(2.5, 5.0, 10.0, 20.0, 40.0, 60.0)),
+        Option("application", str, "voip", "libopus application", choices=("voip", "audio", "lowdelay")),
+        Option("bandwidth", str, "auto", "maximum coded bandwidth (auto lets libopus choose)",
+               choices=("auto", "nb", "mb", "wb", "swb", "fb")),
+    ),
+)
+
+CODEC2 = Family(
+    name="codec2",
+    module="codecarena.codecs.codec2",
+    description="Codec 2 1.2 through pycodec2; 8 kHz, one frame per library call",
+    configs=("3200", "2400", "1600", "1400", "1300", "1200", "700C"),
+    default_config="3200",
+)
+
+PCM = Family(
+    name="pcm",
+    module="codecarena.codecs.pcm",
+    description="16-bit PCM at 16 kHz: the control that proves accounting and metrics",
+    configs=("16",),
+    default_config="16",
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM)}

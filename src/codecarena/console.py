@@ -1,0 +1,50 @@
+"""Terminal output: progress while a run goes, then one table per codec configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=False, highlight=False)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _kbps(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1000:.3f}"
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    table = Table(title="codecarena run", show_lines=False)
+    for name, justify in [("codec", "left"), ("rows ok", "right"), ("repr kbps", "right"),
+                          ("payload kbps", "right"), ("enc RTF cold/warm", "right"),
+                          ("dec RTF cold/warm", "right"), ("peak RSS MiB", "right"),
+                          ("replay identical", "right"), ("checks", "right")]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for c in summary["codecs"]:
+        peaks = [c[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if c[s]["peak_rss_bytes_max"]]
+        table.add_row(
+            c["codec"] + ("" if c["weights"] == "none" else f" [{c['weights']}]"),
+            f"{c['rows_ok']}/{c['rows']}",
+            _kbps(c["representation_bps"]),
+            _kbps(c["payload_bps"]),
+            f"{_fmt(c['encode']['cold_rtf_median'])}/{_fmt(c['encode']['warm_rtf_median'], 4)}",
+            f"{_fmt(c['decode']['cold_rtf_median'])}/{_fmt(c['decode']['warm_rtf_median'], 4)}",
+            f"{max(peaks) / 2**20:.0f}" if peaks else "-",
+            f"{c['replay_identical']}/{c['rows']}",
+            f"{c['checks_passed']}/{c['rows']}",
+        )
+    return table
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    console.print(summary_table(summary))
+    console.print("kbps: duration-weighted aggregate over rows that completed; RTF: medians "
+                  "(cold = process start + imports + load + I/O + compute; warm = compute only)")
+    for c in summary["codecs"]:
+        for failure in c["failures"]:
+            console.print(f"[red]{c['codec']} {failure['utterance']}: {failure['error']}[/red]")

@@ -1,0 +1,462 @@
+"""Evaluation sets: the built-in `smoke` set and user-supplied input folders.
+
+Every audio file handed to the rest of codecarena has been sha256-verified (smoke) or fully decoded
+and checked (input folders) first, so a benchmark result can always be traced to exact bytes.
+
+Where the smoke set comes from, in order: an explicit `data_dir`, `$CODECARENA_DATA` (a mirror folder
+holding the 16 kHz wavs by their `file` name), the cache (`default_cache_dir()`), and finally a
+download of the pinned originals into the cache, converted locally and verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import struct
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+__all__ = [
+    "DatasetError",
+    "EvalSet",
+    "Utterance",
+    "default_cache_dir",
+    "download_verified",
+    "load_input_dir",
+    "load_smoke",
+    "sha256_file",
+    "smoke_manifest",
+]
+
+SET_FORMAT = "codecarena-set"
+SET_VERSION = 1
+SMOKE_RATE = 16000
+CONVERSIONS = ("none", "flac_to_wav", "resample_soxr_vhq")
+AUDIO_SUFFIXES = (".wav", ".flac")
+DATA_ENV = "CODECARENA_DATA"
+_FIX_HINT = f"set {DATA_ENV} or pass --data-dir to a local copy of the smoke set"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class DatasetError(Exception):
+    """A data set could not be found, read or verified; the message names the file/variable and the problem."""
+
+
+class _DownloadFailed(DatasetError):
+    """Network-level failure (as opposed to a verification failure) — load_smoke adds the offline hint."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    id: str
+    path: Path  # resolved, verified audio file (16 kHz mono PCM wav for the smoke set)
+    language: str  # "en", "zh", or "" when unknown
+    transcript: str | None
+    critical: tuple[tuple[str, str], ...]  # (kind, text)
+    sample_rate: int  # of the file at `path`
+    num_samples: int
+    sha256: str  # of the file at `path` (verified)
+    speaker: str  # "" when unknown
+    license: str  # "" when unknown
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    name: str  # "smoke" or "input:<dir name>"
+    utterances: tuple[Utterance, ...]
+    manifest_sha256: str
+    source: str  # "mirror /path", "cache /path", "download", "input /path"
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def default_cache_dir() -> Path:
+    # XDG says relative values must be ignored.
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "codecarena" / "data" / "smoke"
+
+
+def download_verified(url: str, dest: Path, sha256: str, size: int | None = None) -> Path:
+    """Fetch `url` to `dest` only if its bytes hash to `sha256`; never leave a partial or wrong file."""
+    dest = Path(dest)
+    sha256 = sha256.lower()
+    if dest.is_file() and sha256_file(dest) == sha256:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Temp file in the destination folder so the final os.replace is atomic (same filesystem).
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        h = hashlib.sha256()
+        n = 0
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+                while chunk := resp.read(1 << 16):
+                    out.write(chunk)
+                    h.update(chunk)
+                    n += len(chunk)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            # Plain URLError wraps the socket error in .reason; HTTPError's str() carries the status code.
+            reason = e.reason if type(e) is urllib.error.URLError else e
+            raise _DownloadFailed(f"{url}: download failed ({reason})") from e
+        actual = h.hexdigest()
+        if size is not None and n != size:
+            raise DatasetError(f"{url}: size mismatch: expected {size} bytes, got {n} (sha256 {actual}); discarded")
+        if actual != sha256:
+            raise DatasetError(f"{url}: sha256 mismatch: expected {sha256}, actual {actual}; discarded")
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def _wav_truncation(path: Path) -> str | None:
+    """Describe a RIFF/WAVE file whose data chunk is cut short, else None.
+
+    libsndfile silently clamps the frame count to what is present, so a truncated WAV reads "fine".
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return None  # RF64/RIFX/other: left to libsndfile
+        pos = 12
+        while pos + 8 <= size:
+            f.seek(pos)
+            chunk_id, chunk_size = struct.unpack("<4sI", f.read(8))
+            if chunk_id == b"data":
+                present = size - pos - 8
+                if chunk_size != 0xFFFFFFFF and chunk_size > present:  # 0xFFFFFFFF: "unknown" (streamed)
+                    return f"truncated: data chunk declares {chunk_size} bytes but only {present} are present"
+                return None
+            pos += 8 + chunk_size + (chunk_size & 1)  # chunks are padded to even sizes
+    return None
+
+
+def _probe_audio(path: Path) -> tuple[int, int]:
+    """(sample rate, frames) after soundfile.info plus a full decode, so bad files fail here, not mid-benchmark."""
+    try:
+        info = sf.info(str(path))
+        if info.channels != 1:
+            raise DatasetError(f"{path}: {info.channels} channels; only mono audio is supported")
+        frames = 0
+        with sf.SoundFile(str(path)) as f:
+            for block in f.blocks(blocksize=1 << 16, dtype="float32", always_2d=True):
+                frames += block.shape[0]
+    except (sf.LibsndfileError, RuntimeError, OSError) as e:
+        raise DatasetError(f"{path}: unreadable audio ({e})") from e
+    if frames != info.frames:
+        raise DatasetError(f"{path}: truncated: header says {info.frames} frames, decoded {frames}")
+    if path.suffix.lower() == ".wav" and (problem := _wav_truncation(path)):
+        raise DatasetError(f"{path}: {problem}")
+    if info.frames == 0:
+        raise DatasetError(f"{path}: no audio samples")
+    return info.samplerate, info.frames
+
+
+# ----------------------------------------------------------------------------------------- manifest
+
+
+def _smoke_manifest_bytes() -> bytes:
+    # A function (not a constant) so tests can substitute a manifest with rewritten URLs.
+    return resources.files("codecarena").joinpath("data", "smoke.json").read_bytes()
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _validate_set(doc: Any, where: str) -> dict[str, Any]:
+    def fail(field: str, problem: str) -> DatasetError:
+        return DatasetError(f"{where}: {field}: {problem}")
+
+    if not isinstance(doc, dict):
+        raise fail("top level", "expected a JSON object")
+    if doc.get("format") != SET_FORMAT:
+        raise fail("format", f"expected {SET_FORMAT!r}, got {doc.get('format')!r}")
+    if doc.get("version") != SET_VERSION or not _is_int(doc.get("version")):
+        raise fail("version", f"unsupported version {doc.get('version')!r} (this codecarena reads {SET_VERSION})")
+    if not isinstance(doc.get("name"), str) or not doc["name"]:
+        raise fail("name", "expected a non-empty string")
+    utts = doc.get("utterances")
+    if not isinstance(utts, list) or not utts:
+        raise fail("utterances", "expected a non-empty list")
+    seen: set[str] = set()
+    for i, u in enumerate(utts):
+        at = f"utterances[{i}]"
+        if not isinstance(u, dict):
+            raise fail(at, "expected an object")
+        for key in ("id", "file", "language", "speaker", "license", "attribution"):
+            if not isinstance(u.get(key), str):
+                raise fail(f"{at}.{key}", "expected a string")
+        if not u["id"] or u["id"] in seen:
+            raise fail(f"{at}.id", f"empty or duplicate id {u['id']!r}")
+        seen.add(u["id"])
+        # `file` is joined onto a mirror/cache folder: it must be a bare file name.
+        if u["file"] in ("", ".", "..") or Path(u["file"]).name != u["file"] or "\\" in u["file"]:
+            raise fail(f"{at}.file", f"expected a bare file name, got {u['file']!r}")
+        if u.get("transcript") is not None and not isinstance(u["transcript"], str):
+            raise fail(f"{at}.transcript", "expected a string or null")
+        crit = u.get("critical")
+        if not isinstance(crit, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("kind"), str) and c["kind"] and isinstance(c.get("text"), str)
+            for c in crit
+        ):
+            raise fail(f"{at}.critical", "expected a list of {kind, text} objects")
+        for key in ("sample_rate", "num_samples"):
+            if not _is_int(u.get(key)) or u[key] <= 0:
+                raise fail(f"{at}.{key}", "expected a positive integer")
+        if not isinstance(u.get("sha256"), str) or not _HEX64.fullmatch(u["sha256"]):
+            raise fail(f"{at}.sha256", "expected 64 lowercase hex digits")
+        src = u.get("source")
+        if not isinstance(src, dict):
+            raise fail(f"{at}.source", "expected an object")
+        if not isinstance(src.get("url"), str) or not src["url"].startswith(("https://", "http://")):
+            raise fail(f"{at}.source.url", "expected an http(s) URL")
+        if not isinstance(src.get("sha256"), str) or not _HEX64.fullmatch(src["sha256"]):
+            raise fail(f"{at}.source.sha256", "expected 64 lowercase hex digits")
+        if src.get("conversion") not in CONVERSIONS:
+            raise fail(f"{at}.source.conversion", f"expected one of {CONVERSIONS}, got {src.get('conversion')!r}")
+        if not _is_int(src.get("sample_rate")) or src["sample_rate"] <= 0:
+            raise fail(f"{at}.source.sample_rate", "expected a positive integer")
+        if src["conversion"] == "none" and src["sha256"] != u["sha256"]:
+            raise fail(f"{at}.source.sha256", "conversion 'none' requires the original and final sha256 to match")
+    return doc
+
+
+def smoke_manifest() -> dict[str, Any]:
+    """The package's smoke.json, parsed and validated."""
+    return _parse_smoke(_smoke_manifest_bytes())
+
+
+def _parse_smoke(raw: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DatasetError(f"smoke.json: not valid UTF-8 JSON ({e})") from e
+    return _validate_set(doc, "smoke.json")
+
+
+# ------------------------------------------------------------------------------------------- smoke
+
+
+def _smoke_utterance(entry: dict[str, Any], path: Path) -> Utterance:
+    """Verify one smoke file (hash, then rate/length/channels) and describe it."""
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing (smoke utterance {entry['id']})")
+    actual = sha256_file(path)
+    if actual != entry["sha256"]:
+        raise DatasetError(f"{path}: sha256 mismatch: expected {entry['sha256']}, actual {actual}")
+    try:
+        info = sf.info(str(path))
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise DatasetError(f"{path}: unreadable audio ({e})") from e
+    got = (info.samplerate, info.frames, info.channels)
+    want = (entry["sample_rate"], entry["num_samples"], 1)
+    if got != want:
+        raise DatasetError(f"{path}: (rate, samples, channels) expected {want}, actual {got}")
+    return Utterance(
+        id=entry["id"],
+        path=path.resolve(),
+        language=entry["language"],
+        transcript=entry.get("transcript"),
+        critical=tuple((c["kind"], c["text"]) for c in entry["critical"]),
+        sample_rate=info.samplerate,
+        num_samples=info.frames,
+        sha256=actual,
+        speaker=entry["speaker"],
+        license=entry["license"],
+    )
+
+
+def _write_pcm16(dest: Path, samples: np.ndarray, rate: int) -> None:
+    sf.write(str(dest), samples, rate, format="WAV", subtype="PCM_16")
+
+
+def _fetch_smoke_file(entry: dict[str, Any], cache: Path) -> None:
+    """Download one original into the cache, convert it to the 16 kHz wav, verify, and move into place."""
+    src = entry["source"]
+    dest = cache / entry["file"]
+    if src["conversion"] == "none":
+        download_verified(src["url"], dest, entry["sha256"])
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache) as tmp_dir:
+        tmp = Path(tmp_dir)
+        suffix = Path(src["url"].rsplit("/", 1)[-1]).suffix or ".audio"
+        original = download_verified(src["url"], tmp / f"original{suffix}", src["sha256"])
+        out = tmp / "converted.wav"
+        if src["conversion"] == "flac_to_wav":
+            y, rate = sf.read(str(original), dtype="int16")
+            _write_pcm16(out, y, rate)
+        else:  # resample_soxr_vhq; these exact steps are what the published sha256 was made with
+            y, rate = sf.read(str(original), dtype="float64")
+            z = soxr.resample(y, rate, SMOKE_RATE, quality="VHQ")
+            _write_pcm16(out, np.clip(np.round(z * 32768), -32768, 32767).astype(np.int16), SMOKE_RATE)
+        actual = sha256_file(out)
+        if actual != entry["sha256"]:
+            raise DatasetError(
+                f"{entry['file']}: converted ({src['conversion']}) sha256 mismatch: "
+                f"expected {entry['sha256']}, actual {actual}; discarded"
+            )
+        os.replace(out, dest)
+
+
+def _cached_ok(path: Path, sha256: str) -> bool:
+    return path.is_file() and sha256_file(path) == sha256
+
+
+def load_smoke(
+    data_dir: Path | None = None, cache_dir: Path | None = None, allow_download: bool = True
+) -> EvalSet:
+    raw = _smoke_manifest_bytes()
+    manifest = _parse_smoke(raw)  # parse the very bytes we hash
+    entries: list[dict[str, Any]] = manifest["utterances"]
+    manifest_sha256 = hashlib.sha256(raw).hexdigest()
+
+    if data_dir is None and os.environ.get(DATA_ENV):
+        data_dir = Path(os.environ[DATA_ENV])
+    if data_dir is not None:
+        # A mirror is authoritative: a missing or altered file is an error, never a silent fallback.
+        mirror = Path(data_dir).expanduser().resolve()
+        if not mirror.is_dir():
+            raise DatasetError(f"smoke data dir {mirror} (--data-dir / {DATA_ENV}): not a directory")
+        utts = tuple(_smoke_utterance(e, mirror / e["file"]) for e in entries)
+        return EvalSet(manifest["name"], utts, manifest_sha256, f"mirror {mirror}")
+
+    cache = Path(cache_dir if cache_dir is not None else default_cache_dir()).expanduser().resolve()
+    # The cache is ours: a missing or corrupt entry is (re)fetched when allowed.
+    stale = [e for e in entries if not _cached_ok(cache / e["file"], e["sha256"])]
+    if stale and not allow_download:
+        raise DatasetError(
+            f"smoke set: {len(stale)} of {len(entries)} files missing or wrong in cache {cache} "
+            f"and downloads are disabled; {_FIX_HINT}"
+        )
+    for e in stale:
+        try:
+            _fetch_smoke_file(e, cache)
+        except _DownloadFailed as err:
+            raise DatasetError(f"smoke set: {err}; offline? {_FIX_HINT}") from err
+    utts = tuple(_smoke_utterance(e, cache / e["file"]) for e in entries)
+    return EvalSet(manifest["name"], utts, manifest_sha256, "download" if stale else f"cache {cache}")
+
+
+# --------------------------------------------------------------------------------------- input dir
+
+
+def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]:
+    """Per-file metadata from LibriSpeech-style *.trans.txt files, then manifest.json (which wins)."""
+    meta: dict[Path, dict[str, Any]] = {p: {} for p in audio}
+    by_dir_stem = {(p.parent, p.stem): p for p in audio}
+
+    # LibriSpeech convention: a trans.txt covers the audio files in its own folder, keyed by stem.
+    for trans in sorted(root.rglob("*.trans.txt")):
+        try:
+            lines = trans.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise DatasetError(f"{trans}: unreadable ({e})") from e
+        for line in lines:
+            utt_id, _, text = line.strip().partition(" ")
+            if utt_id and (p := by_dir_stem.get((trans.parent, utt_id))):
+                meta[p]["transcript"] = text.strip()
+
+    manifest_path = root / "manifest.json"
+    if manifest_path.is_file():
+        try:
+            items = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DatasetError(f"{manifest_path}: not valid JSON ({e})") from e
+        if not isinstance(items, list):
+            raise DatasetError(f"{manifest_path}: expected a list of objects with 'file'")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("file"), str):
+                raise DatasetError(f"{manifest_path}: entry {i}: expected an object with a 'file' string")
+            p = root / item["file"]
+            # Strict: a typo would otherwise silently drop a transcript.
+            if p not in meta:
+                raise DatasetError(f"{manifest_path}: entry {i}: {item['file']!r} is not an audio file in {root}")
+            for key in ("transcript", "language", "id", "speaker", "license"):
+                if key in item:
+                    if not isinstance(item[key], str):
+                        raise DatasetError(f"{manifest_path}: entry {i}: {key!r} must be a string")
+                    meta[p][key] = item[key]
+            if "critical" in item:
+                crit = item["critical"]
+                if not isinstance(crit, list) or not all(
+                    isinstance(c, dict) and isinstance(c.get("kind"), str) and isinstance(c.get("text"), str)
+                    for c in crit
+                ):
+                    raise DatasetError(f"{manifest_path}: entry {i}: 'critical' must be a list of {{kind, text}}")
+                meta[p]["critical"] = tuple((c["kind"], c["text"]) for c in crit)
+    return meta
+
+
+def load_input_dir(path: Path) -> EvalSet:
+    """Every .wav/.flac under `path` (recursive, sorted), decoded and checked; no resampling."""
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise DatasetError(f"{root}: input folder does not exist or is not a directory")
+    audio = sorted(
+        (
+            p
+            for p in root.rglob("*")
+            if p.suffix.lower() in AUDIO_SUFFIXES
+            and p.is_file()
+            # Hidden files are editor/OS droppings (e.g. macOS "._x.wav"), not recordings.
+            and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        ),
+        key=lambda p: p.relative_to(root).as_posix(),
+    )
+    if not audio:
+        raise DatasetError(f"{root}: no .wav or .flac files found")
+    meta = _input_metadata(root, audio)
+
+    utts: list[Utterance] = []
+    seen: dict[str, Path] = {}
+    for p in audio:
+        m = meta[p]
+        utt_id = m.get("id") or p.relative_to(root).with_suffix("").as_posix().replace("/", "__")
+        if utt_id in seen:
+            raise DatasetError(f"{p}: id {utt_id!r} already used by {seen[utt_id]}")
+        seen[utt_id] = p
+        rate, frames = _probe_audio(p)
+        utts.append(
+            Utterance(
+                id=utt_id,
+                path=p.resolve(),
+                language=m.get("language", ""),
+                transcript=m.get("transcript"),
+                critical=m.get("critical", ()),
+                sample_rate=rate,
+                num_samples=frames,
+                sha256=sha256_file(p),
+                speaker=m.get("speaker", ""),
+                license=m.get("license", ""),
+            )
+        )
+    # Identity of an input set = which audio bytes, under which ids, with which transcripts.
+    listing = [{"id": u.id, "sha256": u.sha256, "transcript": u.transcript} for u in utts]
+    canonical = json.dumps(listing, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return EvalSet(f"input:{root.name}", tuple(utts), hashlib.sha256(canonical).hexdigest(), f"input {root}")

@@ -1,0 +1,321 @@
+"""The row pipeline: one codec configuration x one utterance, each stage in a fresh guarded process.
+
+encode (reference -> payload file) -> decode (payload only -> wav) -> replay (decode again in
+another fresh process; sha256 must match) -> checks -> accounting -> row appended to rows.jsonl.
+Runs resume: a row that is complete and whose files still verify is not computed again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import soundfile as sf
+import soxr
+
+from codecarena.codecs.base import to_int16
+from codecarena.datasets import EvalSet, Utterance, sha256_file
+from codecarena.payload import PayloadError, read_payload
+from codecarena.results import store
+from codecarena.results.schema import Guard, Row, Stage
+from codecarena.results.summary import summarize
+from codecarena.runtime.guard import run_guarded
+from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
+from codecarena.specs import CodecSpec
+
+ARENA_RATE = 16000
+# Below this RMS a decoded utterance counts as silent (the reference never is).
+SILENCE_DBFS = -60.0
+
+
+class RunError(RuntimeError):
+    """The run cannot start or continue; the message says why."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    out: Path
+    codecs: tuple[CodecSpec, ...]
+    memory_limit: int
+    poll_s: float = 0.25
+    warm_repeats: int = 2
+    timeout_s: float | None = 600.0
+    python: str = sys.executable
+
+
+@dataclass(frozen=True)
+class Reference:
+    utterance: Utterance
+    path: Path  # 16 kHz mono wav the codecs see
+    num_samples: int
+    sha256: str
+    resampled_from: int | None
+
+
+def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
+    """What determines the rows; a rerun into the same directory must have the same plan."""
+    return {
+        "set": evalset.name,
+        "manifest_sha256": evalset.manifest_sha256,
+        "utterances": [[u.id, u.sha256] for u in evalset.utterances],
+        "codecs": [{"codec": s.canonical, "config": s.config_dict()} for s in opts.codecs],
+        "arena_rate": ARENA_RATE,
+        "warm_repeats": opts.warm_repeats,
+        "memory_limit_bytes": opts.memory_limit,
+        "guard_poll_s": opts.poll_s,
+        "stage_timeout_s": opts.timeout_s,
+    }
+
+
+def prepare_reference(utt: Utterance, run_dir: Path) -> Reference:
+    if utt.sample_rate == ARENA_RATE:
+        return Reference(utt, utt.path, utt.num_samples, utt.sha256, None)
+    audio, rate = sf.read(utt.path, dtype="float64")
+    resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ")
+    path = run_dir / "references" / f"{utt.id}.wav"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, to_int16(resampled), ARENA_RATE, subtype="PCM_16", format="WAV")
+    return Reference(utt, path, len(resampled), sha256_file(path), rate)
+
+
+def _rel(path: Path, run_dir: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _run_stage(name: str, job: Job, opts: RunOptions, work: Path) -> tuple[Stage, StageReport | None]:
+    job_path = work / f"{name}.job.json"
+    write_job(job_path, job)
+    Path(job.report).unlink(missing_ok=True)
+    result = run_guarded(
+        [opts.python, "-m", "codecarena.worker", str(job_path)],
+        limit_bytes=opts.memory_limit, poll_s=opts.poll_s, timeout_s=opts.timeout_s,
+        log_path=work / f"{name}.log",
+    )
+    guard = Guard(**asdict(result.guard))
+    report: StageReport | None = None
+    report_error = ""
+    if Path(job.report).exists() and not guard.fired and not guard.timed_out:
+        try:
+            report = read_report(Path(job.report))
+        except ProtocolError as exc:
+            report_error = str(exc)
+    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
+    if guard.fired:
+        error = (f"memory guard killed the {name} worker: process tree RSS {peak / 2**20:.0f} MiB "
+                 f"passed the limit {guard.limit_bytes / 2**20:.0f} MiB")
+    elif guard.timed_out:
+        error = f"{name} worker killed after the {opts.timeout_s:g} s stage timeout"
+    elif report is None:
+        error = report_error or f"{name} worker exited with status {result.returncode} and no report (see {work / (name + '.log')})"
+    elif not report.ok:
+        error = f"{name}: {report.error}"
+    elif result.returncode != 0:
+        error = f"{name} worker reported success but exited with status {result.returncode}"
+    else:
+        error = ""
+    cold_rtf = warm_rtf = None
+    process_start = 0.0
+    if report is not None and report.audio_s > 0:
+        process_start = max(0.0, report.started_at - result.spawn_time)
+        cold = process_start + report.imports_s + report.load_s + report.io_s + report.compute_s
+        cold_rtf = cold / report.audio_s
+        if report.warm_compute_s:
+            warm_rtf = statistics.median(report.warm_compute_s) / report.audio_s
+    stage = Stage(
+        name=name, exit_status=result.returncode, ok=not error, error=error, wall_s=result.wall_s,
+        process_start_s=process_start,
+        imports_s=report.imports_s if report else 0.0, load_s=report.load_s if report else 0.0,
+        io_s=report.io_s if report else 0.0, compute_s=report.compute_s if report else 0.0,
+        warm_compute_s=list(report.warm_compute_s) if report else [],
+        cold_rtf=cold_rtf, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
+    )
+    return stage, report
+
+
+def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path) -> Row:
+    utt = ref.utterance
+    work = run_dir / "work" / spec.slug / utt.id
+    work.mkdir(parents=True, exist_ok=True)
+    payload_path = run_dir / "payloads" / spec.slug / f"{utt.id}.ccap"
+    decoded_path = run_dir / "decoded" / spec.slug / f"{utt.id}.wav"
+    replay_path = work / "replay.wav"
+    for path in (payload_path, decoded_path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+    duration = ref.num_samples / ARENA_RATE
+
+    def job(stage: str, src: Path, dst: Path, name: str) -> Job:
+        return Job(version=1, stage=stage, input=str(src), output=str(dst),
+                   report=str(work / f"{name}.report.json"),
+                   codec=spec.canonical if stage == "encode" else "",
+                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats)
+
+    stages: list[Stage] = []
+    fields: dict[str, Any] = {}
+    error = ""
+    codec_facts: dict[str, Any] = {}
+    model: dict[str, Any] = {}
+
+    enc_stage, enc_report = _run_stage("encode", job("encode", ref.path, payload_path, "encode"), opts, work)
+    stages.append(enc_stage)
+    error = enc_stage.error
+    if not error and enc_report is not None:
+        model = enc_report.model
+        codec_facts = dict(enc_report.facts)
+        try:
+            payload = read_payload(payload_path)
+        except PayloadError as exc:
+            error = f"encode wrote an unreadable payload: {exc}"
+        else:
+            if payload.codec != spec.canonical or payload.num_samples != ref.num_samples:
+                error = (f"{payload_path}: payload says {payload.codec} / {payload.num_samples} samples, "
+                         f"expected {spec.canonical} / {ref.num_samples}")
+            bits = payload.representation_bits()
+            size = payload_path.stat().st_size
+            fields.update(
+                payload=_rel(payload_path, run_dir), payload_bytes=size, payload_sha256=sha256_file(payload_path),
+                representation_bits=bits, representation_bps=bits / duration if duration else None,
+                payload_bps=size * 8 / duration if duration else None,
+            )
+
+    if not error:
+        dec_stage, dec_report = _run_stage("decode", job("decode", payload_path, decoded_path, "decode"), opts, work)
+        stages.append(dec_stage)
+        error = dec_stage.error
+        if not error and dec_report is not None:
+            facts = dec_report.facts
+            codec_facts["decode"] = facts
+            info = sf.info(decoded_path)
+            rms = facts.get("rms_dbfs")
+            fields.update(
+                decoded=_rel(decoded_path, run_dir), decoded_sha256=sha256_file(decoded_path),
+                decoded_samples=info.frames, trimmed_samples=facts["trimmed_samples"],
+                padded_samples=facts["padded_samples"], length_tolerance=facts["length_tolerance"],
+                finite=True, silent=rms is None or rms < SILENCE_DBFS,
+                clipped_samples=facts["clipped_samples"],
+            )
+            off = facts["trimmed_samples"] + facts["padded_samples"]
+            if info.frames != ref.num_samples or info.samplerate != ARENA_RATE:
+                error = (f"{decoded_path}: {info.frames} samples at {info.samplerate} Hz, "
+                         f"expected {ref.num_samples} at {ARENA_RATE} Hz")
+            elif off > facts["length_tolerance"]:
+                error = (f"decoded length was off by {off} samples before restoration, "
+                         f"beyond the codec's tolerance of {facts['length_tolerance']}")
+
+    if not error:
+        rep_stage, _ = _run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts, work)
+        stages.append(rep_stage)
+        error = rep_stage.error
+        if not error:
+            fields["replay_sha256"] = sha256_file(replay_path)
+            fields["replay_identical"] = fields["replay_sha256"] == fields["decoded_sha256"]
+            replay_path.unlink()
+
+    status = "failed" if error else "ok"
+    checks_passed = (status == "ok" and fields.get("finite") is True and fields.get("silent") is False)
+    if status == "ok" and not checks_passed:
+        error = "checks failed: decoded audio is silent"
+    return Row(
+        version=1, codec=spec.canonical, family=spec.family, config=spec.config_dict(), weights="none",
+        variant="", utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
+        num_samples=ref.num_samples, duration_s=duration, reference=_rel(ref.path, run_dir),
+        reference_sha256=ref.sha256,
+        payload=fields.get("payload"), payload_bytes=fields.get("payload_bytes"),
+        payload_sha256=fields.get("payload_sha256"), representation_bits=fields.get("representation_bits"),
+        representation_bps=fields.get("representation_bps"), payload_bps=fields.get("payload_bps"),
+        decoded=fields.get("decoded"), decoded_sha256=fields.get("decoded_sha256"),
+        replay_sha256=fields.get("replay_sha256"), replay_identical=fields.get("replay_identical"),
+        decoded_samples=fields.get("decoded_samples"), trimmed_samples=fields.get("trimmed_samples"),
+        padded_samples=fields.get("padded_samples"), length_tolerance=fields.get("length_tolerance"),
+        finite=fields.get("finite"), silent=fields.get("silent"), clipped_samples=fields.get("clipped_samples"),
+        checks_passed=checks_passed, codec_facts=codec_facts, model=model, stages=stages,
+        status=status, error=error,
+    )
+
+
+def row_files_verify(row: Row, run_dir: Path) -> bool:
+    """A completed row counts on resume only if the files it names still have its hashes."""
+    if row.status != "ok" or row.payload is None or row.decoded is None:
+        return False
+    for rel, digest in ((row.payload, row.payload_sha256), (row.decoded, row.decoded_sha256)):
+        path = run_dir / rel
+        if not path.is_file() or sha256_file(path) != digest:
+            return False
+    return True
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def execute(
+    evalset: EvalSet,
+    opts: RunOptions,
+    run_info: dict[str, Any],
+    on_row: Callable[[Row, bool], None] | None = None,
+) -> list[Row]:
+    """Run (or resume) every codec x utterance row into opts.out; return the rows in plan order."""
+    run_dir = opts.out
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(run_dir / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
+    try:
+        return _execute_locked(evalset, opts, run_info, on_row)
+    finally:
+        lock.close()
+
+
+def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any],
+                    on_row: Callable[[Row, bool], None] | None) -> list[Row]:
+    run_dir = opts.out
+    plan = plan_of(evalset, opts)
+    run_json = run_dir / store.RUN
+    if run_json.exists():
+        previous = store.read_json(run_json)
+        if previous.get("plan") != plan:
+            raise RunError(f"{run_dir}: holds a run with a different plan (codecs, set or options); "
+                           f"use another --out directory")
+    store.write_json(run_json, {**run_info, "plan": plan, "plan_sha256": _sha256_text(repr(plan)),
+                                "finished": False})
+
+    existing, _torn = store.load_rows(run_dir)
+    wanted = {(s.canonical, u.id) for s in opts.codecs for u in evalset.utterances}
+    kept: dict[tuple[str, str], Row] = {}
+    for row in existing:
+        if row.key in wanted and row_files_verify(row, run_dir):
+            kept[row.key] = row
+    # Rewriting drops failed rows (they are retried), a torn final line, and rows whose files changed.
+    store.rewrite_rows(run_dir, list(kept.values()))
+
+    references: dict[str, Reference] = {}
+    rows: list[Row] = []
+    for spec in opts.codecs:
+        for utt in evalset.utterances:
+            key = (spec.canonical, utt.id)
+            if key in kept:
+                rows.append(kept[key])
+                if on_row:
+                    on_row(kept[key], True)
+                continue
+            if utt.id not in references:
+                references[utt.id] = prepare_reference(utt, run_dir)
+            row = run_row(spec, references[utt.id], opts, run_dir)
+            store.append_row(run_dir, row)
+            rows.append(row)
+            if on_row:
+                on_row(row, False)
+    store.write_json(run_dir / store.SUMMARY, summarize(rows))
+    store.write_json(run_json, {**store.read_json(run_json), "finished": True})
+    return rows

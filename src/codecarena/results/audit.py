@@ -1,0 +1,189 @@
+"""Re-derive a run from its files: every aggregate, size, hash, length and guard record.
+
+The auditor trusts nothing the run wrote about itself that it can recompute: payload sizes and
+representation bits come from parsing the payload files, audio facts from reading the wavs, and
+the summary from the verified rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from codecarena.datasets import sha256_file
+from codecarena.payload import PayloadError, read_payload
+from codecarena.results import store
+from codecarena.results.schema import Row
+from codecarena.results.summary import summarize
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def _diff(path: str, a: Any, b: Any, out: list[str]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            _diff(f"{path}.{key}", a.get(key), b.get(key), out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(f"{path}[{i}]", x, y, out)
+    elif isinstance(a, float) or isinstance(b, float):
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and _close(float(a), float(b))):
+            out.append(f"{path}: summary.json says {a!r}, the rows give {b!r}")
+    elif a != b:
+        out.append(f"{path}: summary.json says {a!r}, the rows give {b!r}")
+
+
+def _audit_stages(row: Row, where: str) -> list[str]:
+    problems = []
+    if not row.stages:
+        problems.append(f"{where}: no stage records")
+    for stage in row.stages:
+        g = stage.guard
+        if g.limit_bytes <= 0 or g.poll_s <= 0 or g.polls < 1:
+            problems.append(f"{where}: {stage.name} has no usable memory-guard record")
+        if stage.peak_rss_bytes > g.limit_bytes and not g.fired:
+            problems.append(f"{where}: {stage.name} peak RSS {stage.peak_rss_bytes} is over its limit "
+                            f"{g.limit_bytes} but the guard did not fire")
+        if (g.fired or g.timed_out) and stage.ok:
+            problems.append(f"{where}: {stage.name} is marked ok although the guard killed it")
+    return problems
+
+
+def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
+    problems: list[str] = []
+    if row.payload is None or row.decoded is None:
+        return [f"{where}: status ok but payload or decoded file is not named"]
+    payload_path = run_dir / row.payload
+    if not payload_path.is_file():
+        problems.append(f"{where}: payload file {row.payload} is missing")
+    else:
+        size = payload_path.stat().st_size
+        if size != row.payload_bytes:
+            problems.append(f"{where}: payload {row.payload} is {size} bytes, row says {row.payload_bytes}")
+        if sha256_file(payload_path) != row.payload_sha256:
+            problems.append(f"{where}: payload {row.payload} sha256 differs from the row")
+        try:
+            payload = read_payload(payload_path)
+        except PayloadError as exc:
+            problems.append(f"{where}: {exc}")
+        else:
+            bits = payload.representation_bits()
+            if bits != row.representation_bits:
+                problems.append(f"{where}: payload holds {bits} representation bits, row says {row.representation_bits}")
+            if payload.codec != row.codec or payload.num_samples != row.num_samples or payload.sample_rate != row.sample_rate:
+                problems.append(f"{where}: payload is {payload.codec} {payload.num_samples} samples at "
+                                f"{payload.sample_rate} Hz, row says {row.codec} {row.num_samples} at {row.sample_rate}")
+            seconds = row.num_samples / row.sample_rate
+            if not _close(row.duration_s, seconds):
+                problems.append(f"{where}: duration_s {row.duration_s} != num_samples / sample_rate {seconds}")
+            if not _close(row.representation_bps, bits / seconds):
+                problems.append(f"{where}: representation_bps {row.representation_bps} != {bits / seconds}")
+            if not _close(row.payload_bps, size * 8 / seconds):
+                problems.append(f"{where}: payload_bps {row.payload_bps} != {size * 8 / seconds}")
+    decoded_path = run_dir / row.decoded
+    if not decoded_path.is_file():
+        problems.append(f"{where}: decoded file {row.decoded} is missing")
+    else:
+        if sha256_file(decoded_path) != row.decoded_sha256:
+            problems.append(f"{where}: decoded {row.decoded} sha256 differs from the row")
+        try:
+            pcm, rate = sf.read(decoded_path, dtype="int16")
+        except (sf.LibsndfileError, RuntimeError) as exc:
+            problems.append(f"{where}: decoded {row.decoded} is unreadable ({exc})")
+        else:
+            if len(pcm) != row.num_samples or rate != row.sample_rate or len(pcm) != row.decoded_samples:
+                problems.append(f"{where}: decoded {row.decoded} has {len(pcm)} samples at {rate} Hz, "
+                                f"row says {row.num_samples} at {row.sample_rate}")
+            clipped = int(np.count_nonzero((pcm == 32767) | (pcm == -32768)))
+            if clipped != row.clipped_samples:
+                problems.append(f"{where}: decoded has {clipped} full-scale samples, row says {row.clipped_samples}")
+    if row.replay_identical != (row.replay_sha256 is not None and row.replay_sha256 == row.decoded_sha256):
+        problems.append(f"{where}: replay_identical disagrees with the replay and decoded hashes")
+    expected_checks = row.finite is True and row.silent is False
+    if row.checks_passed != expected_checks:
+        problems.append(f"{where}: checks_passed is {row.checks_passed}, the checks give {expected_checks}")
+    reference = Path(row.reference) if Path(row.reference).is_absolute() else run_dir / row.reference
+    if reference.is_file() and sha256_file(reference) != row.reference_sha256:
+        problems.append(f"{where}: reference {reference} sha256 differs from the row")
+    return problems
+
+
+def replay_problems(rows: list[Row], run_dir: Path, python: str) -> list[str]:
+    """Decode every payload again in a fresh worker and compare with the stored decoded audio."""
+    from codecarena.pipeline import ARENA_RATE, RunOptions, _run_stage
+    from codecarena.runtime.guard import default_memory_limit
+    from codecarena.runtime.protocol import Job
+
+    problems: list[str] = []
+    opts = RunOptions(out=run_dir, codecs=(), memory_limit=default_memory_limit(), warm_repeats=0, python=python)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for row in rows:
+            if row.status != "ok" or row.payload is None:
+                continue
+            out = work / "audit.wav"
+            job = Job(version=1, stage="decode", input=str(run_dir / row.payload), output=str(out),
+                      report=str(work / "audit.report.json"), codec="", arena_rate=ARENA_RATE, warm_repeats=0)
+            stage, _ = _run_stage("audit-replay", job, opts, work)
+            where = f"{row.codec} {row.utterance}"
+            if not stage.ok:
+                problems.append(f"{where}: fresh decode for audit failed: {stage.error}")
+            elif sha256_file(out) != row.decoded_sha256:
+                problems.append(f"{where}: a fresh decode of the payload differs from {row.decoded}")
+    return problems
+
+
+def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> list[str]:
+    """Every disagreement found, one line each; an empty list means the run re-derives."""
+    import sys
+
+    problems: list[str] = []
+    try:
+        run = store.read_json(run_dir / store.RUN)
+        rows, torn = store.load_rows(run_dir)
+    except store.StoreError as exc:
+        return [str(exc)]
+    if torn:
+        problems.append(f"{run_dir / store.ROWS}: ends with a torn line (the run was interrupted; rerun it)")
+    if not run.get("finished"):
+        problems.append(f"{run_dir / store.RUN}: the run did not finish (rerun the same command to resume)")
+    plan = run.get("plan") or {}
+    wanted = [(c["codec"], u[0]) for c in plan.get("codecs", []) for u in plan.get("utterances", [])]
+    seen: dict[tuple[str, str], int] = {}
+    for row in rows:
+        seen[row.key] = seen.get(row.key, 0) + 1
+    for key, count in seen.items():
+        if count > 1:
+            problems.append(f"{key[0]} {key[1]}: {count} rows for one codec x utterance")
+        if key not in wanted:
+            problems.append(f"{key[0]} {key[1]}: row is not in the run's plan")
+    for key in wanted:
+        if key not in seen:
+            problems.append(f"{key[0]} {key[1]}: planned row is missing")
+    for row in rows:
+        where = f"{row.codec} {row.utterance}"
+        problems += _audit_stages(row, where)
+        if row.status == "ok":
+            problems += _audit_ok_row(row, run_dir, where)
+        elif not row.error:
+            problems.append(f"{where}: failed row without a reason")
+    try:
+        summary = store.read_json(run_dir / store.SUMMARY)
+    except store.StoreError as exc:
+        problems.append(str(exc))
+    else:
+        recomputed = json.loads(json.dumps(summarize(rows)))
+        _diff("summary", summary, recomputed, problems)
+    if replay:
+        problems += replay_problems(rows, run_dir, python or sys.executable)
+    return problems

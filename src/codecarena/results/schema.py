@@ -1,0 +1,156 @@
+"""Result rows as they land in `rows.jsonl`: frozen, versioned, parsed strictly.
+
+Every field is documented in docs/results.md. A row holds everything needed to recompute the
+summary, and names the files (relative to the run directory) that the auditor checks it against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ROW_VERSION = 1
+
+
+class SchemaError(ValueError):
+    """A row or record that does not match the schema."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    limit_bytes: int
+    poll_s: float
+    fired: bool
+    peak_rss_bytes: int
+    polls: int
+    timed_out: bool
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # "encode", "decode" or "replay"
+    exit_status: int
+    ok: bool
+    error: str
+    wall_s: float  # spawn to exit, as the harness saw it
+    process_start_s: float  # spawn until the worker's first statement
+    imports_s: float
+    load_s: float
+    io_s: float
+    compute_s: float  # the first (cold) codec call
+    warm_compute_s: list[float]
+    cold_rtf: float | None  # (process start + imports + load + io + compute) / audio seconds
+    warm_rtf: float | None  # median warm compute / audio seconds; None without warm repeats
+    peak_rss_bytes: int  # max of the guard's polled tree RSS and the worker's own getrusage peak
+    guard: Guard
+
+
+@dataclass(frozen=True)
+class Row:
+    version: int
+    codec: str
+    family: str
+    config: dict[str, Any]
+    weights: str  # "none" for DSP codecs, "real" or "synthetic" for neural ones
+    variant: str
+    utterance: str
+    language: str
+    sample_rate: int
+    num_samples: int
+    duration_s: float
+    reference: str
+    reference_sha256: str
+    payload: str | None
+    payload_bytes: int | None
+    payload_sha256: str | None
+    representation_bits: int | None
+    representation_bps: float | None
+    payload_bps: float | None
+    decoded: str | None
+    decoded_sha256: str | None
+    replay_sha256: str | None
+    replay_identical: bool | None
+    decoded_samples: int | None
+    trimmed_samples: int | None
+    padded_samples: int | None
+    length_tolerance: int | None
+    finite: bool | None
+    silent: bool | None
+    clipped_samples: int | None
+    checks_passed: bool
+    codec_facts: dict[str, Any]
+    model: dict[str, Any]
+    stages: list[Stage]
+    status: str  # "ok" or "failed"
+    error: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.codec, self.utterance)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _check(value, option, where)
+            except SchemaError:
+                continue
+        raise SchemaError(f"{where}: {value!r} is not {hint}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise SchemaError(f"{where}: expected a list")
+        (item,) = typing.get_args(hint)
+        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SchemaError(f"{where}: expected an object")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SchemaError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if hint in (str, bool):
+        if not isinstance(value, hint):
+            raise SchemaError(f"{where}: expected {hint.__name__}, got {value!r}")
+        return value
+    raise SchemaError(f"{where}: unsupported type {hint}")
+
+
+def from_dict(cls: Any, data: Any, where: str = "row") -> Any:
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where}: expected an object")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in data]
+    extra = [k for k in data if k not in hints]
+    if missing or extra:
+        raise SchemaError(f"{where}: missing keys {missing}, unexpected keys {extra}")
+    return cls(**{n: _check(data[n], hints[n], f"{where}.{n}") for n in names})
+
+
+def parse_row(data: Any) -> Row:
+    row = from_dict(Row, data)
+    if row.version != ROW_VERSION:
+        raise SchemaError(f"row version {row.version}, expected {ROW_VERSION}")
+    if row.status not in ("ok", "failed"):
+        raise SchemaError(f"row status {row.status!r} is not ok/failed")
+    return row

@@ -1,0 +1,78 @@
+"""The run directory on disk: `run.json`, `rows.jsonl` (append-only, crash-safe) and `summary.json`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from codecarena.results.schema import Row, SchemaError, parse_row
+
+ROWS = "rows.jsonl"
+RUN = "run.json"
+SUMMARY = "summary.json"
+
+
+class StoreError(ValueError):
+    """A run directory whose files cannot be trusted as they are."""
+
+
+def append_row(run_dir: Path, row: Row) -> None:
+    line = (json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n").encode()
+    # One write() on an O_APPEND descriptor, then fsync: a crash leaves either the whole line or a
+    # torn tail without newline, which load_rows recognises and drops.
+    fd = os.open(run_dir / ROWS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load_rows(run_dir: Path) -> tuple[list[Row], bool]:
+    """Rows in file order, and whether a torn final line (an interrupted append) was dropped."""
+    path = run_dir / ROWS
+    if not path.exists():
+        return [], False
+    data = path.read_bytes()
+    torn = bool(data) and not data.endswith(b"\n")
+    lines = data.split(b"\n")
+    complete = lines[:-1]
+    rows: list[Row] = []
+    for number, raw in enumerate(complete, start=1):
+        try:
+            rows.append(parse_row(json.loads(raw)))
+        except (ValueError, SchemaError) as exc:
+            raise StoreError(f"{path}: line {number} is not a valid row ({exc})") from None
+    return rows, torn
+
+
+def rewrite_rows(run_dir: Path, rows: list[Row]) -> None:
+    path = run_dir / ROWS
+    tmp = path.with_name(f".{ROWS}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True, allow_nan=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(f"{path}: missing") from None
+    except ValueError as exc:
+        raise StoreError(f"{path}: not valid JSON ({exc})") from None

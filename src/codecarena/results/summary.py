@@ -1,0 +1,78 @@
+"""Aggregates per codec configuration, recomputable from the rows alone.
+
+Bitrates are aggregated two ways: the per-utterance mean, and the duration-weighted aggregate
+(total bits / total seconds, with seconds always num_samples / sample_rate). Only rows whose stages
+all succeeded count towards rates and costs; failures are listed with their reasons.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable
+
+from codecarena.results.schema import Row
+
+SUMMARY_VERSION = 1
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _rates(rows: list[Row]) -> dict[str, Any]:
+    ok = [r for r in rows if r.status == "ok"]
+    seconds = sum(r.num_samples / r.sample_rate for r in ok)
+    bits = sum(r.representation_bits or 0 for r in ok)
+    payload_bytes = sum(r.payload_bytes or 0 for r in ok)
+    return {
+        "rows_ok": len(ok),
+        "audio_s": seconds,
+        "representation_bits": bits,
+        "payload_bytes": payload_bytes,
+        "representation_bps": bits / seconds if seconds else None,
+        "payload_bps": payload_bytes * 8 / seconds if seconds else None,
+        "representation_bps_mean": statistics.fmean(r.representation_bps or 0.0 for r in ok) if ok else None,
+        "payload_bps_mean": statistics.fmean(r.payload_bps or 0.0 for r in ok) if ok else None,
+    }
+
+
+def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
+    stages = [s for r in rows if r.status == "ok" for s in r.stages if s.name == name]
+    return {
+        "cold_rtf_median": _median(s.cold_rtf for s in stages),
+        "warm_rtf_median": _median(s.warm_rtf for s in stages),
+        "peak_rss_bytes_max": max((s.peak_rss_bytes for s in stages), default=None),
+    }
+
+
+def summarize_codec(rows: list[Row]) -> dict[str, Any]:
+    first = rows[0]
+    languages = sorted({r.language for r in rows})
+    return {
+        "codec": first.codec,
+        "family": first.family,
+        "weights": first.weights,
+        "variant": first.variant,
+        "rows": len(rows),
+        "rows_failed": sum(r.status != "ok" for r in rows),
+        **_rates(rows),
+        "by_language": {lang: _rates([r for r in rows if r.language == lang]) for lang in languages},
+        "encode": _stage_costs(rows, "encode"),
+        "decode": _stage_costs(rows, "decode"),
+        "replay_identical": sum(r.replay_identical is True for r in rows),
+        "checks_passed": sum(r.checks_passed for r in rows),
+        "clipped_samples": sum(r.clipped_samples or 0 for r in rows),
+        "failures": [{"utterance": r.utterance, "error": r.error} for r in rows if r.error],
+    }
+
+
+def summarize(rows: list[Row]) -> dict[str, Any]:
+    by_codec: dict[str, list[Row]] = {}
+    for row in rows:
+        by_codec.setdefault(row.codec, []).append(row)
+    return {
+        "version": SUMMARY_VERSION,
+        "rows": len(rows),
+        "codecs": [summarize_codec(group) for group in by_codec.values()],
+    }

@@ -1,0 +1,87 @@
+"""The worker protocol: a JSON job file in, output files plus a JSON stage report out.
+
+Both sides parse strictly (exact keys, a version field) because the worker may run under another
+interpreter in another runtime, possibly an older codecarena.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from codecarena.results.store import write_json
+
+PROTOCOL_VERSION = 1
+
+
+class ProtocolError(ValueError):
+    """A job or report file that does not match the protocol."""
+
+
+@dataclass(frozen=True)
+class Job:
+    version: int
+    stage: str  # "encode" or "decode"
+    input: str  # reference wav (encode) or payload file (decode)
+    output: str  # payload file (encode) or decoded wav (decode)
+    report: str
+    codec: str  # canonical spec for encode; "" for decode, which learns it from the payload
+    arena_rate: int
+    warm_repeats: int
+
+
+@dataclass(frozen=True)
+class StageReport:
+    version: int
+    stage: str
+    ok: bool
+    error: str
+    pid: int
+    started_at: float  # time.time() at the worker's first statement
+    imports_s: float
+    load_s: float
+    io_s: float
+    compute_s: float
+    warm_compute_s: list[float]
+    maxrss_bytes: int  # the worker's own peak RSS (getrusage), complements the guard's polling
+    audio_s: float  # duration of the utterance, for RTF
+    model: dict[str, Any]
+    facts: dict[str, Any]
+
+
+def _strict(cls: type, data: Any, what: str) -> Any:
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{what}: not a JSON object")
+    names = {f.name for f in fields(cls)}
+    missing, extra = names - data.keys(), data.keys() - names
+    if missing or extra:
+        raise ProtocolError(f"{what}: missing keys {sorted(missing)}, unexpected keys {sorted(extra)}")
+    if data["version"] != PROTOCOL_VERSION:
+        raise ProtocolError(f"{what}: protocol version {data['version']!r}, expected {PROTOCOL_VERSION}")
+    return cls(**data)
+
+
+def write_job(path: Path, job: Job) -> None:
+    write_json(path, asdict(job))
+
+
+def read_job(path: Path) -> Job:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ProtocolError(f"{path}: unreadable job ({exc})") from None
+    return _strict(Job, data, str(path))
+
+
+def write_report(path: Path, report: StageReport) -> None:
+    write_json(path, asdict(report))
+
+
+def read_report(path: Path) -> StageReport:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ProtocolError(f"{path}: unreadable stage report ({exc})") from None
+    return _strict(StageReport, data, str(path))

@@ -1,0 +1,113 @@
+"""Codec specs: `FAMILY[:CONFIG][,key=value...]`, parsed strictly against the catalog."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from codecarena.codecs.catalog import FAMILIES, Family, Option
+
+
+class SpecError(ValueError):
+    """A codec spec the catalog does not accept; the message names the spec and the problem."""
+
+
+OptionValue = int | float | str
+
+
+@dataclass(frozen=True)
+class CodecSpec:
+    family: str
+    config: str
+    # Only the options the user wrote, so the canonical name stays short and stable.
+    explicit: tuple[tuple[str, OptionValue], ...]
+    # Every option with its value (explicit or default): what ran, recorded in payloads and rows.
+    resolved: tuple[tuple[str, OptionValue], ...]
+
+    @property
+    def canonical(self) -> str:
+        text = f"{self.family}:{self.config}"
+        for key, value in self.explicit:
+            text += f",{key}={_format(value)}"
+        return text
+
+    @property
+    def slug(self) -> str:
+        """File-system safe name of the canonical spec (for payload/decoded folders)."""
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", self.canonical.replace(":", "_").replace(",", "__"))
+
+    def options(self) -> dict[str, OptionValue]:
+        return dict(self.resolved)
+
+    def config_dict(self) -> dict[str, OptionValue]:
+        return {"config": self.config, **self.options()}
+
+
+def _format(value: OptionValue) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _coerce(spec: str, option: Option, raw: str) -> OptionValue:
+    try:
+        value: OptionValue = option.kind(raw)
+    except ValueError:
+        raise SpecError(f"{spec}: option {option.name}={raw!r} is not a {option.kind.__name__}") from None
+    if option.choices and value not in option.choices:
+        allowed = ", ".join(_format(c) for c in option.choices)
+        raise SpecError(f"{spec}: option {option.name}={raw!r} is not one of {allowed}")
+    if isinstance(value, (int, float)):
+        if option.minimum is not None and value < option.minimum:
+            raise SpecError(f"{spec}: option {option.name}={raw} is below {_format(option.minimum)}")
+        if option.maximum is not None and value > option.maximum:
+            raise SpecError(f"{spec}: option {option.name}={raw} is above {_format(option.maximum)}")
+    return value
+
+
+def _normalise_config(spec: str, family: Family, config: str) -> str:
+    if family.config_is_bitrate:
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)(k?)", config)
+        if not match:
+            raise SpecError(f"{spec}: config {config!r} is not a bitrate such as 6k or 7500")
+        bps = float(match.group(1)) * (1000 if match.group(2) else 1)
+        if not bps.is_integer() or not 500 <= bps <= 512_000:
+            raise SpecError(f"{spec}: bitrate {config!r} must be a whole number of bps in 500..512000")
+        bps_int = int(bps)
+        return f"{bps_int // 1000}k" if bps_int % 1000 == 0 else str(bps_int)
+    matches = [c for c in family.configs if c.lower() == config.lower()]
+    if not matches:
+        raise SpecError(f"{spec}: config {config!r} is not one of {', '.join(family.configs)}")
+    return matches[0]
+
+
+def parse_spec(spec: str) -> CodecSpec:
+    text = spec.strip()
+    if not text:
+        raise SpecError("empty codec spec")
+    head, *pairs = text.split(",")
+    family_name, _, config = head.partition(":")
+    family = FAMILIES.get(family_name.lower())
+    if family is None:
+        raise SpecError(f"{spec}: unknown codec family {family_name!r} (known: {', '.join(FAMILIES)})")
+    config = _normalise_config(spec, family, config or family.default_config)
+    explicit: dict[str, OptionValue] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SpecError(f"{spec}: option {pair!r} is not key=value")
+        option = family.option(key)
+        if option is None:
+            known = ", ".join(o.name for o in family.options) or "none"
+            raise SpecError(f"{spec}: unknown option {key!r} for {family.name} (options: {known})")
+        if key in explicit:
+            raise SpecError(f"{spec}: option {key!r} given twice")
+        explicit[key] = _coerce(spec, option, raw.strip())
+    resolved = {o.name: explicit.get(o.name, o.default) for o in family.options}
+    return CodecSpec(
+        family=family.name,
+        config=config,
+        explicit=tuple(sorted(explicit.items())),
+        resolved=tuple(sorted(resolved.items())),
+    )
+

@@ -1,0 +1,195 @@
+"""The worker: one stage (encode or decode) of one row, in a fresh process.
+
+Run as `python -m codecarena.worker JOB.json`. The decode stage receives only a payload path: it
+learns the codec, its configuration and the original length from the payload file itself.
+Timing is split into imports, model load, I/O and compute; process start-up is measured by the
+harness from the spawn time to `STARTED_AT`.
+"""
+
+import time
+
+STARTED_AT = time.time()
+
+import importlib  # noqa: E402
+import math  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+def _maxrss_bytes() -> int:
+    # Linux reports ru_maxrss in KiB.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def run(job_path: Path) -> int:
+    from codecarena.runtime.protocol import StageReport, read_job, write_report
+
+    job = read_job(job_path)
+    times = {"imports_s": 0.0, "load_s": 0.0, "io_s": 0.0, "compute_s": 0.0}
+    model: dict[str, Any] = {}
+    facts: dict[str, Any] = {}
+    warm: list[float] = []
+    audio_s = 0.0
+    error = ""
+    try:
+        t = time.perf_counter()
+        import numpy as np  # noqa: F401
+        import soundfile  # noqa: F401
+        import soxr  # noqa: F401
+
+        from codecarena import payload as payload_mod
+        from codecarena.codecs.catalog import FAMILIES
+        from codecarena.specs import parse_spec
+        times["imports_s"] += time.perf_counter() - t
+
+        if job.stage == "encode":
+            spec = parse_spec(job.codec)
+            loaded = None
+        elif job.stage == "decode":
+            t = time.perf_counter()
+            loaded = payload_mod.read_payload(Path(job.input))
+            times["io_s"] += time.perf_counter() - t
+            spec = parse_spec(loaded.codec)
+            if spec.config_dict() != dict(loaded.config):
+                raise ValueError(f"{job.input}: payload config {dict(loaded.config)} disagrees with its "
+                                 f"codec spec {spec.canonical} ({spec.config_dict()})")
+        else:
+            raise ValueError(f"unknown stage {job.stage!r}")
+
+        t = time.perf_counter()
+        module = importlib.import_module(FAMILIES[spec.family].module)
+        times["imports_s"] += time.perf_counter() - t
+
+        t = time.perf_counter()
+        adapter = module.ADAPTER(spec)
+        model = adapter.load()
+        times["load_s"] = time.perf_counter() - t
+
+        if job.stage == "encode":
+            audio_s, facts = _encode(job, spec, adapter, times, warm)
+        else:
+            assert loaded is not None
+            audio_s, facts = _decode(job, loaded, adapter, times, warm)
+    except Exception as exc:  # every failure becomes a structured, one-line reason in the report
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        traceback.print_exc()
+    report = StageReport(
+        version=1, stage=job.stage, ok=not error, error=error, pid=_pid(), started_at=STARTED_AT,
+        imports_s=times["imports_s"], load_s=times["load_s"], io_s=times["io_s"],
+        compute_s=times["compute_s"], warm_compute_s=warm, maxrss_bytes=_maxrss_bytes(),
+        audio_s=audio_s, model=model, facts=facts,
+    )
+    write_report(Path(job.report), report)
+    return 0 if not error else 2
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _timed(fn: Any, times: dict[str, float], key: str) -> Any:
+    t = time.perf_counter()
+    result = fn()
+    times[key] += time.perf_counter() - t
+    return result
+
+
+def _warm(fn: Any, repeats: int, warm: list[float]) -> None:
+    # The first (cold) call already ran; these repeats measure the steady state in this process.
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        warm.append(time.perf_counter() - t)
+
+
+def _encode(job: Any, spec: Any, adapter: Any, times: dict[str, float], warm: list[float]) -> tuple[float, dict]:
+    import numpy as np
+    import soundfile as sf
+    import soxr
+
+    from codecarena.payload import Payload, write_payload
+
+    def read() -> tuple[np.ndarray, int]:
+        audio, rate = sf.read(job.input, dtype="float64", always_2d=False)
+        if audio.ndim != 1:
+            raise ValueError(f"{job.input}: expected mono audio, got {audio.shape[1]} channels")
+        if rate != job.arena_rate:
+            raise ValueError(f"{job.input}: sample rate {rate} Hz, the arena runs at {job.arena_rate} Hz")
+        if adapter.input_rate != rate:
+            audio = soxr.resample(audio, rate, adapter.input_rate, quality="HQ")
+        return audio, rate
+
+    (audio, rate) = _timed(read, times, "io_s")
+    num_samples = sf.info(job.input).frames
+    encoded = _timed(lambda: adapter.encode(audio), times, "compute_s")
+    payload = Payload(
+        codec=spec.canonical, family=spec.family, config=spec.config_dict(), variant="", checkpoint={},
+        sample_rate=rate, num_samples=num_samples, channels=1, codec_sample_rate=adapter.input_rate,
+        streams=encoded.streams, side_info=encoded.side_info,
+    )
+    _timed(lambda: write_payload(Path(job.output), payload), times, "io_s")
+    _warm(lambda: adapter.encode(audio), job.warm_repeats, warm)
+    facts = dict(encoded.facts)
+    facts["resampled_to"] = adapter.input_rate if adapter.input_rate != rate else None
+    facts["representation_bits"] = payload.representation_bits()
+    return num_samples / rate, facts
+
+
+def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm: list[float]) -> tuple[float, dict]:
+    import numpy as np
+    import soundfile as sf
+    import soxr
+
+    from codecarena.codecs.base import to_int16
+
+    decoded = _timed(lambda: adapter.decode(payload), times, "compute_s")
+    audio = np.asarray(decoded.audio, dtype=np.float64)
+    nonfinite = int(np.count_nonzero(~np.isfinite(audio)))
+    if nonfinite:
+        raise ValueError(f"decoder produced {nonfinite} non-finite samples")
+    native_samples = len(audio)
+    if decoded.sample_rate != payload.sample_rate:
+        audio = soxr.resample(audio, decoded.sample_rate, payload.sample_rate, quality="HQ")
+    resampled = len(audio)
+    target = payload.num_samples
+    trimmed = max(0, resampled - target)
+    padded = max(0, target - resampled)
+    restored = np.concatenate([audio[:target], np.zeros(padded)])
+    pcm = to_int16(restored)
+
+    def write() -> None:
+        out = Path(job.output)
+        tmp = out.with_name(f".{out.name}.tmp")
+        sf.write(tmp, pcm, payload.sample_rate, subtype="PCM_16", format="WAV")
+        tmp.replace(out)
+
+    _timed(write, times, "io_s")
+    _warm(lambda: adapter.decode(payload), job.warm_repeats, warm)
+    rms = float(np.sqrt(np.mean(np.square(pcm / 32768.0)))) if len(pcm) else 0.0
+    facts = {
+        "decoder_rate": decoded.sample_rate,
+        "decoded_samples_native": native_samples,
+        "decoded_samples_arena": resampled,
+        "trimmed_samples": trimmed,
+        "padded_samples": padded,
+        "length_tolerance": adapter.length_tolerance(payload.sample_rate),
+        "clipped_samples": int(np.count_nonzero((pcm == 32767) | (pcm == -32768))),
+        "rms_dbfs": 20 * math.log10(rms) if rms > 0 else None,
+    }
+    return payload.num_samples / payload.sample_rate, facts
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        print("usage: python -m codecarena.worker JOB.json", file=sys.stderr)
+        sys.exit(64)
+    sys.exit(run(Path(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()
