@@ -106,12 +106,18 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
         task = progress.add_task("rows", total=total)
+        resumed_rows = []
 
         def on_row(row, resumed: bool) -> None:  # type: ignore[no-untyped-def]
             tag = "resumed" if resumed else row.status
+            if resumed:
+                resumed_rows.append(row)
             progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})")
 
         rows = execute(evalset, opts, describe(["codecarena", *argv]), on_row)
+    if resumed_rows:
+        console.print(f"{len(resumed_rows)} complete rows resumed from the earlier run (files verified); "
+                      f"{len(rows) - len(resumed_rows)} computed now")
     print_summary(summarize(rows))
     failed = [r for r in rows if r.status != "ok" or not r.checks_passed or r.replay_identical is not True]
     console.print(f"run directory: {out}")

@@ -228,7 +228,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path) ->
         version=1, codec=spec.canonical, family=spec.family, config=spec.config_dict(), weights="none",
         variant="", utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
         num_samples=ref.num_samples, duration_s=duration, reference=_rel(ref.path, run_dir),
-        reference_sha256=ref.sha256,
+        reference_sha256=ref.sha256, reference_resampled_from=ref.resampled_from,
         payload=fields.get("payload"), payload_bytes=fields.get("payload_bytes"),
         payload_sha256=fields.get("payload_sha256"), representation_bits=fields.get("representation_bits"),
         representation_bps=fields.get("representation_bps"), payload_bps=fields.get("payload_bps"),

@@ -52,7 +52,8 @@ def _coerce(spec: str, option: Option, raw: str) -> OptionValue:
     try:
         value: OptionValue = option.kind(raw)
     except ValueError:
-        raise SpecError(f"{spec}: option {option.name}={raw!r} is not a {option.kind.__name__}") from None
+        kind = {"int": "an integer", "float": "a number", "str": "a string"}[option.kind.__name__]
+        raise SpecError(f"{spec}: option {option.name}={raw!r} is not {kind}") from None
     if option.choices and value not in option.choices:
         allowed = ", ".join(_format(c) for c in option.choices)
         raise SpecError(f"{spec}: option {option.name}={raw!r} is not one of {allowed}")
@@ -66,7 +67,7 @@ def _coerce(spec: str, option: Option, raw: str) -> OptionValue:
 
 def _normalise_config(spec: str, family: Family, config: str) -> str:
     if family.config_is_bitrate:
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)(k?)", config)
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([kK]?)", config)
         if not match:
             raise SpecError(f"{spec}: config {config!r} is not a bitrate such as 6k or 7500")
         bps = float(match.group(1)) * (1000 if match.group(2) else 1)
@@ -85,7 +86,9 @@ def parse_spec(spec: str) -> CodecSpec:
     if not text:
         raise SpecError("empty codec spec")
     head, *pairs = text.split(",")
-    family_name, _, config = head.partition(":")
+    family_name, colon, config = head.partition(":")
+    if colon and not config:
+        raise SpecError(f"{spec}: empty config after ':'")
     family = FAMILIES.get(family_name.lower())
     if family is None:
         raise SpecError(f"{spec}: unknown codec family {family_name!r} (known: {', '.join(FAMILIES)})")

@@ -44,7 +44,7 @@ class Codec2Adapter(Adapter):
         spf, bits = self.samples_per_frame, self.bits_per_frame
         samples = to_int16(audio)
         frames = math.ceil(len(samples) / spf)
-        # The last partial frame is zero-padded; the decoder trims back to the recorded length.
+        # The last partial frame is zero-padded; the decode worker trims back to the recorded length.
         padded = np.zeros(frames * spf, dtype=np.int16)
         padded[: len(samples)] = samples
         pad_bits = 8 * math.ceil(bits / 8) - bits

@@ -63,6 +63,7 @@ class Row:
     duration_s: float
     reference: str
     reference_sha256: str
+    reference_resampled_from: int | None  # source rate when the reference was resampled to the arena rate
     payload: str | None
     payload_bytes: int | None
     payload_sha256: str | None

@@ -6,6 +6,7 @@ group as soon as the sum passes the limit, so a runaway worker is stopped, not m
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -133,6 +134,6 @@ def parse_size(text: str) -> int:
         value = float(number)
     except ValueError:
         raise ValueError(f"memory size {text!r} is not a number with an optional K/M/G/T unit") from None
-    if unit not in units or value <= 0:
+    if unit not in units or not math.isfinite(value) or int(value * units[unit]) < 1:
         raise ValueError(f"memory size {text!r} is not a positive size such as 512M or 4G")
     return int(value * units[unit])

@@ -1,0 +1,3 @@
+from codecarena.cli import main
+
+main()

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# CI lays shared/ beside the clone; CODECARENA_DATA overrides.
+MIRROR = Path(os.environ.get("CODECARENA_DATA", REPO.parent / "shared" / "data" / "speech"))
+# The two shortest English clips of the smoke set (about 1.5 s each) keep pipeline tests quick.
+SHORT_CLIPS = ("en_ljspeech_LJ002-0020.wav", "en_ljspeech_LJ002-0035.wav")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow", action="store_true", help="also run tests marked slow (CI=true does too)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--slow") or os.environ.get("CI", "").lower() == "true":
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow or CI=true")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def need_mirror() -> Path:
+    if not (MIRROR / "manifest.json").is_file():
+        pytest.skip(f"smoke-set mirror not found at {MIRROR}; set CODECARENA_DATA")
+    return MIRROR
+
+
+@pytest.fixture
+def speech_dir(tmp_path: Path) -> Path:
+    """A folder of real 16 kHz speech under names codecarena has never seen."""
+    mirror = need_mirror()
+    folder = tmp_path / "speech"
+    folder.mkdir()
+    for i, name in enumerate(SHORT_CLIPS):
+        shutil.copy(mirror / name, folder / f"clip{i}.wav")
+    return folder
+
+
+def codecarena(*args: str | Path, check: bool = False, env: dict[str, str] | None = None,
+               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real command line in a fresh process, as a user would."""
+    result = subprocess.run([sys.executable, "-m", "codecarena", *map(str, args)], capture_output=True,
+                            text=True, env={**os.environ, **(env or {}), "COLUMNS": "200"}, cwd=cwd,
+                            timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"codecarena {args} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result

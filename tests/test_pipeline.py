@@ -1,0 +1,235 @@
+"""The row pipeline end to end, through the real command line and fresh worker processes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import soxr
+
+from conftest import codecarena, need_mirror
+
+pytestmark = pytest.mark.slow
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def input_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mirror = need_mirror()
+    folder = tmp_path_factory.mktemp("unseen")
+    for i, name in enumerate(("en_ljspeech_LJ002-0020.wav", "en_ljspeech_LJ002-0035.wav",
+                              "en_librispeech_1089-134686-0001.wav")):
+        shutil.copy(mirror / name, folder / f"utt{i}.wav")
+    out = tmp_path_factory.mktemp("run") / "r"
+    result = codecarena("run", "--input", folder, "--codec", "codec2:3200", "--codec", "opus:12k",
+                        "--codec", "pcm:16", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def test_every_row_replays_identically_with_exact_length_and_guard(input_run: Path) -> None:
+    rows = rows_of(input_run)
+    assert len(rows) == 9
+    for row in rows:
+        assert row["status"] == "ok", row["error"]
+        assert row["replay_identical"] is True
+        assert row["decoded_samples"] == row["num_samples"]
+        info = sf.info(input_run / row["decoded"])
+        assert (info.frames, info.samplerate) == (row["num_samples"], 16000)
+        assert [s["name"] for s in row["stages"]] == ["encode", "decode", "replay"]
+        for stage in row["stages"]:
+            assert stage["guard"]["limit_bytes"] > 0 and stage["guard"]["polls"] >= 1
+            assert stage["guard"]["fired"] is False
+            assert 0 < stage["peak_rss_bytes"] <= stage["guard"]["limit_bytes"]
+            assert stage["cold_rtf"] > 0 and stage["warm_rtf"] > 0
+
+
+def test_codec2_3200_aggregates_to_3200_bps_up_to_partial_frames(input_run: Path) -> None:
+    rows = [r for r in rows_of(input_run) if r["codec"] == "codec2:3200"]
+    bits = seconds = 0.0
+    for row in rows:
+        # Independent of the adapter: 16 -> 8 kHz halves the samples; 160-sample frames of 64 bits.
+        frames = math.ceil(math.ceil(row["num_samples"] / 2) / 160)
+        assert row["representation_bits"] == frames * 64
+        bits += row["representation_bits"]
+        seconds += row["num_samples"] / 16000
+    summary = json.loads((input_run / "summary.json").read_text())
+    codec2 = next(c for c in summary["codecs"] if c["codec"] == "codec2:3200")
+    assert codec2["representation_bps"] == pytest.approx(bits / seconds, rel=1e-12)
+    # At most one partial frame (20 ms = 64 bits) per utterance on top of 3200 bps.
+    assert 3200 <= codec2["representation_bps"] <= 3200 + 64 * len(rows) / seconds
+
+
+def test_pcm_control_is_bit_exact_at_256_kbps(input_run: Path) -> None:
+    for row in rows_of(input_run):
+        if row["codec"] != "pcm:16":
+            continue
+        reference, _ = sf.read(row["reference"], dtype="int16")
+        decoded, _ = sf.read(input_run / row["decoded"], dtype="int16")
+        assert np.array_equal(reference, decoded)
+        assert row["representation_bps"] == 256000.0
+        assert row["payload_bps"] > 256000.0  # the container header is counted, never hidden
+
+
+def test_audit_passes_on_a_fresh_run_including_fresh_replay(input_run: Path) -> None:
+    result = codecarena("audit", input_run, "--replay")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "audit passed" in result.stdout
+
+
+def _tampered(input_run: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "tampered"
+    shutil.copytree(input_run, copy)
+    return copy
+
+
+def _edit_first_row(run_dir: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    rows = rows_of(run_dir)
+    edit(rows[0])
+    (run_dir / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _audit_fails(run_dir: Path, *needles: str) -> None:
+    result = codecarena("audit", run_dir)
+    assert result.returncode == 1, result.stdout
+    for needle in needles:
+        assert needle in result.stdout, result.stdout
+
+
+def test_audit_catches_an_edited_number(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+    _edit_first_row(run, lambda r: r.update(representation_bits=r["representation_bits"] + 8))
+    _audit_fails(run, "representation bits")
+
+
+def test_audit_catches_an_edited_summary(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["codecs"][0]["representation_bps"] *= 0.9
+    (run / "summary.json").write_text(json.dumps(summary))
+    _audit_fails(run, "summary.codecs[0].representation_bps")
+
+
+def test_audit_catches_swapped_payloads(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+    rows = [r for r in rows_of(run) if r["codec"] == "opus:12k"]
+    a, b = run / rows[0]["payload"], run / rows[1]["payload"]
+    tmp = a.with_suffix(".swap")
+    a.rename(tmp)
+    b.rename(a)
+    tmp.rename(b)
+    _audit_fails(run, "sha256 differs", rows[0]["utterance"], rows[1]["utterance"])
+
+
+def test_audit_catches_a_deleted_decoded_file(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+    row = rows_of(run)[0]
+    (run / row["decoded"]).unlink()
+    _audit_fails(run, "is missing", row["utterance"])
+
+
+def test_audit_catches_a_peak_over_its_limit(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+
+    def over(row: dict) -> None:
+        stage = row["stages"][1]
+        stage["peak_rss_bytes"] = stage["guard"]["limit_bytes"] + 1
+
+    _edit_first_row(run, over)
+    _audit_fails(run, "over its limit")
+
+
+def test_audit_catches_a_missing_guard_record(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+    _edit_first_row(run, lambda r: r["stages"][0].pop("guard"))
+    _audit_fails(run, "guard")
+
+
+def test_audit_catches_a_missing_row(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+    lines = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    (run / "rows.jsonl").write_text("".join(lines[1:]))
+    _audit_fails(run, "planned row is missing")
+
+
+def test_memory_guard_fails_the_row_and_says_why(speech_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "guarded"
+    # A Python worker with numpy and PyAV loaded needs far more than 20 MiB.
+    result = codecarena("run", "--input", speech_dir, "--codec", "opus:12k", "--out", out,
+                        "--memory-limit", "20M", "--guard-poll", "0.02")
+    assert result.returncode == 1
+    rows = rows_of(out)
+    assert len(rows) == 2
+    for row in rows:
+        assert row["status"] == "failed"
+        assert "memory guard killed the encode worker" in row["error"]
+        stage = row["stages"][0]
+        assert stage["guard"]["fired"] is True and stage["exit_status"] == -signal.SIGKILL
+        assert row["payload"] is None
+    assert codecarena("audit", out).returncode == 0
+
+
+def test_resume_after_sigkill_loses_no_written_row(speech_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "resumable"
+    args = ["run", "--input", str(speech_dir), "--codec", "pcm:16", "--codec", "codec2:3200",
+            "--codec", "opus:12k", "--codec", "codec2:1200", "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "codecarena", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    rows_file = out / "rows.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if rows_file.exists() and len(rows_file.read_bytes().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = rows_file.read_text().splitlines()
+    assert 3 <= len(before) < 8, "the run was not interrupted part-way"
+    assert codecarena("audit", out).returncode == 1  # unfinished runs never audit clean
+
+    result = codecarena(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = rows_file.read_text().splitlines()
+    assert len(after) == 8
+    # Complete rows written before the kill are kept byte for byte, not recomputed.
+    complete_before = [line for line in before if json.loads(line)["status"] == "ok"]
+    assert complete_before and all(line in after for line in complete_before)
+    assert "resumed" in result.stdout
+    assert codecarena("audit", out).returncode == 0
+
+
+def test_rerun_into_a_directory_with_another_plan_is_refused(input_run: Path, tmp_path: Path) -> None:
+    run = _tampered(input_run, tmp_path)
+    result = codecarena("run", "--input", tmp_path, "--codec", "pcm:16", "--out", run)
+    assert result.returncode == 2
+    assert "different plan" in result.stderr
+
+
+def test_reference_at_another_rate_is_resampled_and_recorded(tmp_path: Path) -> None:
+    need_mirror()
+    from conftest import MIRROR
+
+    audio, rate = sf.read(MIRROR / "en_ljspeech_LJ002-0020.wav", dtype="float64")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    sf.write(folder / "at48k.wav", soxr.resample(audio, rate, 48000), 48000, subtype="PCM_16")
+    out = tmp_path / "out"
+    result = codecarena("run", "--input", folder, "--codec", "pcm:16", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = rows_of(out)
+    assert row["reference_resampled_from"] == 48000
+    assert row["reference"].startswith("references/")
+    assert sf.info(out / row["reference"]).samplerate == 16000
