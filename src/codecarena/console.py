@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-console = Console(stderr=False, highlight=False)
+# Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

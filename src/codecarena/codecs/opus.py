@@ -78,8 +78,11 @@ class OpusAdapter(Adapter):
         ctx.time_base = fractions.Fraction(1, self.input_rate)
         ctx.options = self._encoder_options()
         ctx.open()
-        samples = to_int16(audio)
         step = ctx.frame_size
+        # A real-time sender only ever sends whole frames, so the last partial one is zero-padded
+        # (as in ../shared/docs/reference-smoke.md); the decoder restores the exact length.
+        samples = to_int16(audio)
+        samples = np.concatenate([samples, np.zeros(-len(samples) % step, dtype=np.int16)])
         packets: list[bytes] = []
         for start in range(0, len(samples), step):
             chunk = samples[start:start + step].reshape(1, -1)

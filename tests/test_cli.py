@@ -1,0 +1,117 @@
+"""The command line's contract for bad input: one line naming the file and the problem, exit 2."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from conftest import SHORT_CLIPS, codecarena, need_mirror
+
+
+def _one_line_error(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("codecarena: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_codecs_lists_every_family_with_options() -> None:
+    result = codecarena("codecs", check=True)
+    for text in ("opus", "codec2", "pcm", "700C", "vbr=on", "complexity=10", "frame_ms=20.0", "application=voip"):
+        assert text in result.stdout
+
+
+def test_unknown_codec_is_one_line(tmp_path: Path) -> None:
+    _one_line_error(codecarena("run", "--codec", "opus:6k,vbr=maybe", "--out", tmp_path / "r"),
+                    "opus:6k,vbr=maybe", "vbr")
+
+
+def test_truncated_wav_in_input_folder_names_the_file(tmp_path: Path) -> None:
+    mirror = need_mirror()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    data = (mirror / SHORT_CLIPS[0]).read_bytes()
+    (folder / "cut.wav").write_bytes(data[: len(data) // 2])
+    result = codecarena("run", "--input", folder, "--codec", "pcm:16", "--out", tmp_path / "r")
+    _one_line_error(result, "cut.wav")
+    assert not (tmp_path / "r" / "rows.jsonl").exists()
+
+
+def test_tampered_mirror_file_names_the_file(tmp_path: Path) -> None:
+    mirror = need_mirror()
+    copy = tmp_path / "mirror"
+    shutil.copytree(mirror, copy, ignore=shutil.ignore_patterns("original"))
+    victim = copy / "zh_aishell1_BAC009S0002W0123.wav"
+    data = bytearray(victim.read_bytes())
+    data[1000] ^= 1
+    victim.chmod(0o644)
+    victim.write_bytes(bytes(data))
+    result = codecarena("run", "--data-dir", copy, "--codec", "pcm:16", "--out", tmp_path / "r")
+    _one_line_error(result, "zh_aishell1_BAC009S0002W0123.wav", "sha256")
+
+
+def test_audit_of_a_missing_directory_is_one_line(tmp_path: Path) -> None:
+    _one_line_error(codecarena("audit", tmp_path / "nope"), "nope")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "foreign"])
+def test_decode_worker_rejects_a_bad_payload_with_its_path(tmp_path: Path, damage: str) -> None:
+    """A fresh decoder handed a damaged payload fails with a one-line reason naming the file."""
+    import subprocess
+    import sys
+
+    from codecarena.runtime.protocol import Job, read_report, write_job
+
+    mirror = need_mirror()
+    audio = tmp_path / "ref.wav"
+    shutil.copy(mirror / SHORT_CLIPS[0], audio)
+    payload = tmp_path / "p.ccap"
+    enc = Job(version=1, stage="encode", input=str(audio), output=str(payload), report=str(tmp_path / "e.json"),
+              codec="codec2:3200", arena_rate=16000, warm_repeats=0)
+    write_job(tmp_path / "e.job.json", enc)
+    subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "e.job.json")], check=True,
+                   capture_output=True)
+    data = bytearray(payload.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) - 40]
+    elif damage == "flip":
+        data[len(data) // 2] ^= 0x10
+    else:
+        data = bytearray(audio.read_bytes())
+    payload.write_bytes(bytes(data))
+    dec = Job(version=1, stage="decode", input=str(payload), output=str(tmp_path / "d.wav"),
+              report=str(tmp_path / "d.json"), codec="", arena_rate=16000, warm_repeats=0)
+    write_job(tmp_path / "d.job.json", dec)
+    proc = subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "d.job.json")],
+                          capture_output=True)
+    assert proc.returncode == 2
+    report = read_report(tmp_path / "d.json")
+    assert not report.ok and "\n" not in report.error and str(payload) in report.error
+    expected = {"truncate": "truncated", "flip": "corrupted", "foreign": "not a codecarena payload"}[damage]
+    assert expected in report.error
+    assert not (tmp_path / "d.wav").exists()
+
+
+def test_wrong_sample_rate_reference_is_refused_by_the_encoder(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from codecarena.runtime.protocol import Job, read_report, write_job
+
+    audio = tmp_path / "ref8k.wav"
+    sf.write(audio, np.zeros(8000, dtype=np.int16), 8000, subtype="PCM_16")
+    job = Job(version=1, stage="encode", input=str(audio), output=str(tmp_path / "p.ccap"),
+              report=str(tmp_path / "e.json"), codec="pcm:16", arena_rate=16000, warm_repeats=0)
+    write_job(tmp_path / "e.job.json", job)
+    proc = subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "e.job.json")],
+                          capture_output=True)
+    assert proc.returncode == 2
+    report = read_report(tmp_path / "e.json")
+    assert "ref8k.wav" in report.error and "8000 Hz" in report.error
+    assert not (tmp_path / "p.ccap").exists()
