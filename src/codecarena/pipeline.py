@@ -21,6 +21,7 @@ import soxr
 
 from codecarena.codecs.base import to_int16
 from codecarena.datasets import EvalSet, Utterance, sha256_file
+from codecarena.metrics.scorer import Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import store
 from codecarena.results.schema import Guard, Row, Stage
@@ -47,6 +48,8 @@ class RunOptions:
     warm_repeats: int = 2
     timeout_s: float | None = 600.0
     python: str = sys.executable
+    metrics: tuple[str, ...] = ()
+    asr_models: tuple[tuple[str, str], ...] = ()  # (language, model folder)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "memory_limit_bytes": opts.memory_limit,
         "guard_poll_s": opts.poll_s,
         "stage_timeout_s": opts.timeout_s,
+        "metrics": list(opts.metrics),
+        "asr_models": [list(pair) for pair in opts.asr_models],
     }
 
 
@@ -141,7 +146,20 @@ def _run_stage(name: str, job: Job, opts: RunOptions, work: Path) -> tuple[Stage
     return stage, report
 
 
-def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path) -> Row:
+def _score(scorer: Scorer | None, ref: Reference, decoded_path: Path | None, failure: str) -> dict[str, Any]:
+    if scorer is None:
+        return {}
+    if failure or decoded_path is None:
+        return scorer.failed_all(f"no decoded audio to score: {failure}")
+    utt = ref.utterance
+    reference, _ = sf.read(ref.path, dtype="float64")
+    decoded, rate = sf.read(decoded_path, dtype="float64")
+    info = UtteranceInfo(utt.id, utt.language, utt.transcript, utt.critical)
+    return scorer.score(info, reference, decoded, rate)
+
+
+def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
+            scorer: Scorer | None = None) -> Row:
     utt = ref.utterance
     work = run_dir / "work" / spec.slug / utt.id
     work.mkdir(parents=True, exist_ok=True)
@@ -220,6 +238,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path) ->
             fields["replay_identical"] = fields["replay_sha256"] == fields["decoded_sha256"]
             replay_path.unlink()
 
+    metrics = _score(scorer, ref, decoded_path if not error else None, error)
     status = "failed" if error else "ok"
     checks_passed = (status == "ok" and fields.get("finite") is True and fields.get("silent") is False)
     if status == "ok" and not checks_passed:
@@ -237,7 +256,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path) ->
         decoded_samples=fields.get("decoded_samples"), trimmed_samples=fields.get("trimmed_samples"),
         padded_samples=fields.get("padded_samples"), length_tolerance=fields.get("length_tolerance"),
         finite=fields.get("finite"), silent=fields.get("silent"), clipped_samples=fields.get("clipped_samples"),
-        checks_passed=checks_passed, codec_facts=codec_facts, model=model, stages=stages,
+        checks_passed=checks_passed, codec_facts=codec_facts, metrics=metrics, model=model, stages=stages,
         status=status, error=error,
     )
 
@@ -262,6 +281,7 @@ def execute(
     opts: RunOptions,
     run_info: dict[str, Any],
     on_row: Callable[[Row, bool], None] | None = None,
+    scorer: Scorer | None = None,
 ) -> list[Row]:
     """Run (or resume) every codec x utterance row into opts.out; return the rows in plan order."""
     run_dir = opts.out
@@ -272,13 +292,13 @@ def execute(
     except BlockingIOError:
         raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
     try:
-        return _execute_locked(evalset, opts, run_info, on_row)
+        return _execute_locked(evalset, opts, run_info, on_row, scorer)
     finally:
         lock.close()
 
 
 def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any],
-                    on_row: Callable[[Row, bool], None] | None) -> list[Row]:
+                    on_row: Callable[[Row, bool], None] | None, scorer: Scorer | None) -> list[Row]:
     run_dir = opts.out
     plan = plan_of(evalset, opts)
     run_json = run_dir / store.RUN
@@ -311,7 +331,7 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
                 continue
             if utt.id not in references:
                 references[utt.id] = prepare_reference(utt, run_dir)
-            row = run_row(spec, references[utt.id], opts, run_dir)
+            row = run_row(spec, references[utt.id], opts, run_dir, scorer)
             store.append_row(run_dir, row)
             rows.append(row)
             if on_row:

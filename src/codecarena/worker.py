@@ -20,7 +20,16 @@ from typing import Any  # noqa: E402
 
 
 def _maxrss_bytes() -> int:
-    # Linux reports ru_maxrss in KiB.
+    """This process's own peak RSS. VmHWM is per address space and starts afresh at exec, while
+    getrusage's ru_maxrss also carries the parent's peak at fork time (Linux keeps it across
+    exec), which would charge a large harness's memory to every worker."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 

@@ -83,6 +83,7 @@ class Row:
     clipped_samples: int | None
     checks_passed: bool
     codec_facts: dict[str, Any]
+    metrics: dict[str, Any]  # output name -> {value, status (ok/failed/not_applicable), error, details}
     model: dict[str, Any]
     stages: list[Stage]
     status: str  # "ok" or "failed"
@@ -154,4 +155,23 @@ def parse_row(data: Any) -> Row:
         raise SchemaError(f"row version {row.version}, expected {ROW_VERSION}")
     if row.status not in ("ok", "failed"):
         raise SchemaError(f"row status {row.status!r} is not ok/failed")
+    for name, record in row.metrics.items():
+        _check_metric(name, record)
     return row
+
+
+METRIC_STATUSES = ("ok", "failed", "not_applicable")
+
+
+def _check_metric(name: str, record: Any) -> None:
+    where = f"row.metrics.{name}"
+    if not isinstance(record, dict) or set(record) != {"value", "status", "error", "details"}:
+        raise SchemaError(f"{where}: expected keys value, status, error, details")
+    status, value, error = record["status"], record["value"], record["error"]
+    if status not in METRIC_STATUSES:
+        raise SchemaError(f"{where}: status {status!r} is not one of {METRIC_STATUSES}")
+    if status == "ok":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or error is not None:
+            raise SchemaError(f"{where}: an ok metric needs a number and no error")
+    elif value is not None or not isinstance(error, str) or not error:
+        raise SchemaError(f"{where}: a {status} metric has a null value and a reason")

@@ -46,6 +46,28 @@ def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
     }
 
 
+def metric_stats(scored: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per metric output over several scored rows: mean over successes, and counts (with
+    reasons) of the rest."""
+    names = list(dict.fromkeys(name for metrics in scored for name in metrics))
+    stats: dict[str, Any] = {}
+    for name in names:
+        records = [metrics[name] for metrics in scored if name in metrics]
+        values = [rec["value"] for rec in records if rec["status"] == "ok"]
+        reasons: dict[str, int] = {}
+        for rec in records:
+            if rec["status"] == "failed":
+                reasons[rec["error"]] = reasons.get(rec["error"], 0) + 1
+        stats[name] = {
+            "mean": statistics.fmean(values) if values else None,
+            "n_ok": len(values),
+            "n_failed": sum(rec["status"] == "failed" for rec in records),
+            "n_not_applicable": sum(rec["status"] == "not_applicable" for rec in records),
+            "failure_reasons": reasons,
+        }
+    return stats
+
+
 def summarize_codec(rows: list[Row]) -> dict[str, Any]:
     first = rows[0]
     languages = sorted({r.language for r in rows})
@@ -57,7 +79,9 @@ def summarize_codec(rows: list[Row]) -> dict[str, Any]:
         "rows": len(rows),
         "rows_failed": sum(r.status != "ok" for r in rows),
         **_rates(rows),
-        "by_language": {lang: _rates([r for r in rows if r.language == lang]) for lang in languages},
+        "metrics": metric_stats([r.metrics for r in rows]),
+        "by_language": {lang: {**_rates(sub), "metrics": metric_stats([r.metrics for r in sub])}
+                        for lang in languages for sub in [[r for r in rows if r.language == lang]]},
         "encode": _stage_costs(rows, "encode"),
         "decode": _stage_costs(rows, "decode"),
         "replay_identical": sum(r.replay_identical is True for r in rows),

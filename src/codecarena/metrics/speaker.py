@@ -1,0 +1,46 @@
+"""Speaker similarity: cosine of Resemblyzer (GE2E) embeddings of reference and decoded audio.
+
+Both signals are at 16 kHz (below that, speaker similarity is misleading). Resemblyzer's own
+preprocessing (volume normalisation and VAD trimming) is applied to both. Its embeddings are L2
+normalised, so the cosine is their dot product, on a -1..1 scale (not 0..100).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+OUTPUTS = ("speaker_sim",)
+
+
+def model_files() -> list[Path]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("resemblyzer")
+    if spec is None or spec.origin is None:
+        return []
+    return [Path(spec.origin).parent / "pretrained.pt"]
+
+
+class SpeakerSimilarity:
+    def __init__(self) -> None:
+        import torch
+        from resemblyzer import VoiceEncoder, preprocess_wav
+
+        # One thread: the same embedding bits on any machine size.
+        torch.set_num_threads(1)
+        self._encoder = VoiceEncoder("cpu", verbose=False)
+        self._preprocess = preprocess_wav
+
+    def embed(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
+        if sample_rate != 16000:
+            raise ValueError(f"speaker similarity needs 16 kHz audio, got {sample_rate} Hz")
+        wav = self._preprocess(np.asarray(audio, dtype=np.float64), source_sr=sample_rate)
+        if len(wav) == 0:
+            raise ValueError("no voiced audio left after Resemblyzer's VAD trimming")
+        return np.asarray(self._encoder.embed_utterance(wav), dtype=np.float64)
+
+    def similarity(self, reference: np.ndarray, decoded: np.ndarray, sample_rate: int) -> float:
+        a, b = self.embed(reference, sample_rate), self.embed(decoded, sample_rate)
+        return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))

