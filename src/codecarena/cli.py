@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import json
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from codecarena.metrics.registry import MetricError
 from codecarena.metrics.registry import select as select_metrics
 from codecarena.metrics.scorer import Scorer
 from codecarena.payload import PayloadError
-from codecarena.pipeline import RunError, RunOptions, execute, plan_of
+from codecarena.pipeline import RunError, RunOptions, execute, plan_of, sha256_json
 from codecarena.results.store import StoreError
 from codecarena.runtime.guard import default_memory_limit, parse_size
 from codecarena.specs import SpecError, parse_spec
@@ -140,7 +139,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     opts = RunOptions(out=Path("."), codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
                       warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
     if args.out is None:
-        digest = hashlib.sha256(json.dumps(plan_of(evalset, opts), sort_keys=True).encode()).hexdigest()[:10]
+        digest = sha256_json(plan_of(evalset, opts))[:10]
         name = evalset.name.replace(":", "-").replace("/", "_")
         out = Path("runs") / f"{name}-{digest}"
     else:

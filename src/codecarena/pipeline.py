@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import statistics
 import sys
 from collections.abc import Callable
@@ -272,8 +273,8 @@ def row_files_verify(row: Row, run_dir: Path) -> bool:
     return True
 
 
-def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def sha256_json(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 def execute(
@@ -307,7 +308,7 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
         if previous.get("plan") != plan:
             raise RunError(f"{run_dir}: holds a run with a different plan (codecs, set or options); "
                            f"use another --out directory")
-    store.write_json(run_json, {**run_info, "plan": plan, "plan_sha256": _sha256_text(repr(plan)),
+    store.write_json(run_json, {**run_info, "plan": plan, "plan_sha256": sha256_json(plan),
                                 "finished": False})
 
     existing, _torn = store.load_rows(run_dir)

@@ -108,6 +108,7 @@ import jiwer
 import numpy as np
 from num2words import num2words
 
+from codecarena.datasets import sha256_file
 from codecarena.metrics.registry import ASR_OUTPUTS  # noqa: F401  (re-exported)
 
 ASR_SAMPLE_RATE = 16000
@@ -296,14 +297,6 @@ def default_asr_model_dir() -> Path | None:
     return None
 
 
-def _sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class Transcriber:
     """Deterministic Whisper transcription of 16 kHz mono audio (CPU, float32, greedy)."""
 
@@ -322,7 +315,7 @@ class Transcriber:
 
         self.model_dir = model_dir
         self.language = lang
-        self.model_sha256 = _sha256_file(model_dir / "model.bin")
+        self.model_sha256 = sha256_file(model_dir / "model.bin")
         self._model = faster_whisper.WhisperModel(
             str(model_dir), device="cpu", compute_type="float32", cpu_threads=int(threads),
             num_workers=1, local_files_only=True,

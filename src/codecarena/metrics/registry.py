@@ -9,7 +9,6 @@ and summaries average over successes and count the rest.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 from dataclasses import asdict, dataclass
 from importlib import metadata
@@ -18,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from codecarena.datasets import sha256_file
 from codecarena.metrics import dnsmos, speaker
 
 ASR_OUTPUTS = ("wer", "cer", "ref_wer", "dwer", "critical_survived")
@@ -118,14 +118,6 @@ def _site_file(relative: str) -> Path | None:
     if spec is None or spec.origin is None:
         return None
     return Path(spec.origin).parent / rest
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify_models(spec: MetricSpec) -> tuple[list[dict[str, Any]], str | None]:

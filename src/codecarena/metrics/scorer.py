@@ -80,6 +80,10 @@ class Scorer:
             self._loaded[key] = factory()
         return self._loaded[key]
 
+    def forget_reference_asr(self) -> None:
+        """Drop the cached transcripts of references (benchmarks time both transcriptions)."""
+        self._reference_asr.clear()
+
     def outputs(self) -> list[str]:
         return [o for name in self.metrics for o in BY_NAME[name].outputs]
 

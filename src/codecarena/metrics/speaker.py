@@ -25,8 +25,14 @@ def model_files() -> list[Path]:
 
 class SpeakerSimilarity:
     def __init__(self) -> None:
+        import warnings
+
         import torch
-        from resemblyzer import VoiceEncoder, preprocess_wav
+
+        with warnings.catch_warnings():
+            # webrtcvad (under resemblyzer) imports the deprecated pkg_resources; harmless noise.
+            warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
+            from resemblyzer import VoiceEncoder, preprocess_wav
 
         # One thread: the same embedding bits on any machine size.
         torch.set_num_threads(1)
