@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -39,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--language", default="",
                      help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
     run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
-    run.add_argument("--no-download", action="store_true", help="never download the smoke set")
+    run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
+    run.add_argument("--models-dir", type=Path,
+                     help="local mirror of model files, laid out <family>/<file> (else $CODECARENA_MODELS, cache, download)")
     run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
                      help=f"codec spec, repeatable (default: {' '.join(DEFAULT_CODECS)})")
     run.add_argument("--out", type=Path, help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
@@ -55,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--replay", action="store_true", help="also decode every payload again in a fresh process")
 
     sub.add_parser("codecs", help="list the codec specs codecarena accepts")
+
+    stream = sub.add_parser("stream", help="feed 20 ms frames one at a time and prove streaming equals whole-utterance coding")
+    stream.add_argument("codec", help="codec spec with a frame-streaming interface, e.g. lyra:6000")
+    stream.add_argument("--input", type=Path, help="16 kHz mono wav (default: every smoke-set utterance)")
+    stream.add_argument("--data-dir", type=Path, help="local mirror of the smoke set")
+    stream.add_argument("--json", type=Path, help="also write the per-utterance results here")
+    stream.add_argument("--models-dir", type=Path, help="local mirror of model files (else $CODECARENA_MODELS)")
 
     score = sub.add_parser("score", help="score decoded files against references with the same metrics")
     score.add_argument("ref_dir", type=Path, help="reference wav/flac folder (transcripts as for --input)")
@@ -213,6 +223,48 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_stream(args: argparse.Namespace) -> int:
+    import sys as _sys
+    import tempfile
+
+    from codecarena.console import console
+    from codecarena.results.store import write_json
+    from codecarena.runtime.guard import run_guarded
+    from codecarena.runtime.protocol import Job, read_report, write_job
+
+    spec = parse_spec(args.codec)
+    if args.input is not None:
+        inputs = [(args.input.stem, args.input)]
+    else:
+        inputs = [(u.id, u.path) for u in load_smoke(data_dir=args.data_dir).utterances]
+    results, failed = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in inputs:
+            job = Job(version=1, stage="stream", input=str(path), output="", report=f"{tmp}/report.json",
+                      codec=spec.canonical, arena_rate=16000, warm_repeats=0)
+            write_job(Path(tmp) / "job.json", job)
+            run_guarded([_sys.executable, "-m", "codecarena.worker", f"{tmp}/job.json"],
+                        limit_bytes=default_memory_limit(), log_path=Path(tmp) / "log")
+            report = read_report(Path(tmp) / "report.json")
+            if not report.ok:
+                raise CliError(f"{path}: streaming failed: {report.error}")
+            f = report.facts
+            ok = f["packets_identical"] and f["audio_identical"]
+            failed += not ok
+            results.append({"utterance": name, **f})
+            c = f["frame_compute_ms"]
+            console.print(f"{name}: {f['frames']} frames, streamed == whole: packets {f['packets_identical']}, "
+                          f"audio {f['audio_identical']}; per-frame ms p50 {c['p50']:.2f} p95 {c['p95']:.2f} "
+                          f"p99 {c['p99']:.2f} (budget {f['realtime_budget_ms']:.0f}); "
+                          f"algorithmic latency {f['algorithmic_latency_ms']:.1f} ms "
+                          f"(frame + measured delay {f['measured_delay_samples']} samples)")
+    if args.json:
+        write_json(args.json, {"version": 1, "codec": spec.canonical, "results": results})
+    console.print(f"{spec.canonical}: streamed output identical to whole-utterance output in "
+                  f"{len(results) - failed}/{len(results)} utterances")
+    return 1 if failed else 0
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.results.audit import audit
@@ -229,16 +281,31 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_model_settings(args: argparse.Namespace) -> None:
+    """Workers resolve their own model files; they inherit these settings through the environment."""
+    from codecarena.checkpoints import MODELS_ENV, NO_DOWNLOAD_ENV
+
+    if getattr(args, "models_dir", None) is not None:
+        if not args.models_dir.is_dir():
+            raise CliError(f"--models-dir {args.models_dir}: not a directory")
+        os.environ[MODELS_ENV] = str(args.models_dir.resolve())
+    if getattr(args, "no_download", False):
+        os.environ[NO_DOWNLOAD_ENV] = "1"
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
+        _export_model_settings(args)
         if args.command == "codecs":
             code = _cmd_codecs()
         elif args.command == "run":
             code = _cmd_run(args, argv)
         elif args.command == "score":
             code = _cmd_score(args)
+        elif args.command == "stream":
+            code = _cmd_stream(args)
         else:
             code = _cmd_audit(args)
     except (CliError, MetricError, DatasetError, SpecError, RunError, StoreError, PayloadError, ValueError) as exc:

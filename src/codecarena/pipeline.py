@@ -245,7 +245,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
     if status == "ok" and not checks_passed:
         error = "checks failed: decoded audio is silent"
     return Row(
-        version=1, codec=spec.canonical, family=spec.family, config=spec.config_dict(), weights="none",
+        version=1, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
+        weights=str(model.get("weights", "none")),
         variant="", utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
         num_samples=ref.num_samples, duration_s=duration, reference=_rel(ref.path, run_dir),
         reference_sha256=ref.sha256, reference_resampled_from=ref.resampled_from,

@@ -54,7 +54,7 @@ def run(job_path: Path) -> int:
         from codecarena.specs import parse_spec
         times["imports_s"] += time.perf_counter() - t
 
-        if job.stage == "encode":
+        if job.stage in ("encode", "stream"):
             spec = parse_spec(job.codec)
             loaded = None
         elif job.stage == "decode":
@@ -78,7 +78,9 @@ def run(job_path: Path) -> int:
         times["load_s"] = time.perf_counter() - t
 
         if job.stage == "encode":
-            audio_s, facts = _encode(job, spec, adapter, times, warm)
+            audio_s, facts = _encode(job, spec, adapter, model, times, warm)
+        elif job.stage == "stream":
+            audio_s, facts = _stream(job, spec, adapter, model)
         else:
             assert loaded is not None
             audio_s, facts = _decode(job, loaded, adapter, times, warm)
@@ -116,7 +118,8 @@ def _warm(fn: Any, repeats: int, warm: list[float]) -> None:
         warm.append(time.perf_counter() - t)
 
 
-def _encode(job: Any, spec: Any, adapter: Any, times: dict[str, float], warm: list[float]) -> tuple[float, dict]:
+def _encode(job: Any, spec: Any, adapter: Any, model: dict[str, Any], times: dict[str, float],
+            warm: list[float]) -> tuple[float, dict]:
     import numpy as np
     import soundfile as sf
     import soxr
@@ -137,7 +140,8 @@ def _encode(job: Any, spec: Any, adapter: Any, times: dict[str, float], warm: li
     num_samples = sf.info(job.input).frames
     encoded = _timed(lambda: adapter.encode(audio), times, "compute_s")
     payload = Payload(
-        codec=spec.canonical, family=spec.family, config=spec.config_dict(), variant="", checkpoint={},
+        codec=spec.canonical, family=spec.family, config=spec.config_dict(), variant="",
+        checkpoint=model.get("checkpoint", {}),
         sample_rate=rate, num_samples=num_samples, channels=1, codec_sample_rate=adapter.input_rate,
         streams=encoded.streams, side_info=encoded.side_info,
     )
@@ -191,6 +195,56 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
         "rms_dbfs": 20 * math.log10(rms) if rms > 0 else None,
     }
     return payload.num_samples / payload.sample_rate, facts
+
+
+def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[float, dict]:
+    """Frame-by-frame encode -> packet -> decode through fresh stream state, timed per frame, and
+    compared bit for bit with the whole-utterance encode and decode of the same audio."""
+    import numpy as np
+    import soundfile as sf
+
+    from codecarena.codecs.base import to_int16
+    from codecarena.metrics.signal import find_delay
+    from codecarena.payload import Payload
+
+    if not hasattr(adapter, "new_encoder"):
+        raise ValueError(f"{spec.canonical} has no frame-streaming interface")
+    audio, rate = sf.read(job.input, dtype="float64")
+    if rate != adapter.input_rate or audio.ndim != 1:
+        raise ValueError(f"{job.input}: streaming needs mono audio at {adapter.input_rate} Hz, got {rate} Hz")
+    whole = adapter.encode(audio)
+    payload = Payload(codec=spec.canonical, family=spec.family, config=spec.config_dict(), variant="",
+                      checkpoint=model.get("checkpoint", {}), sample_rate=rate, num_samples=len(audio),
+                      channels=1, codec_sample_rate=adapter.input_rate, streams=whole.streams,
+                      side_info=whole.side_info)
+    whole_audio = to_int16(adapter.decode(payload).audio)
+    frame = int(whole.side_info["frame_samples"])
+    samples = to_int16(audio)
+    samples = np.concatenate([samples, np.zeros(-len(samples) % frame, dtype=np.int16)])
+    encoder, decoder = adapter.new_encoder(), adapter.new_decoder()
+    packets, pieces, frame_ms = [], [], []
+    for start in range(0, len(samples), frame):
+        t = time.perf_counter()
+        packet = encoder.encode_frame(samples[start:start + frame])
+        pieces.append(decoder.decode_packet(packet))
+        frame_ms.append((time.perf_counter() - t) * 1000)
+        packets.append(packet)
+    streamed = np.concatenate(pieces)
+    delay = find_delay(audio, streamed[: len(audio)].astype(np.float64) / 32768.0, int(0.1 * rate))
+    budget_ms = 1000 * frame / rate
+    p50, p95, p99 = (float(np.percentile(frame_ms, q)) for q in (50, 95, 99))
+    return len(audio) / rate, {
+        "frames": len(packets),
+        "frame_ms": budget_ms,
+        "packets_identical": packets == list(whole.streams[0].packets),
+        "audio_identical": bool(np.array_equal(streamed, whole_audio)),
+        "measured_delay_samples": delay.delay_samples,
+        "measured_delay_correlation": delay.correlation,
+        "algorithmic_latency_ms": budget_ms + 1000 * max(0, delay.delay_samples) / rate,
+        "frame_compute_ms": {"p50": p50, "p95": p95, "p99": p99, "max": float(max(frame_ms))},
+        "realtime_budget_ms": budget_ms,
+        "frames_over_budget": sum(ms > budget_ms for ms in frame_ms),
+    }
 
 
 def main() -> None:

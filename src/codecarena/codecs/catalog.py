@@ -71,4 +71,17 @@ PCM = Family(
     default_config="16",
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM)}
+LYRA = Family(
+    name="lyra",
+    module="codecarena.codecs.lyra",
+    description="Lyra v2 (SoundStream) with its real TFLite weights through ai-edge-litert; 16 kHz, 20 ms packets",
+    configs=("3200", "6000", "9200"),
+    default_config="3200",
+    options=(
+        Option("xnnpack", str, "on", "XNNPACK delegate for the encoder and LyraGAN (upstream: on; the "
+               "quantizer always runs the plain kernels, as upstream)", choices=("on", "off")),
+        Option("threads", int, 1, "interpreter threads", minimum=1, maximum=64),
+    ),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA)}

@@ -23,7 +23,7 @@ class ProtocolError(ValueError):
 @dataclass(frozen=True)
 class Job:
     version: int
-    stage: str  # "encode" or "decode"
+    stage: str  # "encode", "decode" or "stream"
     input: str  # reference wav (encode) or payload file (decode)
     output: str  # payload file (encode) or decoded wav (decode)
     report: str
