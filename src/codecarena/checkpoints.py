@@ -39,8 +39,10 @@ def verify(path: Path, pin: CheckpointFile) -> None:
         raise CheckpointError(f"{path}: sha256 mismatch: expected {pin.sha256}, actual {actual}; refusing to load")
 
 
-def resolve(checkpoint: Checkpoint, models_dir: Path | None = None, allow_download: bool | None = None) -> Path:
-    """The folder holding every file of `checkpoint`, each verified against its pin."""
+def resolve(checkpoint: Checkpoint, models_dir: Path | None = None, allow_download: bool | None = None,
+            progress: bool = False) -> Path:
+    """The folder holding every file of `checkpoint`, each verified against its pin. With
+    `progress`, downloads show a progress bar (for `codecarena fetch`)."""
     mirror = models_dir or (Path(os.environ[MODELS_ENV]) if os.environ.get(MODELS_ENV) else None)
     if mirror is not None:
         folder = mirror / checkpoint.mirror_dir
@@ -60,8 +62,19 @@ def resolve(checkpoint: Checkpoint, models_dir: Path | None = None, allow_downlo
                 raise CheckpointError(f"{path}: not in the cache and downloads are disabled; set {MODELS_ENV} "
                                       f"or pass --models-dir to a local mirror") from None
         try:
-            download_verified(pin.url, path, pin.sha256, pin.bytes)
+            _download(pin, path, progress)
         except DatasetError as exc:
             raise CheckpointError(f"{exc} (or set {MODELS_ENV} / --models-dir to a local mirror)") from None
         verify(path, pin)
     return folder
+
+
+def _download(pin: CheckpointFile, path: Path, progress: bool) -> None:
+    if not progress:
+        download_verified(pin.url, path, pin.sha256, pin.bytes)
+        return
+    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()) as bar:
+        task = bar.add_task(pin.name, total=pin.bytes)
+        download_verified(pin.url, path, pin.sha256, pin.bytes, on_chunk=lambda n: bar.advance(task, n))

@@ -12,11 +12,14 @@ from pathlib import Path
 import soundfile as sf
 
 from codecarena.codecs.catalog import FAMILIES
+from codecarena.checkpoints import CheckpointError
 from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
 from codecarena.metrics.registry import MetricError
 from codecarena.metrics.registry import select as select_metrics
 from codecarena.metrics.scorer import Scorer
 from codecarena.payload import PayloadError
+from codecarena.registry.entries import Entry, RegistryError
+from codecarena.runtime.envs import RuntimeMissing
 from codecarena.pipeline import RunError, RunOptions, execute, plan_of, sha256_json
 from codecarena.results.store import StoreError
 from codecarena.runtime.guard import default_memory_limit, parse_size
@@ -58,6 +61,26 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--replay", action="store_true", help="also decode every payload again in a fresh process")
 
     sub.add_parser("codecs", help="list the codec specs codecarena accepts")
+
+    registry = sub.add_parser("registry", help="the pinned codec registry")
+    reg_sub = registry.add_subparsers(dest="registry_command", required=True)
+    reg_sub.add_parser("list", help="id, roles, status and whether the pins are complete")
+    reg_audit = reg_sub.add_parser("audit", help="check the registry's rules; non-zero exit on any problem")
+    reg_audit.add_argument("--check-local", action="store_true",
+                           help="also verify runtimes and checkpoint files of every installed-or-higher claim")
+    reg_audit.add_argument("--models-dir", type=Path, help="model mirror for --check-local (else $CODECARENA_MODELS, cache)")
+
+    env = sub.add_parser("env", help="isolated runtimes of codec families")
+    env_sub = env.add_subparsers(dest="env_command", required=True)
+    env_create = env_sub.add_parser("create", help="build a family's virtualenv from its lock file")
+    env_create.add_argument("family", help="codec family or registry id")
+    env_sub.add_parser("list", help="built runtimes")
+    env_remove = env_sub.add_parser("remove", help="delete a family's runtime")
+    env_remove.add_argument("family", help="codec family or registry id")
+
+    fetch = sub.add_parser("fetch", help="download and verify a family's pinned checkpoint files into the cache")
+    fetch.add_argument("family", help="registry id or codec family, optionally with :CONFIG")
+    fetch.add_argument("--mirror", type=Path, help="read from this local mirror instead (else $CODECARENA_MODELS)")
 
     stream = sub.add_parser("stream", help="feed 20 ms frames one at a time and prove streaming equals whole-utterance coding")
     stream.add_argument("codec", help="codec spec with a frame-streaming interface, e.g. lyra:6000")
@@ -113,6 +136,14 @@ def _cmd_codecs() -> int:
     return 0
 
 
+def _runtimes(specs: tuple) -> dict[str, dict]:  # type: ignore[type-arg]
+    """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
+    from codecarena.registry.entries import entry_for_family
+    from codecarena.runtime.envs import describe as describe_runtime
+
+    return {family: describe_runtime(entry_for_family(family)) for family in dict.fromkeys(s.family for s in specs)}
+
+
 def with_language(evalset: EvalSet, language: str) -> EvalSet:
     """Give utterances without a declared language the one the user named; the manifest hash
     changes with it, so the run's plan records the choice."""
@@ -146,6 +177,8 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     scorer = _scorer(args)
     metric_opts = {"metrics": scorer.metrics if scorer else (),
                    "asr_models": tuple((k, str(v)) for k, v in sorted(scorer.asr_models.items())) if scorer else ()}
+    runtimes = _runtimes(specs)
+    metric_opts["runtimes"] = tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items())
     opts = RunOptions(out=Path("."), codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
                       warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
     if args.out is None:
@@ -172,6 +205,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
         run_info = describe(["codecarena", *argv])
         run_info["metrics"] = scorer.describe() if scorer else []
+        run_info["runtimes"] = {rec["registry"]: rec for rec in runtimes.values()}
         rows = execute(evalset, opts, run_info, on_row, scorer)
     if resumed_rows:
         console.print(f"{len(resumed_rows)} complete rows resumed from the earlier run (files verified); "
@@ -265,6 +299,82 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _entry(name: str) -> Entry:
+    from codecarena.registry.entries import RegistryError, entry_for_family, load_entry
+
+    family = name.partition(":")[0]
+    try:
+        return load_entry(family)
+    except RegistryError:
+        return entry_for_family(family)
+
+
+def _cmd_registry(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from codecarena.console import console
+    from codecarena.registry.audit import audit as audit_registry
+    from codecarena.registry.audit import list_rows
+    from codecarena.registry.entries import load_all
+
+    entries = load_all()
+    if args.registry_command == "list":
+        table = Table(title=f"codec registry ({len(entries)} entries)")
+        for column in ("id", "family", "roles", "status", "pins complete", "runtime"):
+            table.add_column(column)
+        for row in list_rows(entries):
+            table.add_row(row["id"], row["codec_family"] or "-", ", ".join(row["roles"]) or "-", row["status"],
+                          "yes" if row["pins_complete"] else "no", row["environment"])
+        console.print(table)
+        return 0
+    problems = audit_registry(entries, check_local=args.check_local, models_dir=args.models_dir)
+    for problem in problems:
+        console.print(f"[red]{problem}[/red]", soft_wrap=True)
+    console.print(f"registry audit {'failed: ' + str(len(problems)) + ' problem(s)' if problems else 'passed'} "
+                  f"({len(entries)} entries{', local files checked' if args.check_local else ''})")
+    return 1 if problems else 0
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    from codecarena.console import console
+    from codecarena.runtime import envs
+
+    if args.env_command == "list":
+        found = envs.list_envs()
+        for record in found:
+            console.print(f"{record['registry']}: {record.get('interpreter', '-')} "
+                          f"({len(record.get('packages', []))} packages, sha256 "
+                          f"{record.get('packages_sha256', '-')[:12]}){' ' + record['error'] if 'error' in record else ''}")
+        if not found:
+            console.print(f"no isolated runtimes under {envs.data_dir() / 'envs'}")
+        return 0
+    entry = _entry(args.family)
+    if args.env_command == "remove":
+        removed = envs.remove(entry.id)
+        console.print(f"{entry.id}: {'removed' if removed else 'no runtime to remove'}")
+        return 0
+    console.print(f"building {entry.id} runtime in {envs.env_dir(entry.id)} ...")
+    folder = envs.create(entry)
+    record = envs.describe(entry)
+    console.print(f"{entry.id}: {record['interpreter']} with {len(record['packages'])} packages "
+                  f"(sha256 {record['packages_sha256'][:12]}) in {folder}")
+    return 0
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from codecarena import checkpoints
+    from codecarena.console import console
+
+    entry = _entry(args.family)
+    if entry.checkpoint is None:
+        console.print(f"{entry.id}: no checkpoint files (DSP codec or control)")
+        return 0
+    folder = checkpoints.resolve(entry.checkpoint, models_dir=args.mirror, progress=True)
+    for pin in entry.checkpoint.files:
+        console.print(f"{folder / pin.name}: {pin.bytes} bytes, sha256 {pin.sha256} verified", soft_wrap=True)
+    return 0
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.results.audit import audit
@@ -306,9 +416,15 @@ def main(argv: list[str] | None = None) -> None:
             code = _cmd_score(args)
         elif args.command == "stream":
             code = _cmd_stream(args)
+        elif args.command == "registry":
+            code = _cmd_registry(args)
+        elif args.command == "env":
+            code = _cmd_env(args)
+        elif args.command == "fetch":
+            code = _cmd_fetch(args)
         else:
             code = _cmd_audit(args)
-    except (CliError, MetricError, DatasetError, SpecError, RunError, StoreError, PayloadError, ValueError) as exc:
+    except (CliError, MetricError, RegistryError, RuntimeMissing, CheckpointError, DatasetError, SpecError, RunError, StoreError, PayloadError, ValueError) as exc:
         print(f"codecarena: error: {exc}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import soundfile as sf
@@ -97,7 +97,8 @@ def default_cache_dir() -> Path:
     return base / "codecarena" / "data" / "smoke"
 
 
-def download_verified(url: str, dest: Path, sha256: str, size: int | None = None) -> Path:
+def download_verified(url: str, dest: Path, sha256: str, size: int | None = None,
+                      on_chunk: Callable[[int], None] | None = None) -> Path:
     """Fetch `url` to `dest` only if its bytes hash to `sha256`; never leave a partial or wrong file."""
     dest = Path(dest)
     sha256 = sha256.lower()
@@ -116,6 +117,8 @@ def download_verified(url: str, dest: Path, sha256: str, size: int | None = None
                     out.write(chunk)
                     h.update(chunk)
                     n += len(chunk)
+                    if on_chunk:
+                        on_chunk(len(chunk))
         except (urllib.error.URLError, OSError, ValueError) as e:
             # Plain URLError wraps the socket error in .reason; HTTPError's str() carries the status code.
             reason = e.reason if type(e) is urllib.error.URLError else e

@@ -49,6 +49,8 @@ class RunOptions:
     warm_repeats: int = 2
     timeout_s: float | None = 600.0
     python: str = sys.executable
+    # codec family -> (registry id, interpreter of its runtime); families absent use `python`.
+    runtimes: tuple[tuple[str, str, str], ...] = ()
     metrics: tuple[str, ...] = ()
     asr_models: tuple[tuple[str, str], ...] = ()  # (language, model folder)
 
@@ -75,6 +77,7 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "guard_poll_s": opts.poll_s,
         "stage_timeout_s": opts.timeout_s,
         "metrics": list(opts.metrics),
+        "runtimes": [list(r) for r in opts.runtimes],
         "asr_models": [list(pair) for pair in opts.asr_models],
     }
 
@@ -97,12 +100,20 @@ def _rel(path: Path, run_dir: Path) -> str:
         return str(path.resolve())
 
 
-def _run_stage(name: str, job: Job, opts: RunOptions, work: Path) -> tuple[Stage, StageReport | None]:
+def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
+    for fam, registry_id, python in opts.runtimes:
+        if fam == family:
+            return registry_id, python
+    return "", opts.python
+
+
+def _run_stage(name: str, job: Job, opts: RunOptions, work: Path,
+               python: str | None = None) -> tuple[Stage, StageReport | None]:
     job_path = work / f"{name}.job.json"
     write_job(job_path, job)
     Path(job.report).unlink(missing_ok=True)
     result = run_guarded(
-        [opts.python, "-m", "codecarena.worker", str(job_path)],
+        [python or opts.python, "-m", "codecarena.worker", str(job_path)],
         limit_bytes=opts.memory_limit, poll_s=opts.poll_s, timeout_s=opts.timeout_s,
         log_path=work / f"{name}.log",
     )
@@ -178,17 +189,21 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
                    codec=spec.canonical if stage == "encode" else "",
                    arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats)
 
+    registry_id, python = _runtime_of(opts, spec.family)
     stages: list[Stage] = []
     fields: dict[str, Any] = {}
+    checkpoint: dict[str, Any] = {}
+    runtime: dict[str, Any] = {}
     error = ""
     codec_facts: dict[str, Any] = {}
     model: dict[str, Any] = {}
 
-    enc_stage, enc_report = _run_stage("encode", job("encode", ref.path, payload_path, "encode"), opts, work)
+    enc_stage, enc_report = _run_stage("encode", job("encode", ref.path, payload_path, "encode"), opts, work, python)
     stages.append(enc_stage)
     error = enc_stage.error
     if not error and enc_report is not None:
         model = enc_report.model
+        runtime = enc_report.runtime
         codec_facts = dict(enc_report.facts)
         try:
             payload = read_payload(payload_path)
@@ -198,6 +213,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
             if payload.codec != spec.canonical or payload.num_samples != ref.num_samples:
                 error = (f"{payload_path}: payload says {payload.codec} / {payload.num_samples} samples, "
                          f"expected {spec.canonical} / {ref.num_samples}")
+            checkpoint = dict(payload.checkpoint)
             bits = payload.representation_bits()
             size = payload_path.stat().st_size
             fields.update(
@@ -207,7 +223,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
             )
 
     if not error:
-        dec_stage, dec_report = _run_stage("decode", job("decode", payload_path, decoded_path, "decode"), opts, work)
+        dec_stage, dec_report = _run_stage("decode", job("decode", payload_path, decoded_path, "decode"), opts, work,
+                                           python)
         stages.append(dec_stage)
         error = dec_stage.error
         if not error and dec_report is not None:
@@ -231,7 +248,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
     if not error:
-        rep_stage, _ = _run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts, work)
+        rep_stage, _ = _run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts, work, python)
         stages.append(rep_stage)
         error = rep_stage.error
         if not error:
@@ -246,7 +263,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
         error = "checks failed: decoded audio is silent"
     return Row(
         version=1, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
-        weights=str(model.get("weights", "none")),
+        registry=registry_id, checkpoint=checkpoint, runtime=runtime, weights=str(model.get("weights", "none")),
         variant="", utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
         num_samples=ref.num_samples, duration_s=duration, reference=_rel(ref.path, run_dir),
         reference_sha256=ref.sha256, reference_resampled_from=ref.resampled_from,

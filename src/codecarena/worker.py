@@ -91,10 +91,16 @@ def run(job_path: Path) -> int:
         version=1, stage=job.stage, ok=not error, error=error, pid=_pid(), started_at=STARTED_AT,
         imports_s=times["imports_s"], load_s=times["load_s"], io_s=times["io_s"],
         compute_s=times["compute_s"], warm_compute_s=warm, maxrss_bytes=_maxrss_bytes(),
-        audio_s=audio_s, model=model, facts=facts,
+        audio_s=audio_s, model=model, facts=facts, runtime=_runtime(),
     )
     write_report(Path(job.report), report)
     return 0 if not error else 2
+
+
+def _runtime() -> dict[str, Any]:
+    numpy = sys.modules.get("numpy")
+    return {"executable": sys.executable, "python": sys.version.split()[0],
+            "numpy": getattr(numpy, "__version__", None)}
 
 
 def _pid() -> int:

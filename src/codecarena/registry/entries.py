@@ -1,24 +1,50 @@
-"""Registry entries: one TOML file per codec family in `registry/families/`, parsed strictly.
+"""Registry entries: one TOML file per codec system in `registry/families/`, parsed strictly.
 
-This module reads what the checkpoint resolver and the adapters need (source pin, checkpoint files
-with URL, size, sha256 and side). The full schema and its auditor are issue #5's work.
+The schema (v1) is documented in `docs/registry.md`. This module checks structure, types and the
+format of every value (unknown keys are rejected; a `commit` is 40 hex digits, a `release` is an exact
+version, a `sha256` is 64 hex digits). Whether an entry's pins are complete *for its status* is the
+auditor's call (`registry/audit.py`: commit_prefix, release_note and `partial = true` are parsed here
+but refused there unless the status is `unpinned`), so that an entry built in code is judged by the
+same rules.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from codecarena.codecs.catalog import FAMILIES  # data only: imports no codec dependency
+
 SCHEMA_VERSION = 1
-_HEX40 = re.compile(r"[0-9a-f]{40}")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+ROLES = ("communication_anchor", "deployment_teacher", "frontier_teacher", "low_bit_teacher")
+KINDS = ("codec", "control")
+LADDER = ("registered", "installed", "probed", "smoked", "scored", "streaming_verified")
+SIDE_STATES = ("platform_deferred", "gated", "deferred")
+STATUSES = LADDER + SIDE_STATES + ("unpinned",)
+# Statuses whose `status_reason` is required.
+NEEDS_REASON = SIDE_STATES + ("unpinned",)
+ENVIRONMENTS = ("main", "isolated")
+SIDES = ("encoder", "decoder", "both")
+LOCKS_DIR = "registry/locks/"
+
+HEX40 = re.compile(r"[0-9a-f]{40}")
+HEX64 = re.compile(r"[0-9a-f]{64}")
+# An exact release: digits and dots (at least one dot), optionally a pre/post/dev suffix.
+# Ranges (">=1.0"), wildcards ("1.*"), "latest" and branch names do not match.
+EXACT_RELEASE = re.compile(r"v?\d+(?:\.\d+)+(?:[-.]?(?:a|b|rc|post|dev)\d*)?")
+EXACT_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._-]+\])?==" + EXACT_RELEASE.pattern
+                       + r"(?:\+[A-Za-z0-9.]+)?")
+PYTHON_VERSION = re.compile(r"\d+\.\d+")
 
 
 class RegistryError(ValueError):
-    """A registry entry that is missing or does not match the schema."""
+    """A registry entry that is missing or does not match the schema (one line: file and key)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +71,22 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class PartialCheckpoint:
+    """A checkpoint known only in part (a hash prefix, no URL, ...): allowed only while `unpinned`."""
+    known: str
+    gated: bool = False
+    license: str = ""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    python: str
+    environment: str  # "main" or "isolated"
+    lock: str = ""  # path under the package, e.g. "registry/locks/encodec.txt"; required when isolated
+    packages: tuple[str, ...] = ()  # exact "name==version" pins
+
+
+@dataclass(frozen=True)
 class Entry:
     id: str
     display_name: str
@@ -53,37 +95,149 @@ class Entry:
     status: str
     license: str
     source_repository: str
-    source_commit: str
+    source_commit: str  # "" when the source is pinned by release or known only in part
     checkpoint: Checkpoint | None
-    raw: dict[str, Any]
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    kind: str = "codec"
+    status_reason: str = ""
+    notes: str = ""
+    source_release: str = ""
+    source_commit_prefix: str = ""
+    source_release_note: str = ""
+    source_bundled_by: str = ""
+    has_source: bool = True
+    partial_checkpoint: PartialCheckpoint | None = None
+    rate_knobs: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False)
+    runtime: Runtime = Runtime("3.11", "main")
+    quoted_figures: str = ""
 
 
-def _need(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    if key not in data:
-        raise RegistryError(f"{where}: missing key {key!r}")
-    value = data[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise RegistryError(f"{where}: {key} must be {kind.__name__}, got {type(value).__name__}")
-    return value
+class _Table:
+    """One TOML table being read: every key must be consumed, and `done()` rejects the rest."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise RegistryError(f"{where}: must be a table, got {type(data).__name__}")
+        self.data, self.where, self.seen = data, where, set[str]()
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        self.seen.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise RegistryError(f"{self.where}: missing key {key!r}")
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise RegistryError(f"{self.where}: {key} must be {names}, got {type(value).__name__}")
+        return value
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def fail(self, key: str, message: str) -> RegistryError:
+        return RegistryError(f"{self.where}: {key} {message}")
+
+    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
+        values = self.get(key, list, default)
+        if any(not isinstance(v, str) for v in values):
+            raise self.fail(key, "must be a list of strings")
+        return tuple(values)
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.seen)
+        if unknown:
+            raise RegistryError(f"{self.where}: unknown key {unknown[0]!r}")
 
 
-def _checkpoint(data: dict[str, Any], where: str) -> Checkpoint:
+def _checkpoint(data: Any, where: str) -> Checkpoint | PartialCheckpoint:
+    table = _Table(data, where)
+    if table.get("partial", bool, False):
+        partial = PartialCheckpoint(table.get("known", str), table.get("gated", bool, False),
+                                    table.get("license", str, ""))
+        if not partial.known.strip():
+            raise table.fail("known", "must say what is known")
+        table.done()
+        return partial
     files = []
-    for i, item in enumerate(_need(data, "files", list, where)):
-        at = f"{where}.files[{i}]"
-        sha = _need(item, "sha256", str, at)
-        if not _HEX64.fullmatch(sha):
-            raise RegistryError(f"{at}: sha256 must be 64 lower-case hex digits")
-        side = _need(item, "side", str, at)
-        if side not in ("encoder", "decoder", "both"):
-            raise RegistryError(f"{at}: side must be encoder, decoder or both")
-        files.append(CheckpointFile(_need(item, "name", str, at), _need(item, "url", str, at),
-                                    _need(item, "bytes", int, at), sha, side))
-    revision = _need(data, "revision", str, where)
-    if not _HEX40.fullmatch(revision):
-        raise RegistryError(f"{where}: revision must be a full 40-hex commit")
-    return Checkpoint(revision, _need(data, "license", str, where), _need(data, "gated", bool, where),
-                      _need(data, "mirror_dir", str, where), tuple(files))
+    items = table.get("files", list)
+    if not items:
+        raise table.fail("files", "must list at least one file")
+    for i, item in enumerate(items):
+        file = _Table(item, f"{where}.files[{i}]")
+        sha = file.get("sha256", str)
+        if not HEX64.fullmatch(sha):
+            raise file.fail("sha256", "must be 64 lower-case hex digits")
+        side = file.get("side", str)
+        if side not in SIDES:
+            raise file.fail("side", "must be encoder, decoder or both")
+        size = file.get("bytes", int)
+        if size <= 0:
+            raise file.fail("bytes", "must be positive")
+        files.append(CheckpointFile(file.get("name", str), file.get("url", str), size, sha, side))
+        file.done()
+    revision = table.get("revision", str)
+    if not HEX40.fullmatch(revision):
+        raise table.fail("revision", "must be a full 40-hex commit")
+    checkpoint = Checkpoint(revision, table.get("license", str), table.get("gated", bool),
+                            table.get("mirror_dir", str), tuple(files))
+    table.done()
+    return checkpoint
+
+
+def _source(data: Any, where: str) -> dict[str, str]:
+    table = _Table(data, where)
+    out = {key: table.get(key, str, "") for key in
+           ("repository", "commit", "release", "commit_prefix", "release_note", "bundled_by")}
+    table.get("repository", str)
+    table.done()
+    if out["commit"] and not HEX40.fullmatch(out["commit"]):
+        raise table.fail("commit", "must be a full 40-hex commit (use commit_prefix for a prefix)")
+    if out["release"] and not EXACT_RELEASE.fullmatch(out["release"]):
+        raise table.fail("release", "must be an exact version such as 1.6.1 (use release_note otherwise)")
+    if out["commit_prefix"] and not re.fullmatch(r"[0-9a-f]{4,39}", out["commit_prefix"]):
+        raise table.fail("commit_prefix", "must be 4 to 39 lower-case hex digits")
+    if out["bundled_by"] and not EXACT_PIN.fullmatch(out["bundled_by"]):
+        raise table.fail("bundled_by", "must be an exact name==version pin")
+    pins = [k for k in ("commit", "release") if out[k]]
+    partial = [k for k in ("commit_prefix", "release_note") if out[k]]
+    if len(pins) + (1 if partial else 0) != 1:
+        raise table.fail("commit", "exactly one of commit, release or commit_prefix/release_note is required")
+    return out
+
+
+def _runtime(data: Any, where: str) -> Runtime:
+    table = _Table(data, where)
+    runtime = Runtime(table.get("python", str), table.get("environment", str), table.get("lock", str, ""),
+                      table.strings("packages", []))
+    table.done()
+    if not PYTHON_VERSION.fullmatch(runtime.python):
+        raise table.fail("python", "must be a version such as 3.11")
+    if runtime.environment not in ENVIRONMENTS:
+        raise table.fail("environment", f"must be one of {', '.join(ENVIRONMENTS)}")
+    if runtime.environment == "isolated" and not runtime.lock:
+        raise table.fail("lock", "is required when environment is isolated")
+    if runtime.environment == "main" and runtime.lock:
+        raise table.fail("lock", "is only for isolated runtimes (main is locked by the project)")
+    if runtime.lock and not (runtime.lock.startswith(LOCKS_DIR) and runtime.lock.endswith(".txt")
+                             and ".." not in runtime.lock):
+        raise table.fail("lock", f"must be a .txt file under {LOCKS_DIR}")
+    for pin in runtime.packages:
+        if not EXACT_PIN.fullmatch(pin):
+            raise table.fail("packages", f"entry {pin!r} is not an exact name==version pin")
+    return runtime
+
+
+def _rate_knobs(data: Any, where: str) -> dict[str, tuple[Any, ...]]:
+    table = _Table(data, where)
+    knobs = {}
+    for key in list(table.data):
+        values = table.get(key, list)
+        if not values or any(not isinstance(v, (int, float, str)) or isinstance(v, bool) for v in values):
+            raise table.fail(key, "must be a non-empty list of numbers or strings")
+        knobs[key] = tuple(values)
+    return knobs
 
 
 def parse_entry(text: str, where: str) -> Entry:
@@ -91,25 +245,107 @@ def parse_entry(text: str, where: str) -> Entry:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{where}: not valid TOML ({exc})") from None
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise RegistryError(f"{where}: schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}")
-    source = _need(data, "source", dict, where)
-    commit = _need(source, "commit", str, f"{where}.source")
-    if not _HEX40.fullmatch(commit):
-        raise RegistryError(f"{where}.source: commit must be a full 40-hex commit")
-    checkpoint = _checkpoint(data["checkpoint"], f"{where}.checkpoint") if "checkpoint" in data else None
-    return Entry(
-        id=_need(data, "id", str, where), display_name=_need(data, "display_name", str, where),
-        codec_family=_need(data, "codec_family", str, where),
-        roles=tuple(_need(data, "roles", list, where)), status=_need(data, "status", str, where),
-        license=_need(data, "license", str, where),
-        source_repository=_need(source, "repository", str, f"{where}.source"), source_commit=commit,
-        checkpoint=checkpoint, raw=data,
+    top = _Table(data, where)
+    version = data.get("schema_version")
+    top.seen.add("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise RegistryError(f"{where}: schema_version {version!r}, expected {SCHEMA_VERSION}")
+    registry_id = top.get("id", str)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", registry_id):
+        raise top.fail("id", "must be lower-case letters, digits and underscores")
+    kind = top.get("kind", str, "codec")
+    if kind not in KINDS:
+        raise top.fail("kind", f"must be one of {', '.join(KINDS)}")
+    status = top.get("status", str)
+    if status not in STATUSES:
+        raise top.fail("status", f"{status!r} is not one of {', '.join(STATUSES)}")
+    reason = top.get("status_reason", str, "")
+    if status in NEEDS_REASON and not reason.strip():
+        raise top.fail("status_reason", f"is required when status is {status!r}")
+    roles = top.strings("roles")
+    for role in roles:
+        if role not in ROLES:
+            raise top.fail("roles", f"{role!r} is not one of {', '.join(ROLES)}")
+    if len(set(roles)) != len(roles):
+        raise top.fail("roles", "lists a role twice")
+    if kind == "codec" and not roles:
+        raise top.fail("roles", "may be empty only when kind is 'control'")
+    if kind == "control" and roles:
+        raise top.fail("roles", "must be empty for a control")
+    family = top.get("codec_family", str)
+    if family and family not in FAMILIES:
+        raise top.fail("codec_family", f"{family!r} is not a catalog family ({', '.join(FAMILIES)}) or \"\"")
+    if top.has("source") or kind == "codec":
+        source = _source(top.get("source", dict), f"{where}.source")
+    else:
+        source = dict.fromkeys(("repository", "commit", "release", "commit_prefix", "release_note",
+                                "bundled_by"), "")
+    checkpoint: Checkpoint | None = None
+    partial: PartialCheckpoint | None = None
+    if top.has("checkpoint"):
+        parsed = _checkpoint(top.get("checkpoint", dict), f"{where}.checkpoint")
+        checkpoint, partial = (None, parsed) if isinstance(parsed, PartialCheckpoint) else (parsed, None)
+    knobs = _rate_knobs(top.get("rate_knobs", dict, {}), f"{where}.rate_knobs")
+    runtime = _runtime(top.get("runtime", dict), f"{where}.runtime")
+    hardware = _Table(top.get("reference_hardware", dict), f"{where}.reference_hardware")
+    quoted = hardware.get("quoted_figures", str)
+    hardware.done()
+    entry = Entry(
+        id=registry_id, display_name=top.get("display_name", str), codec_family=family, roles=roles,
+        status=status, license=top.get("license", str), source_repository=source["repository"],
+        source_commit=source["commit"], checkpoint=checkpoint, raw=data, kind=kind, status_reason=reason,
+        notes=top.get("notes", str, ""), source_release=source["release"],
+        source_commit_prefix=source["commit_prefix"], source_release_note=source["release_note"],
+        source_bundled_by=source["bundled_by"], has_source=top.has("source"), partial_checkpoint=partial,
+        rate_knobs=knobs, runtime=runtime, quoted_figures=quoted,
     )
+    top.done()
+    return entry
+
+
+REGISTRY_ENV = "CODECARENA_REGISTRY"
+
+
+def registry_root() -> Any:
+    """The registry folder (`families/`, `locks/`): the package's own, or `$CODECARENA_REGISTRY`,
+    a folder laid out the same way (a lab's own fork of the registry, or a test's)."""
+    override = os.environ.get(REGISTRY_ENV)
+    return Path(override) if override else resources.files("codecarena.registry")
+
+
+def lock_file(entry: "Entry") -> Any:
+    """The locked requirements of an isolated runtime; `runtime.lock` is written relative to the
+    package root (`registry/locks/<id>.txt`)."""
+    return registry_root() / entry.runtime.lock.removeprefix("registry/")
+
+
+def _families() -> Any:
+    return registry_root() / "families"
 
 
 def load_entry(registry_id: str) -> Entry:
-    resource = resources.files("codecarena.registry") / "families" / f"{registry_id}.toml"
+    resource = _families() / f"{registry_id}.toml"
     if not resource.is_file():
         raise RegistryError(f"no registry entry {registry_id!r}")
-    return parse_entry(resource.read_text(encoding="utf-8"), f"registry/families/{registry_id}.toml")
+    where = f"registry/families/{registry_id}.toml"
+    entry = parse_entry(resource.read_text(encoding="utf-8"), where)
+    if entry.id != registry_id:
+        raise RegistryError(f"{where}: id {entry.id!r} differs from the file name")
+    return entry
+
+
+def load_all() -> tuple[Entry, ...]:
+    """Every entry in `registry/families/`, sorted by id."""
+    names = sorted(r.name[:-len(".toml")] for r in _families().iterdir() if r.name.endswith(".toml"))
+    return tuple(sorted((load_entry(name) for name in names), key=lambda e: e.id))
+
+
+def entry_for_family(codec_family: str) -> Entry:
+    """The one entry whose `codec_family` is this catalog family."""
+    if not codec_family:
+        raise RegistryError("entry_for_family: a catalog family name is required")
+    found = [e for e in load_all() if e.codec_family == codec_family]
+    if len(found) != 1:
+        ids = ", ".join(e.id for e in found) or "none"
+        raise RegistryError(f"codec family {codec_family!r}: expected one registry entry, found {ids}")
+    return found[0]

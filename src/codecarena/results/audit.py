@@ -118,7 +118,8 @@ def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
     return problems
 
 
-def replay_problems(rows: list[Row], run_dir: Path, python: str) -> list[str]:
+def replay_problems(rows: list[Row], run_dir: Path, python: str,
+                    interpreters: dict[str, str] | None = None) -> list[str]:
     """Decode every payload again in a fresh worker and compare with the stored decoded audio."""
     from codecarena.pipeline import ARENA_RATE, RunOptions, _run_stage
     from codecarena.runtime.guard import default_memory_limit
@@ -134,7 +135,7 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str) -> list[str]:
             out = work / "audit.wav"
             job = Job(version=1, stage="decode", input=str(run_dir / row.payload), output=str(out),
                       report=str(work / "audit.report.json"), codec="", arena_rate=ARENA_RATE, warm_repeats=0)
-            stage, _ = _run_stage("audit-replay", job, opts, work)
+            stage, _ = _run_stage("audit-replay", job, opts, work, (interpreters or {}).get(row.registry))
             where = f"{row.codec} {row.utterance}"
             if not stage.ok:
                 problems.append(f"{where}: fresh decode for audit failed: {stage.error}")
@@ -185,5 +186,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> lis
         recomputed = json.loads(json.dumps(summarize(rows)))
         _diff("summary", summary, recomputed, problems)
     if replay:
-        problems += replay_problems(rows, run_dir, python or sys.executable)
+        interpreters = {rid: rec["interpreter"] for rid, rec in run.get("runtimes", {}).items()
+                        if rec.get("environment") == "isolated"}
+        problems += replay_problems(rows, run_dir, python or sys.executable, interpreters)
     return problems

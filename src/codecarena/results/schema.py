@@ -54,6 +54,9 @@ class Row:
     codec: str
     family: str
     config: dict[str, Any]
+    registry: str  # the registry entry the codec family is pinned by
+    checkpoint: dict[str, Any]  # checkpoint identity recorded in the payload ({} for DSP codecs)
+    runtime: dict[str, Any]  # interpreter and numpy version the encode worker reported
     weights: str  # "none" for DSP codecs, "real" or "synthetic" for neural ones
     variant: str
     utterance: str

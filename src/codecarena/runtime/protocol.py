@@ -49,6 +49,7 @@ class StageReport:
     audio_s: float  # duration of the utterance, for RTF
     model: dict[str, Any]
     facts: dict[str, Any]
+    runtime: dict[str, Any]  # the interpreter that ran and its numpy version: proves which runtime served
 
 
 def _strict(cls: type, data: Any, what: str) -> Any:

@@ -1,0 +1,138 @@
+"""Isolated runtimes: one virtualenv per codec family whose dependencies conflict with the harness.
+
+`codecarena env create FAMILY` builds `<data dir>/envs/<registry id>/` from the family's locked
+requirements file, copies the codecarena package into it (so the worker there runs this exact code
+but none of the harness's packages), and records the interpreter and the resolved package list with
+its sha256 in `runtime.json`. Families whose registry entry says `environment = "main"` run with
+the harness's own interpreter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import codecarena
+from codecarena.registry.entries import Entry, lock_file
+
+RUNTIME_FILE = "runtime.json"
+
+
+class RuntimeMissing(RuntimeError):
+    """A family's isolated runtime has not been built, or is broken."""
+
+
+def data_dir() -> Path:
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "codecarena"
+
+
+def env_dir(registry_id: str) -> Path:
+    return data_dir() / "envs" / registry_id
+
+
+def _python(folder: Path) -> Path:
+    return folder / "bin" / "python"
+
+
+def _freeze(python: Path | str) -> list[str]:
+    out = subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+
+def _packages_record(packages: list[str]) -> dict[str, Any]:
+    return {"packages": packages, "packages_sha256": hashlib.sha256("\n".join(packages).encode()).hexdigest()}
+
+
+def lock_text(entry: Entry) -> str:
+    if not entry.runtime.lock:
+        raise RuntimeMissing(f"{entry.id}: the registry entry names no lock file for an isolated runtime")
+    try:
+        return lock_file(entry).read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        raise RuntimeMissing(f"{entry.id}: lock file {entry.runtime.lock} not found") from None
+
+
+def create(entry: Entry, log: Any = None) -> Path:
+    """Build (or rebuild) the family's virtualenv from its lock file; returns the env folder."""
+    if entry.runtime.environment != "isolated":
+        raise RuntimeMissing(f"{entry.id}: runs in the main environment; nothing to create")
+    folder = env_dir(entry.id)
+    tmp = folder.with_name(f".{folder.name}.building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    base = shutil.which(f"python{entry.runtime.python}") or sys.executable
+    lock = tmp.parent / f".{entry.id}.lock.txt"
+    lock.write_text(lock_text(entry), encoding="utf-8")
+    try:
+        subprocess.run([base, "-m", "venv", str(tmp)], check=True, stdout=log, stderr=log)
+        subprocess.run([str(_python(tmp)), "-m", "pip", "install", "--quiet", "--no-input", "-r", str(lock)],
+                       check=True, stdout=log, stderr=log)
+        site = subprocess.run([str(_python(tmp)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        # A copy, not a path entry: pointing at the harness's site-packages would leak its packages.
+        shutil.copytree(Path(codecarena.__file__).parent, Path(site) / "codecarena",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        record = {"version": 1, "registry": entry.id, "interpreter": str(_python(folder)),
+                  "lock": lock.read_text(encoding="utf-8"), "codecarena": codecarena.__version__,
+                  **_packages_record(_freeze(_python(tmp)))}
+        (tmp / RUNTIME_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        shutil.rmtree(folder, ignore_errors=True)
+        # The venv's scripts name its own path, so it is built where it will live: renaming the
+        # finished folder is safe because `python -m` never goes through those scripts.
+        tmp.rename(folder)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeMissing(f"{entry.id}: building the runtime failed ({exc})") from None
+    finally:
+        lock.unlink(missing_ok=True)
+    return folder
+
+
+def remove(entry_id: str) -> bool:
+    folder = env_dir(entry_id)
+    if not folder.exists():
+        return False
+    shutil.rmtree(folder)
+    return True
+
+
+def list_envs() -> list[dict[str, Any]]:
+    root = data_dir() / "envs"
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            record = json.loads((folder / RUNTIME_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            record = {"registry": folder.name, "error": "no readable runtime.json (rebuild with env create)"}
+        found.append({"path": str(folder), **record})
+    return found
+
+
+def describe(entry: Entry) -> dict[str, Any]:
+    """Interpreter and resolved packages of the runtime a family's workers will use (for run.json)."""
+    if entry.runtime.environment == "main":
+        packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+        return {"registry": entry.id, "environment": "main", "interpreter": sys.executable,
+                **_packages_record(packages)}
+    folder = env_dir(entry.id)
+    try:
+        record = json.loads((folder / RUNTIME_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise RuntimeMissing(f"{entry.id}: isolated runtime not built; run `codecarena env create "
+                             f"{entry.codec_family or entry.id}`") from None
+    if not _python(folder).is_file():
+        raise RuntimeMissing(f"{entry.id}: runtime at {folder} has no interpreter; rebuild it")
+    return {"registry": entry.id, "environment": "isolated", "interpreter": str(_python(folder)),
+            "packages": record["packages"], "packages_sha256": record["packages_sha256"]}

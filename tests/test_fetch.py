@@ -1,0 +1,87 @@
+"""`codecarena fetch` against a local file server: good, tampered and truncated files."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import threading
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, codecarena
+
+MODELS = Path(os.environ.get("CODECARENA_MODELS", REPO.parent / "shared" / "models"))
+PINNED_URL = "https://raw.githubusercontent.com/google/lyra/47698dadf0010abff6a848e02642f55f806d4842/lyra/model_coeffs/"
+
+
+class _Counting(http.server.SimpleHTTPRequestHandler):
+    requests: list[str] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        type(self).requests.append(self.path)
+        super().do_GET()
+
+
+@pytest.fixture
+def served_registry(tmp_path: Path):  # type: ignore[no-untyped-def]
+    if not (MODELS / "lyra_v2" / "lyragan.tflite").is_file():
+        pytest.skip(f"Lyra model mirror not found at {MODELS}; set CODECARENA_MODELS")
+    root = tmp_path / "served"
+    shutil.copytree(MODELS / "lyra_v2", root)
+    for f in root.iterdir():
+        f.chmod(0o644)
+    _Counting.requests = []
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a, **k: _Counting(*a, directory=str(root), **k))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    registry = tmp_path / "registry"
+    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    toml = registry / "families" / "lyra_v2.toml"
+    toml.write_text(toml.read_text().replace(PINNED_URL, f"http://127.0.0.1:{server.server_address[1]}/"))
+    env = {"CODECARENA_REGISTRY": str(registry), "XDG_CACHE_HOME": str(tmp_path / "cache"), "CODECARENA_MODELS": ""}
+    yield root, env, tmp_path / "cache" / "codecarena" / "models" / "lyra_v2"
+    server.shutdown()
+
+
+def test_fetch_downloads_verifies_and_does_not_download_again(served_registry) -> None:  # type: ignore[no-untyped-def]
+    root, env, cache = served_registry
+    first = codecarena("fetch", "lyra:6000", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert sorted(_Counting.requests) == ["/lyragan.tflite", "/quantizer.tflite", "/soundstream_encoder.tflite"]
+    for name in ("lyragan.tflite", "quantizer.tflite", "soundstream_encoder.tflite"):
+        assert (cache / name).read_bytes() == (root / name).read_bytes()
+    assert "sha256 841ee05989687d32d1f616a8ad1419fc7eda37599d3c05c7cf5a0d60ccf8ac5c verified" in first.stdout
+    second = codecarena("fetch", "lyra_v2", env=env)
+    assert second.returncode == 0 and len(_Counting.requests) == 3
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("tamper", "sha256 mismatch: expected 50e7839cda4f30599a3a34cfaddcd9c98449b049eee884e1a74295780448ad06, actual "),
+    ("truncate", "size mismatch: expected 1475160 bytes, got 1475000"),
+])
+def test_fetch_refuses_a_bad_file_and_deletes_it(served_registry, damage: str, needle: str) -> None:  # type: ignore[no-untyped-def]
+    root, env, cache = served_registry
+    victim = root / "lyragan.tflite"
+    data = victim.read_bytes()
+    victim.write_bytes(data[:1475000] if damage == "truncate" else data[:500] + bytes([data[500] ^ 1]) + data[501:])
+    result = codecarena("fetch", "lyra_v2", env=env)
+    assert result.returncode == 2
+    assert needle in result.stderr and "lyragan.tflite" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (cache / "lyragan.tflite").exists()
+    assert not [p for p in cache.iterdir() if p.name.endswith(".part")]
+
+
+def test_fetch_from_a_mirror_reads_no_network(served_registry) -> None:  # type: ignore[no-untyped-def]
+    _, env, _ = served_registry
+    result = codecarena("fetch", "lyra_v2", "--mirror", MODELS, env=env)
+    assert result.returncode == 0, result.stderr
+    assert _Counting.requests == []
+    assert str(MODELS / "lyra_v2" / "quantizer.tflite") in result.stdout

@@ -1,0 +1,300 @@
+"""The codec registry: schema v1 parsing, the shipped entries, and every auditor rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from codecarena.registry.audit import audit, list_rows, pins_complete
+from codecarena.registry.entries import (
+    Entry,
+    PartialCheckpoint,
+    RegistryError,
+    Runtime,
+    entry_for_family,
+    load_all,
+    load_entry,
+    parse_entry,
+)
+
+CENSUS_IDS = {
+    "opus", "codec2", "lyra_v2", "encodec", "dac", "snac", "mimi", "focalcodec_stream", "stable_codec", "lpcnet",
+    "xcodec2", "bigcodec", "wavtokenizer_small_40", "wavtokenizer_large_unify_40", "wavtokenizer_large_speech_75",
+    "moss_audio_tokenizer_nano", "moss_audio_tokenizer_full_v1", "moss_audio_tokenizer_full_v2", "hcodec_1_0",
+    "hcodec_1_5", "fish_s2_codec",
+}
+# Copied by hand from /work/shared/models/lyra_v2/PROVENANCE.md.
+LYRA_SHA256 = {
+    "soundstream_encoder.tflite": "237da0b16226fb0a68d49551c81bebf614e42142af72764448359f68581e88f1",
+    "quantizer.tflite": "841ee05989687d32d1f616a8ad1419fc7eda37599d3c05c7cf5a0d60ccf8ac5c",
+    "lyragan.tflite": "50e7839cda4f30599a3a34cfaddcd9c98449b049eee884e1a74295780448ad06",
+}
+LYRA_COMMIT = "47698dadf0010abff6a848e02642f55f806d4842"
+
+MINIMAL = """\
+schema_version = 1
+id = "toy"
+display_name = "Toy"
+codec_family = ""
+roles = ["low_bit_teacher"]
+status = "{status}"
+status_reason = "test"
+license = "unrecorded"
+{extra_top}
+[source]
+repository = "someone/toy"
+{source}
+
+{tables}
+[runtime]
+python = "3.11"
+environment = "main"
+packages = []
+
+[reference_hardware]
+quoted_figures = "none quoted"
+"""
+
+
+def toml(status: str = "registered", source: str = f'commit = "{LYRA_COMMIT}"', tables: str = "",
+         extra_top: str = "") -> str:
+    return MINIMAL.format(status=status, source=source, tables=tables, extra_top=extra_top)
+
+
+def lyra(**changes: object) -> Entry:
+    return dataclasses.replace(load_entry("lyra_v2"), **changes)  # type: ignore[arg-type]
+
+
+def own(problems: list[str]) -> list[str]:
+    """Problems about entries, without the registry-wide role rules a one-entry audit always trips."""
+    return [p for p in problems if not p.startswith("registry:")]
+
+
+def mentions(problems: list[str], *needles: str) -> bool:
+    return any(all(n in p for n in needles) for p in problems)
+
+
+# --- the shipped registry ---------------------------------------------------------------------------
+
+def test_shipped_registry_parses_and_passes_the_audit() -> None:
+    entries = load_all()
+    assert [e.id for e in entries] == sorted(e.id for e in entries)
+    assert audit(entries) == []
+
+
+def test_shipped_registry_has_every_census_system_and_the_pcm_control() -> None:
+    entries = {e.id: e for e in load_all()}
+    assert set(entries) == CENSUS_IDS | {"pcm"}
+    assert entries["pcm"].kind == "control" and entries["pcm"].roles == ()
+    assert {i for i, e in entries.items() if e.status == "scored"} == {"opus", "codec2", "pcm"}
+    assert entries["lyra_v2"].status == "streaming_verified"
+    others = CENSUS_IDS - {"opus", "codec2", "lyra_v2"}
+    assert all(entries[i].status == "unpinned" and not pins_complete(entries[i]) for i in others)
+    assert "platform_deferred" in entries["stable_codec"].status_reason
+    assert (entries["opus"].source_release, entries["opus"].source_bundled_by) == ("1.6.1", "av==18.1.0")
+    assert (entries["codec2"].source_release, entries["codec2"].source_bundled_by) == ("1.2.0", "pycodec2==4.1.1")
+    for registry_id in others:
+        assert entries[registry_id].runtime.environment == "isolated"
+        assert entries[registry_id].runtime.lock == f"registry/locks/{registry_id}.txt"
+
+
+def test_lyra_entry_keeps_its_checkpoint_identity() -> None:
+    entry = load_entry("lyra_v2")
+    assert entry.source_commit == LYRA_COMMIT and entry.checkpoint is not None
+    assert entry.checkpoint.identity("lyra_v2") == {"registry": "lyra_v2", "revision": LYRA_COMMIT, **LYRA_SHA256}
+    assert [(f.name, f.side) for f in entry.checkpoint.files] == [
+        ("soundstream_encoder.tflite", "encoder"), ("quantizer.tflite", "both"), ("lyragan.tflite", "decoder")]
+
+
+def test_entry_for_family_and_list_rows() -> None:
+    assert entry_for_family("lyra").id == "lyra_v2"
+    assert entry_for_family("opus").id == "opus"
+    with pytest.raises(RegistryError, match="'nonesuch'"):
+        entry_for_family("nonesuch")
+    rows = {r["id"]: r for r in list_rows(load_all())}
+    assert rows["lyra_v2"] == {"id": "lyra_v2", "roles": ["deployment_teacher", "low_bit_teacher"],
+                               "status": "streaming_verified", "pins_complete": True, "codec_family": "lyra",
+                               "environment": "main"}
+    assert rows["encodec"]["pins_complete"] is False and rows["encodec"]["environment"] == "isolated"
+
+
+# --- parsing ------------------------------------------------------------------------------------------
+
+def test_a_minimal_entry_parses_and_is_pinned() -> None:
+    entry = parse_entry(toml(), "toy.toml")
+    assert entry.id == "toy" and entry.kind == "codec" and pins_complete(entry)
+    assert audit([entry, *load_all()]) == []
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    (toml(extra_top='colour = "red"'), "'colour'"),
+    (toml(source=f'commit = "{LYRA_COMMIT}"\nbranch = "main"'), "'branch'"),
+    (toml(tables='[rate_knobs]\nbitrate_bps = 3200\n'), "bitrate_bps"),
+    (toml(tables="[checkpoint]\npartial = true\nknown = \"x\"\nsize = 3\n"), "'size'"),
+])
+def test_unknown_keys_and_wrong_types_are_rejected_naming_file_and_key(text: str, key: str) -> None:
+    with pytest.raises(RegistryError, match=f"^toy.toml.*{key}") as info:
+        parse_entry(text, "toy.toml")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("source", ['release = ">=1.0"', 'release = "latest"', 'release = "1.*"',
+                                    'commit = "main"', 'commit = "47698da"'])
+def test_the_parser_refuses_a_floating_source_value(source: str) -> None:
+    with pytest.raises(RegistryError, match=r"toy.toml.source: (commit|release) must be"):
+        parse_entry(toml(source=source), "toy.toml")
+
+
+def test_unpinned_needs_a_reason_and_a_codec_needs_a_role() -> None:
+    with pytest.raises(RegistryError, match="status_reason is required"):
+        parse_entry(toml(status="unpinned").replace('status_reason = "test"\n', ""), "toy.toml")
+    with pytest.raises(RegistryError, match="roles may be empty only when kind is 'control'"):
+        parse_entry(toml().replace('roles = ["low_bit_teacher"]', "roles = []"), "toy.toml")
+    with pytest.raises(RegistryError, match="status 'bogus' is not one of"):
+        parse_entry(toml(status="bogus"), "toy.toml")
+
+
+# --- one failing case per auditor rule ----------------------------------------------------------------
+
+def test_duplicate_id() -> None:
+    assert mentions(audit([*load_all(), lyra()]), "lyra_v2: duplicate id")
+
+
+def test_a_role_no_entry_covers() -> None:
+    entries = [e for e in load_all() if "communication_anchor" not in e.roles]
+    assert audit(entries) == ["registry: no entry covers role 'communication_anchor'"]
+
+
+def test_frontier_teachers_that_are_all_low_bit() -> None:
+    entries = [e for e in load_all() if not ("frontier_teacher" in e.roles and "low_bit_teacher" not in e.roles)]
+    assert any("frontier_teacher" in e.roles for e in entries)
+    assert audit(entries) == ["registry: every frontier_teacher is also a low_bit_teacher (need one that is not)"]
+
+
+@pytest.mark.parametrize(("changes", "gap"), [
+    ({"source_commit": "", "source_release": ">=1.0"}, "is not an exact version"),
+    ({"source_commit": "main"}, "is not a full 40-hex commit"),
+    ({"source_commit": "47698da"}, "is not a full 40-hex commit"),
+    ({"source_commit": "", "source_commit_prefix": "47698da"}, "no full commit or exact release"),
+    ({"source_repository": ""}, "source repository not recorded"),
+])
+def test_a_floating_source_above_unpinned(changes: dict[str, str], gap: str) -> None:
+    assert mentions(audit([lyra(status="registered", **changes)]), "lyra_v2: status 'registered' but", gap)
+    # The same entry marked unpinned is honest about it.
+    assert not mentions(audit([lyra(status="unpinned", status_reason="x", **changes)]), gap)
+
+
+def test_commit_prefix_parses_but_is_refused_above_unpinned() -> None:
+    entry = parse_entry(toml(status="scored", source='commit_prefix = "47698da"'), "toy.toml")
+    assert mentions(audit([entry]), "toy: status 'scored' but source records commit_prefix")
+
+
+def test_a_partial_checkpoint_above_unpinned() -> None:
+    tables = '[checkpoint]\npartial = true\nknown = "revision 47698da…, no URL"\n'
+    entry = parse_entry(toml(status="scored", tables=tables), "toy.toml")
+    assert entry.checkpoint is None and entry.partial_checkpoint == PartialCheckpoint("revision 47698da…, no URL")
+    assert mentions(audit([entry]), "toy: status 'scored' but checkpoint is partial")
+    unpinned = parse_entry(toml(status="unpinned", tables=tables), "toy.toml")
+    assert not mentions(audit([unpinned]), "checkpoint is partial")
+
+
+@pytest.mark.parametrize(("change", "gap"), [
+    ({"url": ""}, "has no https URL"),
+    ({"sha256": "237da0b1"}, "has no full sha256"),
+    ({"bytes": 0}, "has no size"),
+])
+def test_an_incomplete_checkpoint_file_above_unpinned(change: dict[str, object], gap: str) -> None:
+    checkpoint = load_entry("lyra_v2").checkpoint
+    assert checkpoint is not None
+    files = (dataclasses.replace(checkpoint.files[0], **change), *checkpoint.files[1:])  # type: ignore[arg-type]
+    entry = lyra(checkpoint=dataclasses.replace(checkpoint, files=files))
+    assert mentions(audit([entry]), "lyra_v2: status 'streaming_verified' but", gap)
+
+
+def test_a_checkpoint_revision_that_is_not_a_commit() -> None:
+    checkpoint = load_entry("lyra_v2").checkpoint
+    assert checkpoint is not None
+    entry = lyra(checkpoint=dataclasses.replace(checkpoint, revision="v1.3.2"))
+    assert mentions(audit([entry]), "lyra_v2:", "revision 'v1.3.2' is not a full 40-hex commit")
+
+
+def test_an_unknown_status() -> None:
+    assert mentions(audit([lyra(status="benchmarked")]), "lyra_v2: unknown status 'benchmarked'")
+
+
+def test_unpinned_with_every_pin_complete_must_be_promoted() -> None:
+    assert mentions(audit([lyra(status="unpinned", status_reason="x")]), "promote it to 'registered'")
+
+
+def test_an_isolated_runtime_without_its_lock() -> None:
+    entry = lyra(runtime=Runtime("3.11", "isolated", "registry/locks/nonesuch.txt"))
+    assert mentions(audit([entry]), "lyra_v2: isolated runtime lock", "missing")
+    pinned = lyra(runtime=Runtime("3.11", "isolated", "registry/locks/encodec.txt", ("torch==2.12.0",)))
+    assert mentions(audit([pinned]), "runtime package 'torch==2.12.0' is not in its lock")
+
+
+# --- check_local --------------------------------------------------------------------------------------
+
+def _models() -> Path:
+    models = Path(os.environ.get("CODECARENA_MODELS", "/work/shared/models"))
+    if not (models / "lyra_v2").is_dir():
+        pytest.skip(f"no Lyra v2 model mirror at {models / 'lyra_v2'} (set CODECARENA_MODELS)")
+    return models
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Path:
+    target = tmp_path / "models"
+    shutil.copytree(_models() / "lyra_v2", target / "lyra_v2")
+    for path in (target / "lyra_v2").iterdir():
+        path.chmod(0o644)
+    return target
+
+
+def test_check_local_passes_on_the_real_mirror(mirror: Path) -> None:
+    assert audit(load_all(), check_local=True, models_dir=mirror) == []
+
+
+def test_check_local_a_missing_checkpoint_file(mirror: Path) -> None:
+    (mirror / "lyra_v2" / "lyragan.tflite").unlink()
+    problems = audit([lyra(status="scored")], check_local=True, models_dir=mirror)
+    assert mentions(problems, "lyra_v2: status 'scored' but checkpoint absent or different",
+                    "lyragan.tflite: checkpoint file missing")
+
+
+def test_check_local_a_tampered_checkpoint_file(mirror: Path) -> None:
+    victim = mirror / "lyra_v2" / "quantizer.tflite"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    problems = audit([lyra(status="scored")], check_local=True, models_dir=mirror)
+    assert mentions(problems, "lyra_v2: status 'scored' but", "quantizer.tflite: sha256 mismatch")
+    # Below `installed` nothing local is claimed, so nothing local is checked.
+    assert own(audit([lyra(status="registered")], check_local=True, models_dir=mirror)) == []
+
+
+def test_check_local_a_main_package_at_another_version() -> None:
+    entry = dataclasses.replace(load_entry("opus"), status="installed",
+                                runtime=Runtime("3.11", "main", "", ("av==0.0.1", "no-such-package-xyz==1.0")))
+    problems = audit([entry], check_local=True)
+    assert mentions(problems, "opus: status 'installed' but runtime package av==0.0.1 is not installed (found ")
+    assert mentions(problems, "no-such-package-xyz==1.0 is not installed (found nothing)")
+    assert own(audit([load_entry("opus"), load_entry("codec2"), load_entry("pcm")], check_local=True)) == []
+
+
+def test_check_local_an_isolated_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = dataclasses.replace(load_entry("opus"), status="installed",
+                                runtime=Runtime("3.11", "isolated", "registry/locks/encodec.txt"))
+    fake = types.ModuleType("codecarena.runtime.envs")
+    fake.env_dir = lambda registry_id: tmp_path / "envs" / registry_id  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "codecarena.runtime.envs", fake)
+    assert mentions(audit([entry], check_local=True), "opus: status 'installed' but isolated runtime absent")
+    (tmp_path / "envs" / "opus").mkdir(parents=True)
+    (tmp_path / "envs" / "opus" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert own(audit([entry], check_local=True)) == []

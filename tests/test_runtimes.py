@@ -1,0 +1,78 @@
+"""Isolated runtimes: two families with mutually incompatible pins in one run."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import codecarena
+
+pytestmark = pytest.mark.slow
+
+# The worker base (numpy, soundfile, soxr) plus PyAV, with numpy < 2 while the harness has numpy >= 2.
+OPUS_NUMPY1_LOCK = "numpy==1.26.4\nsoundfile==0.14.0\nsoxr==1.1.0\nav==18.1.0\n"
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def isolated_opus(tmp_path: Path) -> dict[str, str]:
+    """A registry fork in which Opus runs in its own numpy-1 runtime."""
+    registry = tmp_path / "registry"
+    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    toml = registry / "families" / "opus.toml"
+    text = toml.read_text()
+    text = re.sub(r'environment = "main"', 'environment = "isolated"\nlock = "registry/locks/opus.txt"', text)
+    toml.write_text(text)
+    (registry / "locks" / "opus.txt").write_text(OPUS_NUMPY1_LOCK)
+    assert int(np.__version__.split(".")[0]) >= 2, "the harness must run numpy >= 2 for this test to mean anything"
+    return {"CODECARENA_REGISTRY": str(registry), "XDG_DATA_HOME": str(tmp_path / "data")}
+
+
+def test_two_families_with_conflicting_numpy_pins_in_one_run(isolated_opus: dict[str, str], speech_dir: Path,
+                                                             tmp_path: Path) -> None:
+    missing = codecarena("run", "--input", speech_dir, "--codec", "opus:12k", "--out", tmp_path / "x",
+                         env=isolated_opus)
+    assert missing.returncode == 2 and "codecarena env create opus" in missing.stderr
+
+    created = codecarena("env", "create", "opus", env=isolated_opus)
+    assert created.returncode == 0, created.stdout + created.stderr
+    listed = codecarena("env", "list", env=isolated_opus)
+    assert "opus:" in listed.stdout
+
+    out = tmp_path / "run"
+    result = codecarena("run", "--input", speech_dir, "--codec", "opus:12k", "--codec", "pcm:16",
+                        "--metrics", "none", "--out", out, env=isolated_opus)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = rows_of(out)
+    opus = [r for r in rows if r["codec"] == "opus:12k"]
+    pcm = [r for r in rows if r["codec"] == "pcm:16"]
+    env_python = str(Path(isolated_opus["XDG_DATA_HOME"]) / "codecarena" / "envs" / "opus" / "bin" / "python")
+    for row in opus:
+        assert row["status"] == "ok" and row["replay_identical"]
+        assert row["registry"] == "opus"
+        assert row["runtime"]["numpy"] == "1.26.4" and row["runtime"]["executable"] == env_python
+    for row in pcm:
+        assert row["status"] == "ok" and row["replay_identical"]
+        assert row["runtime"]["numpy"] == np.__version__ and row["runtime"]["executable"] != env_python
+
+    run = json.loads((out / "run.json").read_text())
+    assert run["runtimes"]["opus"]["environment"] == "isolated"
+    assert "numpy==1.26.4" in run["runtimes"]["opus"]["packages"]
+    assert f"numpy=={np.__version__}" in run["runtimes"]["pcm"]["packages"]
+    assert len(run["runtimes"]["opus"]["packages_sha256"]) == 64
+    # A fresh decode for the audit also runs in the family's own runtime.
+    assert codecarena("audit", out, "--replay", env=isolated_opus).returncode == 0
+
+    removed = codecarena("env", "remove", "opus", env=isolated_opus)
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert not Path(env_python).exists()
