@@ -76,3 +76,17 @@ def test_two_families_with_conflicting_numpy_pins_in_one_run(isolated_opus: dict
     removed = codecarena("env", "remove", "opus", env=isolated_opus)
     assert removed.returncode == 0 and "removed" in removed.stdout
     assert not Path(env_python).exists()
+
+
+def test_a_family_with_incomplete_pins_is_refused(speech_dir: Path, tmp_path: Path) -> None:
+    registry = tmp_path / "registry"
+    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    toml = registry / "families" / "codec2.toml"
+    text = re.sub(r'^status = "scored"$', 'status = "unpinned"', toml.read_text(), flags=re.M)
+    toml.write_text(text)
+    result = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--out", tmp_path / "r",
+                        env={"CODECARENA_REGISTRY": str(registry)})
+    assert result.returncode == 2
+    assert "codec2: registry pins are incomplete (status unpinned)" in result.stderr
+    assert not (tmp_path / "r").exists()

@@ -1,4 +1,4 @@
-"""The `codecarena` command: run, audit, codecs."""
+"""The `codecarena` command: run, audit, codecs, score, stream, registry, env, fetch."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from pathlib import Path
 
 import soundfile as sf
 
-from codecarena.codecs.catalog import FAMILIES
 from codecarena.checkpoints import CheckpointError
+from codecarena.codecs.catalog import FAMILIES
 from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
 from codecarena.metrics.registry import MetricError
 from codecarena.metrics.registry import select as select_metrics
 from codecarena.metrics.scorer import Scorer
 from codecarena.payload import PayloadError
-from codecarena.registry.entries import Entry, RegistryError
-from codecarena.runtime.envs import RuntimeMissing
 from codecarena.pipeline import RunError, RunOptions, execute, plan_of, sha256_json
+from codecarena.registry.entries import Entry, RegistryError
 from codecarena.results.store import StoreError
+from codecarena.runtime.envs import RuntimeMissing
 from codecarena.runtime.guard import default_memory_limit, parse_size
 from codecarena.specs import SpecError, parse_spec
 
@@ -138,10 +138,19 @@ def _cmd_codecs() -> int:
 
 def _runtimes(specs: tuple) -> dict[str, dict]:  # type: ignore[type-arg]
     """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
+    from codecarena.registry.audit import pins_complete
     from codecarena.registry.entries import entry_for_family
     from codecarena.runtime.envs import describe as describe_runtime
 
-    return {family: describe_runtime(entry_for_family(family)) for family in dict.fromkeys(s.family for s in specs)}
+    runtimes = {}
+    for family in dict.fromkeys(s.family for s in specs):
+        entry = entry_for_family(family)
+        # A number is only as good as its pins: a floating or partial pin is refused, not warned about.
+        if entry.status == "unpinned" or not pins_complete(entry):
+            raise CliError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
+                           f"codecarena refuses to run it until they are supplied")
+        runtimes[family] = describe_runtime(entry)
+    return runtimes
 
 
 def with_language(evalset: EvalSet, language: str) -> EvalSet:
