@@ -1,4 +1,5 @@
-"""The `codecarena` command: run, audit, codecs, score, stream, compare, registry, env, fetch."""
+"""The `codecarena` command: run, audit, codecs, score, stream, compare, report, leaderboard,
+registry, env, fetch."""
 
 from __future__ import annotations
 
@@ -89,9 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     stream.add_argument("--json", type=Path, help="also write the per-utterance results here")
     stream.add_argument("--models-dir", type=Path, help="local mirror of model files (else $CODECARENA_MODELS)")
 
-    from codecarena.results import compare
+    from codecarena.results import compare, leaderboard, report
 
     compare.add_parser(sub)
+    report.add_parser(sub)
+    leaderboard.add_parser(sub)
 
     score = sub.add_parser("score", help="score decoded files against references with the same metrics")
     score.add_argument("ref_dir", type=Path, help="reference wav/flac folder (transcripts as for --input)")
@@ -435,10 +438,10 @@ def main(argv: list[str] | None = None) -> None:
             code = _cmd_env(args)
         elif args.command == "fetch":
             code = _cmd_fetch(args)
-        elif args.command == "compare":
-            from codecarena.results import compare
+        elif args.command in ("compare", "report", "leaderboard"):
+            from codecarena.results import compare, leaderboard, report
 
-            code = compare.run(args)
+            code = {"compare": compare, "report": report, "leaderboard": leaderboard}[args.command].run(args)
         else:
             code = _cmd_audit(args)
     except (CliError, MetricError, RegistryError, RuntimeMissing, CheckpointError, DatasetError, SpecError, RunError, StoreError, PayloadError, ValueError) as exc:

@@ -685,3 +685,10 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.json, result)
         console.print(f"comparison written to {args.json}", markup=False)
     return 0
+
+
+def render_html(result: dict[str, Any]) -> str:
+    """The text rendering inside <pre>, for the HTML report's comparison section."""
+    import html
+
+    return f"<pre class=\"compare\">{html.escape(render_text(result))}</pre>"

@@ -1,0 +1,655 @@
+"""`codecarena leaderboard`: one ranking row per codec configuration, computed by DuckDB.
+
+All rows of all given runs are exported to one Parquet file (one record per codec x utterance,
+with the stages and metric records as nested lists); the leaderboard is then a handful of SQL
+GROUP BY queries over that file. The numbers are the same as `summary.json`'s (same definitions:
+duration-weighted bitrates and medians over completed rows, metric means over successes), but they
+come from the rows, so any number of runs can be queried together.
+
+Runs are never merged into one ranking silently: entries are grouped by evaluation set (name and
+manifest sha256), machine (cpu, core count, os) and weights kind (synthetic weights are kept apart
+from real weights and DSP codecs), and every group says why it is separate from the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codecarena.results.schema import Row
+from codecarena.results.store import RUN, SUMMARY, StoreError, load_rows, read_json
+
+EXPORT_VERSION = 1
+
+# Metric outputs in the order a reader expects them; anything else follows alphabetically.
+METRIC_ORDER = ("pesq_wb", "pesq_nb", "stoi", "estoi", "si_sdr", "lsd", "mel_distance", "dnsmos_ovrl",
+                "dnsmos_sig", "dnsmos_bak", "dnsmos_p808", "speaker_sim", "wer", "cer", "ref_wer", "dwer",
+                "critical_survived")
+LOWER_IS_BETTER = frozenset({"lsd", "mel_distance", "wer", "cer", "ref_wer", "dwer"})
+METRIC_LABELS = {"pesq_wb": "PESQ-WB", "pesq_nb": "PESQ-NB", "stoi": "STOI", "estoi": "ESTOI",
+                 "si_sdr": "SI-SDR dB", "lsd": "LSD dB", "mel_distance": "mel dist", "dnsmos_ovrl": "DNSMOS OVRL",
+                 "dnsmos_sig": "DNSMOS SIG", "dnsmos_bak": "DNSMOS BAK", "dnsmos_p808": "DNSMOS P.808",
+                 "speaker_sim": "speaker sim", "wer": "WER", "cer": "CER", "ref_wer": "ref WER", "dwer": "dWER",
+                 "critical_survived": "critical survived"}
+# What the terminal table shows by default (the Pareto metrics); --all-metrics shows every output.
+HEADLINE_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
+
+
+class LeaderboardError(ValueError):
+    """Run directories that cannot be ranked, or an export that cannot be read back."""
+
+
+def metric_label(name: str) -> str:
+    return METRIC_LABELS.get(name, name)
+
+
+def metric_sort_key(name: str) -> tuple[int, str]:
+    return (METRIC_ORDER.index(name), name) if name in METRIC_ORDER else (len(METRIC_ORDER), name)
+
+
+def weights_class(weights: str) -> str:
+    """Synthetic weights measure the pipeline, not the codec: they never rank with real ones.
+    DSP codecs (`none`) are real codecs and rank with real weights."""
+    return "synthetic" if weights == "synthetic" else "real"
+
+
+WEIGHTS_CLASS_LABEL = {"real": "real weights and DSP codecs", "synthetic": "synthetic weights"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading runs and grouping them
+
+
+@dataclass
+class RunInfo:
+    index: int
+    path: Path
+    label: str
+    run: dict[str, Any]
+    rows: list[Row]
+    torn: bool
+    summary: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        return self.run.get("plan") or {}
+
+    @property
+    def set_name(self) -> str:
+        return str(self.plan.get("set", "?"))
+
+    @property
+    def manifest(self) -> str:
+        return str(self.plan.get("manifest_sha256", "?"))
+
+    @property
+    def machine(self) -> dict[str, Any]:
+        env = self.run.get("environment") or {}
+        return {"cpu": env.get("cpu", "?"), "cpu_count": env.get("cpu_count"), "os": env.get("os", "?")}
+
+    @property
+    def codec_order(self) -> dict[str, int]:
+        order = {c.get("codec"): i for i, c in enumerate(self.plan.get("codecs") or [])}
+        for row in self.rows:  # rows outside the plan (never in an audited run) go last
+            order.setdefault(row.codec, len(order))
+        return order
+
+
+def machine_text(machine: dict[str, Any]) -> str:
+    cores = f" x{machine['cpu_count']}" if machine.get("cpu_count") else ""
+    return f"{machine.get('cpu')}{cores}, {machine.get('os')}"
+
+
+def load_runs(run_dirs: list[Path]) -> list[RunInfo]:
+    if not run_dirs:
+        raise LeaderboardError("no run directory given")
+    runs: list[RunInfo] = []
+    names = [Path(d).resolve().name for d in run_dirs]
+    for index, run_dir in enumerate(run_dirs):
+        run_dir = Path(run_dir)
+        if not (run_dir / RUN).is_file():
+            raise LeaderboardError(f"{run_dir}: not a run directory (no {RUN})")
+        run = read_json(run_dir / RUN)
+        rows, torn = load_rows(run_dir)
+        summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else None
+        name = names[index]
+        label = name if names.count(name) == 1 else f"{name}#{index + 1}"
+        info = RunInfo(index, run_dir, label, run, rows, torn, summary)
+        if not rows:
+            info.notes.append("no rows")
+        if not run.get("finished"):
+            info.notes.append("run not finished: only the rows written so far are shown")
+        if torn:
+            info.notes.append("a torn final line of rows.jsonl (an interrupted append) was dropped")
+        runs.append(info)
+    return runs
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    set_name: str
+    manifest: str
+    cpu: str
+    cpu_count: int | None
+    os: str
+    weights: str  # weights_class
+
+    @property
+    def machine(self) -> dict[str, Any]:
+        return {"cpu": self.cpu, "cpu_count": self.cpu_count, "os": self.os}
+
+
+@dataclass
+class Group:
+    id: str
+    key: GroupKey
+    runs: list[int]  # run indexes, in the order given
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        k = self.key
+        return (f"set {k.set_name} ({k.manifest[:12]}), {machine_text(k.machine)}, "
+                f"{WEIGHTS_CLASS_LABEL.get(k.weights, k.weights)}")
+
+
+def run_key(run: RunInfo) -> tuple[str, str, str, Any, str]:
+    """What makes two runs comparable at all: the same evaluation set on the same machine."""
+    m = run.machine
+    return (run.set_name, run.manifest, str(m["cpu"]), m["cpu_count"], str(m["os"]))
+
+
+def comparison_key(run: RunInfo) -> tuple[Any, ...]:
+    """Runs that may be compared pair by pair: same set and machine, and the same weights kinds."""
+    return (*run_key(run), tuple(sorted({weights_class(r.weights) for r in run.rows})))
+
+
+def _differences(a: GroupKey, b: GroupKey) -> list[str]:
+    out = []
+    if a.set_name != b.set_name:
+        out.append(f"evaluation set differs ({a.set_name} vs {b.set_name})")
+    elif a.manifest != b.manifest:
+        out.append(f"evaluation set {a.set_name!r} has a different manifest ({a.manifest[:12]} vs "
+                   f"{b.manifest[:12]}: other files, languages or transcripts)")
+    if (a.cpu, a.cpu_count, a.os) != (b.cpu, b.cpu_count, b.os):
+        out.append(f"machine differs ({machine_text(a.machine)} vs {machine_text(b.machine)}): "
+                   "costs are not comparable")
+    if a.weights != b.weights:
+        out.append(f"weights differ ({WEIGHTS_CLASS_LABEL[a.weights]} vs {WEIGHTS_CLASS_LABEL[b.weights]}): "
+                   "synthetic weights measure the pipeline, not the codec")
+    return out
+
+
+def group_runs(runs: list[RunInfo]) -> tuple[list[Group], dict[tuple[int, str], str]]:
+    """Groups of (run, weights class) that may share one ranking, and which group each
+    (run index, codec) entry belongs to. Every group lists why it is kept apart from each other."""
+    keys: dict[GroupKey, Group] = {}
+    membership: dict[tuple[int, str], str] = {}
+    for run in runs:
+        s, man, cpu, count, os_ = run_key(run)
+        for row in run.rows:
+            key = GroupKey(s, man, cpu, count, os_, weights_class(row.weights))
+            if key not in keys:
+                keys[key] = Group(id=f"G{len(keys) + 1}", key=key, runs=[])
+            group = keys[key]
+            if run.index not in group.runs:
+                group.runs.append(run.index)
+            membership[(run.index, row.codec)] = group.id
+    groups = list(keys.values())
+    for group in groups:
+        for other in groups:
+            if other is not group:
+                why = "; ".join(_differences(group.key, other.key))
+                group.reasons.append(f"not ranked with {other.id}: {why}")
+    return groups, membership
+
+
+# ---------------------------------------------------------------------------------------------
+# Export of every row to Parquet, and the DuckDB queries over it
+
+
+def _row_schema() -> Any:
+    import pyarrow as pa
+
+    stage = pa.struct([("name", pa.string()), ("ok", pa.bool_()), ("cold_rtf", pa.float64()),
+                       ("warm_rtf", pa.float64()), ("peak_rss_bytes", pa.int64())])
+    metric = pa.struct([("output", pa.string()), ("value", pa.float64()), ("status", pa.string()),
+                        ("error", pa.string())])
+    return pa.schema([
+        ("run_index", pa.int32()), ("run", pa.string()), ("run_label", pa.string()),
+        ("set", pa.string()), ("manifest_sha256", pa.string()), ("cpu", pa.string()),
+        ("cpu_count", pa.int32()), ("os", pa.string()), ("group_id", pa.string()),
+        ("codec", pa.string()), ("codec_order", pa.int32()), ("family", pa.string()),
+        ("weights", pa.string()), ("variant", pa.string()), ("registry", pa.string()),
+        ("utterance", pa.string()), ("language", pa.string()), ("status", pa.string()),
+        ("error", pa.string()), ("sample_rate", pa.int32()), ("num_samples", pa.int64()),
+        ("duration_s", pa.float64()), ("representation_bits", pa.int64()), ("payload_bytes", pa.int64()),
+        ("representation_bps", pa.float64()), ("payload_bps", pa.float64()),
+        ("replay_identical", pa.bool_()), ("checks_passed", pa.bool_()),
+        ("decoder_model_bytes", pa.int64()), ("decoded", pa.string()),
+        ("stages", pa.list_(stage)), ("metrics", pa.list_(metric)),
+    ])
+
+
+def decoder_model_bytes(model: dict[str, Any]) -> int | None:
+    """Bytes of the model a decoder needs: Lyra-style `decoder_model_bytes`, else the adapter's
+    `parameter_bytes` (0 for DSP codecs), else unknown."""
+    for key in ("decoder_model_bytes", "parameter_bytes"):
+        value = model.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def export_rows(runs: list[RunInfo], path: Path, membership: dict[tuple[int, str], str] | None = None) -> Path:
+    """Every row of every run as one Parquet file (nested stages and metric records)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if membership is None:
+        _, membership = group_runs(runs)
+    records = []
+    for run in runs:
+        order = run.codec_order
+        m = run.machine
+        for row in run.rows:
+            records.append({
+                "run_index": run.index, "run": str(run.path), "run_label": run.label,
+                "set": run.set_name, "manifest_sha256": run.manifest, "cpu": str(m["cpu"]),
+                "cpu_count": m["cpu_count"], "os": str(m["os"]),
+                "group_id": membership.get((run.index, row.codec)),
+                "codec": row.codec, "codec_order": order[row.codec], "family": row.family,
+                "weights": row.weights, "variant": row.variant, "registry": row.registry,
+                "utterance": row.utterance, "language": row.language, "status": row.status,
+                "error": row.error, "sample_rate": row.sample_rate, "num_samples": row.num_samples,
+                "duration_s": row.duration_s, "representation_bits": row.representation_bits,
+                "payload_bytes": row.payload_bytes, "representation_bps": row.representation_bps,
+                "payload_bps": row.payload_bps, "replay_identical": row.replay_identical,
+                "checks_passed": row.checks_passed, "decoder_model_bytes": decoder_model_bytes(row.model),
+                "decoded": row.decoded,
+                "stages": [{"name": s.name, "ok": s.ok, "cold_rtf": s.cold_rtf, "warm_rtf": s.warm_rtf,
+                            "peak_rss_bytes": s.peak_rss_bytes} for s in row.stages],
+                "metrics": [{"output": name, "value": rec.get("value"), "status": rec.get("status"),
+                             "error": rec.get("error")} for name, rec in row.metrics.items()],
+            })
+    table = pa.Table.from_pylist(records, schema=_row_schema())
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# Same definitions as results/summary.py, as SQL over the exported rows.
+CODEC_SQL = """
+SELECT run_index, codec,
+       any_value(run) AS run, any_value(run_label) AS run_label, any_value(group_id) AS "group",
+       min(codec_order) AS codec_order, any_value(family) AS family, any_value(weights) AS weights,
+       any_value(variant) AS variant, any_value(registry) AS registry,
+       count(*) AS rows,
+       count(*) FILTER (WHERE status = 'ok') AS rows_ok,
+       count(*) FILTER (WHERE status <> 'ok') AS rows_failed,
+       sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok') AS audio_s,
+       sum(representation_bits) FILTER (WHERE status = 'ok')
+         / nullif(sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok'), 0) AS representation_bps,
+       sum(payload_bytes) FILTER (WHERE status = 'ok') * 8
+         / nullif(sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok'), 0) AS payload_bps,
+       count(*) FILTER (WHERE replay_identical) AS replay_identical,
+       count(*) FILTER (WHERE checks_passed) AS checks_passed,
+       max(decoder_model_bytes) AS decoder_model_bytes
+FROM rows
+GROUP BY run_index, codec
+ORDER BY run_index, codec_order
+"""
+
+STAGE_SQL = """
+SELECT run_index, codec, s.name AS stage,
+       median(s.cold_rtf) AS cold_rtf_median,
+       median(s.warm_rtf) AS warm_rtf_median,
+       max(s.peak_rss_bytes) AS peak_rss_bytes_max
+FROM (SELECT run_index, codec, unnest(stages) AS s FROM rows WHERE status = 'ok')
+GROUP BY run_index, codec, s.name
+"""
+
+METRIC_SQL = """
+SELECT run_index, codec, m.output AS output,
+       fsum(m.value) FILTER (WHERE m.status = 'ok')
+         / nullif(count(*) FILTER (WHERE m.status = 'ok'), 0) AS mean,
+       count(*) FILTER (WHERE m.status = 'ok') AS n_ok,
+       count(*) FILTER (WHERE m.status = 'failed') AS n_failed,
+       count(*) FILTER (WHERE m.status = 'not_applicable') AS n_not_applicable
+FROM (SELECT run_index, codec, unnest(metrics) AS m FROM rows)
+GROUP BY run_index, codec, m.output
+"""
+
+# Every metric value that is not ok, one line per (run, codec, output, status, reason).
+METRIC_PROBLEMS_SQL = """
+SELECT run_index, codec, m.output AS output, m.status AS status, m.error AS error,
+       count(*) AS n, list(utterance ORDER BY utterance) AS utterances
+FROM (SELECT run_index, codec, codec_order, utterance, unnest(metrics) AS m FROM rows)
+WHERE m.status <> 'ok'
+GROUP BY run_index, codec, codec_order, m.output, m.status, m.error
+ORDER BY run_index, codec_order, m.status, m.output, m.error
+"""
+
+
+@dataclass
+class Leaderboard:
+    runs: list[RunInfo]
+    groups: list[Group]
+    entries: list[dict[str, Any]]  # one per (run, codec); metrics nested: output -> stats
+    metric_problems: list[dict[str, Any]]
+    metric_names: list[str]
+
+    def group_entries(self, group_id: str) -> list[dict[str, Any]]:
+        return [e for e in self.entries if e["group"] == group_id]
+
+    def group(self, group_id: str) -> Group:
+        return next(g for g in self.groups if g.id == group_id)
+
+
+def _query(con: Any, sql: str) -> list[dict[str, Any]]:
+    cursor = con.execute(sql)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, values)) for values in cursor.fetchall()]
+
+
+def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | None = None) -> Leaderboard:
+    """Load the runs, export their rows to Parquet (kept at `rows_parquet` if given) and build the
+    leaderboard with DuckDB."""
+    import duckdb
+
+    runs = (run_dirs_or_runs if run_dirs_or_runs and isinstance(run_dirs_or_runs[0], RunInfo)
+            else load_runs(list(run_dirs_or_runs)))  # type: ignore[arg-type]
+    groups, membership = group_runs(runs)  # type: ignore[arg-type]
+    with tempfile.TemporaryDirectory(prefix="codecarena-lb-") as tmp:
+        path = export_rows(runs, Path(rows_parquet) if rows_parquet else Path(tmp) / "rows.parquet",  # type: ignore[arg-type]
+                           membership)
+        con = duckdb.connect(":memory:")
+        try:
+            con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet({_sql_str(str(path))})")
+            entries = _query(con, CODEC_SQL)
+            stages = _query(con, STAGE_SQL)
+            metrics = _query(con, METRIC_SQL)
+            problems = _query(con, METRIC_PROBLEMS_SQL)
+        finally:
+            con.close()
+    by_key = {(e["run_index"], e["codec"]): e for e in entries}
+    for e in entries:
+        e["metrics"] = {}
+        for stage in ("encode", "decode"):
+            e[stage] = {"cold_rtf_median": None, "warm_rtf_median": None, "peak_rss_bytes_max": None}
+    for s in stages:
+        entry = by_key[(s["run_index"], s["codec"])]
+        if s["stage"] in ("encode", "decode"):
+            entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "peak_rss_bytes_max")}
+    for m in metrics:
+        by_key[(m["run_index"], m["codec"])]["metrics"][m["output"]] = {
+            k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable")}
+    for e in entries:
+        peaks = [e[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if e[s]["peak_rss_bytes_max"] is not None]
+        e["peak_rss_bytes_max"] = max(peaks) if peaks else None
+        e["metrics"] = dict(sorted(e["metrics"].items(), key=lambda kv: metric_sort_key(kv[0])))
+    group_order = {g.id: i for i, g in enumerate(groups)}
+    entries.sort(key=lambda e: (group_order[e["group"]], e["run_index"], e["codec_order"]))
+    names = sorted({n for e in entries for n in e["metrics"]}, key=metric_sort_key)
+    return Leaderboard(runs=runs, groups=groups, entries=entries, metric_problems=problems,  # type: ignore[arg-type]
+                       metric_names=names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flat export (csv, json, parquet) and reading it back
+
+BASE_COLUMNS: tuple[tuple[str, type], ...] = (
+    ("group", str), ("run", str), ("run_label", str), ("codec", str), ("family", str), ("weights", str),
+    ("variant", str), ("registry", str), ("rows", int), ("rows_ok", int), ("rows_failed", int),
+    ("audio_s", float), ("representation_bps", float), ("payload_bps", float),
+    ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_peak_rss_bytes_max", int),
+    ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_peak_rss_bytes_max", int),
+    ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_identical", int), ("checks_passed", int),
+)
+METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
+                                                 ("n_not_applicable", int))
+
+
+def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:
+    cols = list(BASE_COLUMNS)
+    for name in metric_names:
+        cols += [(f"{name}_{suffix}", kind) for suffix, kind in METRIC_SUFFIXES]
+    return cols
+
+
+def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, Any]]]:
+    """One flat record per leaderboard entry; metric stats as `<output>_mean`, `<output>_n_ok`, ..."""
+    columns = flat_columns(board.metric_names)
+    records = []
+    for e in board.entries:
+        rec: dict[str, Any] = {k: e.get(k) for k, _ in BASE_COLUMNS}
+        for stage in ("encode", "decode"):
+            for k, v in e[stage].items():
+                rec[f"{stage}_{k}"] = v
+        for name in board.metric_names:
+            stats = e["metrics"].get(name) or {}
+            for suffix, _ in METRIC_SUFFIXES:
+                rec[f"{name}_{suffix}"] = stats.get(suffix)
+        records.append({k: _coerce(rec.get(k), kind) for k, kind in columns})
+    return columns, records
+
+
+def _coerce(value: Any, kind: type) -> Any:
+    if value is None:
+        return None
+    if kind is float:
+        return float(value)
+    if kind is int:
+        return int(value)
+    return str(value)
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)  # shortest text that reads back to the same double
+    return str(value)
+
+
+def write_export(board: Leaderboard, fmt: str, out: Path | None) -> bytes | str:
+    """Write the flat leaderboard as csv, json or parquet to `out` (or return csv/json text)."""
+    columns, records = flatten(board)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([name for name, _ in columns])
+        for rec in records:
+            writer.writerow([_csv_cell(rec[name]) for name, _ in columns])
+        text = buf.getvalue()
+    elif fmt == "json":
+        doc = {
+            "version": EXPORT_VERSION,
+            "columns": [{"name": n, "type": k.__name__} for n, k in columns],
+            "groups": [{"id": g.id, "title": g.title, "set": g.key.set_name, "manifest_sha256": g.key.manifest,
+                        "machine": g.key.machine, "weights": g.key.weights,
+                        "runs": [str(board.runs[i].path) for i in g.runs], "reasons": g.reasons}
+                       for g in board.groups],
+            "rows": records,
+        }
+        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    elif fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if out is None:
+            raise LeaderboardError("--format parquet needs --out FILE")
+        types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
+        schema = pa.schema([(n, types[k]) for n, k in columns])
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), out)
+        return out.read_bytes()
+    else:
+        raise LeaderboardError(f"unknown format {fmt!r}")
+    if out is not None:
+        Path(out).write_text(text, encoding="utf-8")
+    return text
+
+
+def _column_type(name: str) -> type:
+    base = dict(BASE_COLUMNS)
+    if name in base:
+        return base[name]
+    for suffix, kind in METRIC_SUFFIXES:
+        if name.endswith(f"_{suffix}"):
+            return kind
+    raise LeaderboardError(f"unknown column {name!r}")
+
+
+def read_export(path: Path) -> list[dict[str, Any]]:
+    """The flat records of a csv, json or parquet export, with their types restored."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            out = []
+            for raw in reader:
+                rec = {}
+                for name, text in raw.items():
+                    kind = _column_type(name)
+                    rec[name] = text if kind is str else (None if text == "" else kind(text))
+                out.append(rec)
+            return out
+    if suffix == ".json":
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("version") != EXPORT_VERSION:
+            raise LeaderboardError(f"{path}: export version {doc.get('version')}, expected {EXPORT_VERSION}")
+        return [{k: _coerce(v, _column_type(k)) for k, v in rec.items()} for rec in doc["rows"]]
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return [{k: _coerce(v, _column_type(k)) for k, v in rec.items()} for rec in pq.read_table(path).to_pylist()]
+    raise LeaderboardError(f"{path}: expected .csv, .json or .parquet")
+
+
+# ---------------------------------------------------------------------------------------------
+# Terminal table
+
+
+def fmt_num(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def fmt_kbps(bps: float | None) -> str:
+    return "-" if bps is None else f"{bps / 1000:.3f}"
+
+
+def fmt_mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.0f}"
+
+
+def metric_cell(stats: dict[str, Any] | None) -> str:
+    if not stats:
+        return "-"
+    text = fmt_num(stats["mean"])
+    extra = []
+    if stats["n_failed"]:
+        extra.append(f"{stats['n_failed']} failed")
+    if stats["n_not_applicable"]:
+        extra.append(f"{stats['n_not_applicable']} n/a")
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = None) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from codecarena.console import console as default_console
+
+    console = default_console if stream is None else Console(file=stream, width=200, highlight=False)
+    names = board.metric_names if all_metrics else [n for n in HEADLINE_METRICS if n in board.metric_names]
+    for group in board.groups:
+        entries = board.group_entries(group.id)
+        multi_run = len(group.runs) > 1
+        show_variant = any(e["variant"] for e in entries)
+        console.print(f"[bold]{group.id}[/bold]: {group.title}", soft_wrap=True)
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        cols = (["run"] if multi_run else []) + ["codec", "weights"] + (["variant"] if show_variant else [])
+        cols += ["repr\nkbps", "payload\nkbps"]
+        cols += [metric_label(n).replace(" ", "\n") + (" v" if n in LOWER_IS_BETTER else " ^") for n in names]
+        cols += ["RTF warm\nenc/dec", "RTF cold\nenc/dec", "peak RSS\nMiB", "dec model\nMiB", "replay", "checks"]
+        metric_cols = set(cols[len(cols) - 6 - len(names):len(cols) - 6])
+        for c in cols:
+            left = c in ("run", "codec", "weights", "variant")
+            # metric cells may wrap their "(n failed, n n/a)" onto a second line
+            table.add_column(c, justify="left" if left else "right", no_wrap=c not in metric_cols)
+        for e in entries:
+            cells = ([e["run_label"]] if multi_run else []) + [e["codec"], e["weights"]]
+            cells += [e["variant"] or "-"] if show_variant else []
+            cells += [fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
+            cells += [metric_cell(e["metrics"].get(n)) for n in names]
+            cells += [f"{fmt_num(e['encode']['warm_rtf_median'], 4)}/{fmt_num(e['decode']['warm_rtf_median'], 4)}",
+                      f"{fmt_num(e['encode']['cold_rtf_median'])}/{fmt_num(e['decode']['cold_rtf_median'])}",
+                      fmt_mib(e["peak_rss_bytes_max"]),
+                      "-" if e["decoder_model_bytes"] is None else f"{e['decoder_model_bytes'] / 2**20:.2f}",
+                      f"{e['replay_identical']}/{e['rows']}", f"{e['checks_passed']}/{e['rows']}"]
+            table.add_row(*cells)
+        console.print(table)
+        for reason in group.reasons:
+            console.print(f"[yellow]{group.id} {reason}[/yellow]", soft_wrap=True)
+    console.print("kbps: total bits / total seconds of completed rows; metrics: mean over successes "
+                  "(^ higher is better, v lower is better), failures counted; RTF: medians", soft_wrap=True)
+    for run in board.runs:
+        for note in run.notes:
+            console.print(f"[yellow]{run.label}: {note}[/yellow]", soft_wrap=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "leaderboard", help="rank codec configurations of one or more runs (DuckDB over the exported rows)")
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--format", default="table", choices=["table", "csv", "json", "parquet"],
+                        help="table: print in the terminal; csv/json/parquet: one flat record per codec "
+                             "configuration (metric stats as <output>_mean, <output>_n_ok, ...)")
+    parser.add_argument("--out", type=Path, help="write the export here (csv/json default: stdout; parquet needs it)")
+    parser.add_argument("--rows-parquet", type=Path,
+                        help="also keep the Parquet file of every row of every run that the query ran on")
+    parser.add_argument("--all-metrics", action="store_true", help="table: every metric output, not only the headline ones")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet)
+    except StoreError as exc:
+        raise LeaderboardError(str(exc)) from None
+    if args.format == "table":
+        if args.out is not None:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                print_table(board, all_metrics=args.all_metrics, stream=fh)
+        else:
+            print_table(board, all_metrics=args.all_metrics)
+        return 0
+    result = write_export(board, args.format, args.out)
+    if args.out is None:
+        sys.stdout.write(result if isinstance(result, str) else "")
+    else:
+        print(f"wrote {args.out} ({len(board.entries)} codec configurations, {len(board.groups)} group(s))",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,509 @@
+"""The HTML report and the DuckDB leaderboard (issue #8).
+
+Fast tests build small run directories by hand (rows that pass the strict schema, a summary
+computed by codecarena's own summarizer, real WAV files) and check the Pareto frontier, the
+grouping that refuses to merge incomparable runs, the exports and the DuckDB numbers. The slow
+tests make a real run through the command line, render its report and load it in headless
+Chromium (Debian package `chromium`, driven by Playwright with executable_path; never
+`playwright install`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror
+
+from codecarena.results import leaderboard as lb
+from codecarena.results import report
+from codecarena.results.schema import parse_row
+from codecarena.results.store import append_row, write_json
+from codecarena.results.summary import summarize
+
+MODELS = Path(os.environ.get("CODECARENA_MODELS", REPO.parent / "shared" / "models"))
+CHROMIUM = "/usr/bin/chromium"
+
+# ------------------------------------------------------------------------------------------------
+# Hand-made run directories
+
+
+def _stage(name: str, cold: float | None, warm: float | None, rss: int, ok: bool = True) -> dict[str, Any]:
+    return {"name": name, "exit_status": 0 if ok else 1, "ok": ok, "error": "" if ok else "boom",
+            "wall_s": 0.3, "process_start_s": 0.02, "imports_s": 0.2, "load_s": 0.01, "io_s": 0.001,
+            "compute_s": 0.01, "warm_compute_s": [0.001, 0.002] if warm is not None else [],
+            "cold_rtf": cold, "warm_rtf": warm, "peak_rss_bytes": rss,
+            "guard": {"limit_bytes": 2**33, "poll_s": 0.25, "fired": False, "peak_rss_bytes": rss, "polls": 2,
+                      "timed_out": False}}
+
+
+def _metric(value: float | None, status: str = "ok", error: str | None = None) -> dict[str, Any]:
+    return {"value": value, "status": status, "error": error, "details": {}}
+
+
+def _tone(seconds: float, freq: float, seed: int, rate: int = 16000) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    noise = np.random.default_rng(seed).normal(0, 0.02, t.size)
+    return (0.3 * np.sin(2 * np.pi * freq * t) * (1 + np.sin(2 * np.pi * 3 * t)) / 2 + noise).astype(np.float64)
+
+
+def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *, set_name: str = "input:fake",
+             manifest: str = "a" * 64, cpu: str = "Test CPU", cpu_count: int = 2, os_name: str = "Linux-test",
+             utterances: tuple[str, ...] = ("utt_a", "utt_b", "utt_c"), fail: tuple[str, str] | None = None,
+             audio: bool = True, seed: int = 0) -> Path:
+    """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
+    wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed."""
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    rate = 16000
+    lengths = {u: 16000 + 4000 * i for i, u in enumerate(utterances)}
+    refs = {}
+    for i, utt in enumerate(utterances):
+        ref = run_dir / "references" / f"{utt}.wav"
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(ref, _tone(lengths[utt] / rate, 220 + 40 * i, i), rate, subtype="PCM_16")
+        refs[utt] = ref
+    rows = []
+    for k, (codec, family, weights, kbps) in enumerate(codecs):
+        for j, utt in enumerate(utterances):
+            n = lengths[utt]
+            dur = n / rate
+            failed = fail == (codec, utt)
+            bits = None if failed else int(kbps * 1000 * dur)
+            payload_bytes = None if failed else bits // 8 + 40 + j
+            decoded = None if failed else f"decoded/{codec.replace(':', '_')}/{utt}.wav"
+            if decoded and audio:
+                path = run_dir / decoded
+                path.parent.mkdir(parents=True, exist_ok=True)
+                sig, _ = sf.read(refs[utt])
+                sf.write(path, np.clip(sig + rng.normal(0, 0.01 * (k + 1), sig.size), -1, 1), rate, subtype="PCM_16")
+            q = float(rng.uniform(1.0, 4.5))
+            metrics = {
+                "pesq_wb": _metric(None, "failed", "row failed") if failed else _metric(q),
+                "stoi": _metric(None, "failed", "row failed") if failed else _metric(float(rng.uniform(0.6, 1.0))),
+                "dwer": (_metric(None, "failed", "row failed") if failed else
+                         _metric(None, "not_applicable", "no reference transcript") if j == 0 else
+                         _metric(float(rng.uniform(0, 0.5)))),
+            }
+            stages = [_stage("encode", float(rng.uniform(0.05, 0.2)), float(rng.uniform(1e-4, 1e-2)),
+                             int(rng.integers(30, 90)) * 2**20),
+                      _stage("decode", float(rng.uniform(0.05, 0.2)), None if j == 1 else float(rng.uniform(1e-4, 1e-2)),
+                             int(rng.integers(30, 90)) * 2**20, ok=not failed)]
+            if not failed:
+                stages.append(_stage("replay", 0.1, None, 40 * 2**20))
+            model = ({"decoder_model_bytes": 1_804_172, "encoder_model_bytes": 2_108_212} if weights != "none"
+                     else {"parameter_bytes": 0, "parameters": 0})
+            checkpoint = ({"registry": family, "revision": "f" * 40, "model.tflite": "e" * 64} if weights != "none"
+                          else {})
+            digest = hashlib.sha256(f"{codec}{utt}".encode()).hexdigest()
+            row = {
+                "version": 1, "codec": codec, "family": family, "config": {"config": codec.split(":")[-1]},
+                "registry": family, "checkpoint": checkpoint,
+                "runtime": {"executable": sys.executable, "python": "3.11.7", "numpy": np.__version__},
+                "weights": weights, "variant": "", "utterance": utt, "language": "en", "sample_rate": rate,
+                "num_samples": n, "duration_s": dur, "reference": f"references/{utt}.wav",
+                "reference_sha256": hashlib.sha256(refs[utt].read_bytes()).hexdigest(),
+                "reference_resampled_from": None,
+                "payload": None if failed else f"payloads/{codec}/{utt}.ccap", "payload_bytes": payload_bytes,
+                "payload_sha256": None if failed else digest, "representation_bits": bits,
+                "representation_bps": None if failed else bits / dur,
+                "payload_bps": None if failed else payload_bytes * 8 / dur,
+                "decoded": decoded, "decoded_sha256": None if failed else digest,
+                "replay_sha256": None if failed else digest, "replay_identical": None if failed else True,
+                "decoded_samples": None if failed else n, "trimmed_samples": None if failed else 0,
+                "padded_samples": None if failed else 0, "length_tolerance": None if failed else 320,
+                "finite": None if failed else True, "silent": None if failed else False,
+                "clipped_samples": None if failed else 0, "checks_passed": not failed, "codec_facts": {},
+                "metrics": metrics, "model": model, "stages": stages, "status": "failed" if failed else "ok",
+                "error": "decode: worker exited 1 (boom)" if failed else "",
+            }
+            rows.append(parse_row(json.loads(json.dumps(row))))
+    for row in rows:
+        append_row(run_dir, row)
+    write_json(run_dir / "summary.json", summarize(rows))
+    write_json(run_dir / "run.json", {
+        "version": 1, "codecarena": "0.1.0", "git": {"revision": "0" * 40, "dirty": False},
+        "command": ["codecarena", "run", "--out", str(run_dir)], "created_at": "2026-11-30T00:00:00+00:00",
+        "environment": {"python": "3.11.7", "executable": sys.executable, "os": os_name, "cpu": cpu,
+                        "cpu_count": cpu_count, "memory_bytes": 2**34, "packages": {"numpy": np.__version__}},
+        "metrics": [], "runtimes": {f: {"registry": f, "environment": "main", "interpreter": sys.executable,
+                                        "packages": ["numpy==2"], "packages_sha256": "b" * 64}
+                                    for _, f, _, _ in codecs},
+        "plan": {"set": set_name, "manifest_sha256": manifest, "utterances": [[u, "c" * 64] for u in utterances],
+                 "codecs": [{"codec": c, "config": {}} for c, _, _, _ in codecs], "arena_rate": rate,
+                 "warm_repeats": 2, "memory_limit_bytes": 2**33, "metrics": ["pesq_wb", "stoi", "asr"]},
+        "plan_sha256": "d" * 64, "finished": True,
+    })
+    return run_dir
+
+
+CODECS = [("opus:6k", "opus", "none", 6.0), ("codec2:3200", "codec2", "none", 3.2), ("pcm:16", "pcm", "none", 256.0)]
+
+
+def _same(got: float | None, want: float | None) -> bool:
+    return got is None if want is None else got == pytest.approx(want, rel=1e-12, abs=0)
+
+
+def assert_matches_summary(board: lb.Leaderboard, run_index: int, summary: dict[str, Any]) -> None:
+    """Every number of summary.json equals the DuckDB leaderboard's for the same codec."""
+    entries = {e["codec"]: e for e in board.entries if e["run_index"] == run_index}
+    assert set(entries) == {c["codec"] for c in summary["codecs"]}
+    for c in summary["codecs"]:
+        e = entries[c["codec"]]
+        for key in ("rows", "rows_ok", "rows_failed", "replay_identical", "checks_passed", "family", "weights",
+                    "variant"):
+            assert e[key] == c[key], (c["codec"], key)
+        for key in ("audio_s", "representation_bps", "payload_bps"):
+            assert _same(e[key], c[key]), (c["codec"], key)
+        for stage in ("encode", "decode"):
+            for key, value in c[stage].items():
+                assert _same(e[stage][key], value), (c["codec"], stage, key)
+        assert set(e["metrics"]) == set(c["metrics"])
+        for name, stats in c["metrics"].items():
+            got = e["metrics"][name]
+            for key in ("n_ok", "n_failed", "n_not_applicable"):
+                assert got[key] == stats[key], (c["codec"], name, key)
+            assert _same(got["mean"], stats["mean"]), (c["codec"], name)
+
+
+# ------------------------------------------------------------------------------------------------
+# Pareto frontier
+
+
+def test_pareto_front_higher_is_better() -> None:
+    #        0     1     2     3     4     5     6
+    xs = [0.7, 1.0, 2.0, 3.2, 3.2, 6.0, 256.0]
+    ys = [1.2, 2.0, 1.5, 3.0, 2.5, 3.0, 4.6]
+    # 2: more bits and worse than 1; 4: same bits, worse than 3; 5: more bits, same quality as 3
+    assert report.pareto_front(xs, ys) == [0, 1, 3, 6]
+
+
+def test_pareto_front_lower_is_better() -> None:
+    xs = [0.7, 1.0, 3.2, 6.0, 12.0]
+    dwer = [0.48, 0.50, 0.05, 0.10, 0.0]
+    assert report.pareto_front(xs, dwer, lower_is_better=True) == [0, 2, 4]
+    # the same points read as higher-is-better give another frontier
+    assert report.pareto_front(xs, dwer) == [0, 1]
+
+
+def test_pareto_front_ties_and_single_point() -> None:
+    assert report.pareto_front([1.0, 1.0, 2.0], [3.0, 3.0, 3.0]) == [0, 1]  # identical points both stay
+    assert report.pareto_front([5.0], [1.0]) == [0]
+    assert report.pareto_front([], []) == []
+    with pytest.raises(ValueError):
+        report.pareto_front([1.0], [])
+
+
+# ------------------------------------------------------------------------------------------------
+# Grouping
+
+
+def test_runs_with_different_sets_are_not_merged(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "a", CODECS, set_name="smoke", manifest="1" * 64)
+    b = make_run(tmp_path, "b", CODECS, set_name="input:mine", manifest="2" * 64, seed=1)
+    c = make_run(tmp_path, "c", CODECS, set_name="smoke", manifest="3" * 64, seed=2)
+    board = lb.compute([a, b, c])
+    assert [g.runs for g in board.groups] == [[0], [1], [2]]
+    g1 = board.groups[0]
+    assert any("evaluation set differs (smoke vs input:mine)" in r for r in g1.reasons)
+    assert any("different manifest" in r for r in g1.reasons if "G3" in r)  # same name, other files
+    assert all(r.startswith("not ranked with") for g in board.groups for r in g.reasons)
+    # every entry is in the group of its own run only
+    assert {(e["group"], e["run_index"]) for e in board.entries} == {("G1", 0), ("G2", 1), ("G3", 2)}
+
+
+def test_synthetic_weights_and_other_machines_are_kept_apart(tmp_path: Path) -> None:
+    real = make_run(tmp_path, "real", [("lyra:3200", "lyra", "real", 3.2), ("opus:6k", "opus", "none", 6.0)])
+    synth = make_run(tmp_path, "synth", [("lyra:3200", "lyra", "synthetic", 3.2)], seed=1)
+    other = make_run(tmp_path, "other", [("opus:6k", "opus", "none", 6.0)], cpu="Other CPU", cpu_count=16, seed=2)
+    board = lb.compute([real, synth, other])
+    by_id = {g.id: g for g in board.groups}
+    assert [(g.key.weights, g.runs) for g in board.groups] == [("real", [0]), ("synthetic", [1]), ("real", [2])]
+    assert any("weights differ" in r and "synthetic weights measure the pipeline" in r for r in by_id["G2"].reasons)
+    assert any("machine differs" in r and "Other CPU x16" in r for r in by_id["G3"].reasons)
+    # the real lyra ranks with opus (DSP), the synthetic lyra is alone
+    assert [e["codec"] for e in board.group_entries("G1")] == ["lyra:3200", "opus:6k"]
+    assert [(e["codec"], e["weights"]) for e in board.group_entries("G2")] == [("lyra:3200", "synthetic")]
+
+
+def test_comparable_runs_share_one_leaderboard(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "x", CODECS)
+    b = make_run(tmp_path / "second", "x", CODECS[:2], seed=5)  # same name, other folder
+    board = lb.compute([a, b])
+    assert len(board.groups) == 1 and board.groups[0].reasons == []
+    assert board.groups[0].runs == [0, 1]
+    assert [e["run_label"] for e in board.entries] == ["x#1"] * 3 + ["x#2"] * 2
+
+
+# ------------------------------------------------------------------------------------------------
+# DuckDB over Parquet
+
+
+def test_duckdb_leaderboard_equals_summary_json(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "a", CODECS, fail=("codec2:3200", "utt_b"))
+    b = make_run(tmp_path, "b", CODECS[:1], set_name="other", manifest="9" * 64, seed=3)
+    rows_parquet = tmp_path / "all_rows.parquet"
+    board = lb.compute([a, b], rows_parquet=rows_parquet)
+    for index, run_dir in enumerate((a, b)):
+        assert_matches_summary(board, index, json.loads((run_dir / "summary.json").read_text()))
+    codec2 = next(e for e in board.entries if e["codec"] == "codec2:3200")
+    assert (codec2["rows_failed"], codec2["metrics"]["pesq_wb"]["n_failed"]) == (1, 1)
+    assert codec2["decoder_model_bytes"] == 0  # DSP: parameter_bytes 0
+    # the exported Parquet holds every row of both runs, with nested stages and metrics
+    import duckdb
+
+    con = duckdb.connect()
+    n, n_metrics = con.execute(
+        f"SELECT count(*), sum(len(metrics)) FROM read_parquet('{rows_parquet}')").fetchone()
+    assert (n, n_metrics) == (3 * 3 + 3, (3 * 3 + 3) * 3)
+    problems = [p for p in board.metric_problems if p["status"] == "failed"]
+    assert {(p["codec"], p["output"], p["error"], p["n"]) for p in problems} == {
+        ("codec2:3200", name, "row failed", 1) for name in ("pesq_wb", "stoi", "dwer")}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_leaderboard_export_round_trip(tmp_path: Path, fmt: str) -> None:
+    a = make_run(tmp_path, "a", CODECS, fail=("opus:6k", "utt_c"))
+    b = make_run(tmp_path, "b", [("lyra:3200", "lyra", "synthetic", 3.2)], seed=4)
+    board = lb.compute([a, b])
+    columns, records = lb.flatten(board)
+    out = tmp_path / f"board.{fmt}"
+    lb.write_export(board, fmt, out)
+    back = lb.read_export(out)
+    assert back == records  # every value, type and None survives (floats bit for bit)
+    assert [name for name, _ in columns][:4] == ["group", "run", "run_label", "codec"]
+    assert {"pesq_wb_mean", "pesq_wb_n_failed", "dwer_n_not_applicable"} <= set(back[0])
+    opus = next(r for r in back if r["codec"] == "opus:6k")
+    assert opus["rows_failed"] == 1 and opus["variant"] == "" and isinstance(opus["representation_bps"], float)
+    if fmt == "json":
+        doc = json.loads(out.read_text())
+        assert [g["weights"] for g in doc["groups"]] == ["real", "synthetic"]
+        assert any("weights differ" in r for r in doc["groups"][1]["reasons"])
+
+
+def test_leaderboard_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_run(tmp_path, "a", CODECS)
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    lb.add_parser(sub)
+    assert lb.run(parser.parse_args(["leaderboard", str(a), "--format", "csv"])) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].startswith("group,run,run_label,codec,")
+    assert len(text.splitlines()) == 1 + len(CODECS)
+    assert lb.run(parser.parse_args(["leaderboard", str(a)])) == 0  # the rich table
+    out = capsys.readouterr().out
+    assert "opus:6k" in out and "PESQ-WB" in out
+    with pytest.raises(lb.LeaderboardError, match="needs --out"):
+        lb.run(parser.parse_args(["leaderboard", str(a), "--format", "parquet"]))
+    with pytest.raises(lb.LeaderboardError, match="not a run directory"):
+        lb.run(parser.parse_args(["leaderboard", str(tmp_path)]))
+
+
+# ------------------------------------------------------------------------------------------------
+# The report without a browser
+
+
+def _fake_compare(monkeypatch: pytest.MonkeyPatch, with_render: bool) -> list[tuple[Path, Path]]:
+    calls: list[tuple[Path, Path]] = []
+    module = types.ModuleType("codecarena.results.compare")
+
+    def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
+        calls.append((Path(run_a), Path(run_b)))
+        return {"a": str(run_a), "b": str(run_b)}
+
+    module.compare_runs = compare_runs  # type: ignore[attr-defined]
+    if with_render:
+        module.render_html = lambda result: f'<p class="fake-compare">{Path(result["a"]).name} vs {Path(result["b"]).name}</p>'  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "codecarena.results.compare", module)
+    return calls
+
+
+def test_report_html_is_self_contained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = make_run(tmp_path, "a", CODECS, fail=("codec2:3200", "utt_b"))
+    b = make_run(tmp_path, "b", CODECS, seed=1)  # comparable with a
+    c = make_run(tmp_path, "c", [("lyra:3200", "lyra", "synthetic", 3.2)], seed=2)  # same set, synthetic weights
+    calls = _fake_compare(monkeypatch, with_render=True)
+    out = report.write_report([a, b, c], tmp_path / "out" / "report.html")
+    page = out.read_text()
+    # nothing outside the file is referenced
+    assert not re.search(r'(?:src|href)="(?!data:|#)', page)
+    assert "http://" not in page and "https://" not in page
+    # two leaderboards: a+b (real/DSP), c (synthetic), and why
+    assert page.count('<table class="leaderboard sortable"') == 2
+    assert page.count('class="lb-row"') == 3 + 3 + 1
+    assert "Not one ranking" in page and "synthetic weights measure the pipeline" in page
+    # one player per decoded file plus one per reference (per group), all lossless FLAC here
+    decoded = 3 * 3 * 2 - 1 + 3
+    assert page.count("<audio ") == decoded + 3 + 3
+    assert page.count('src="data:audio/flac;base64,') == decoded + 6
+    # plots per group: PESQ-WB, STOI, dWER (the metrics these runs have) and the cost plot
+    assert page.count('<img class="plot"') == 2 * 4
+    # the failed row, its failed metric values and the not-applicable ones, each with the reason
+    assert "decode: worker exited 1 (boom)" in page and "row failed" in page and "no reference transcript" in page
+    # the comparison of the only comparable consecutive pair (a -> b); c is not comparable with b
+    assert calls == [(a, b)]
+    assert '<p class="fake-compare">a vs b</p>' in page
+    # provenance
+    assert "registry" in page and "e" * 12 in page and "packages" in page
+    md = out.with_suffix(".md").read_text()
+    assert "## G1" in md and "## G2" in md and "| opus:6k |" in md and "weights differ" in md
+    assert "1 failed rows" in md
+
+
+def test_report_notes_a_missing_comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = make_run(tmp_path, "a", CODECS[:1])
+    b = make_run(tmp_path, "b", CODECS[:1], seed=1)
+    _fake_compare(monkeypatch, with_render=False)
+    page = report.write_report([a, b], tmp_path / "r.html", audio="none").read_text()
+    assert "comparison skipped: codecarena.results.compare has no render_html" in page
+    assert "<audio" not in page and 'class="spec"' in page
+    monkeypatch.setitem(sys.modules, "codecarena.results.compare", None)  # import fails
+    page = report.write_report([a, b], tmp_path / "r.html", audio="none").read_text()
+    assert "comparison skipped: codecarena.results.compare is not available" in page
+
+
+def test_report_says_which_plots_are_skipped(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "a", CODECS)
+    page = report.write_report([a], tmp_path / "r.html", audio="none").read_text()
+    # the hand-made runs have no DNSMOS or speaker similarity
+    assert "Plots skipped: DNSMOS OVRL (the metric was not computed in these runs); speaker sim" in page
+    assert page.count('<img class="plot"') == 3 + 1
+    assert "comparison" not in page.lower().split("<main>")[1][:200]
+
+
+def test_embedded_audio_is_lossless(tmp_path: Path) -> None:
+    path = tmp_path / "x.wav"
+    pcm = (np.random.default_rng(0).normal(0, 3000, 16000)).astype(np.int16)
+    sf.write(path, pcm, 16000, subtype="PCM_16")
+    stats = report.AudioStats(mode="flac")
+    uri = report.embed_audio(path, "flac", stats)
+    assert uri.startswith("data:audio/flac;base64,")
+    data, rate = sf.read(io.BytesIO(base64.b64decode(uri.split(",", 1)[1])), dtype="int16")
+    assert rate == 16000 and np.array_equal(data, pcm)
+    assert stats.flac == 1 and stats.bytes_embedded < stats.bytes_on_disk
+    assert report.embed_audio(path, "wav", stats) == report.data_uri(path.read_bytes(), "audio/wav")
+    # float WAV has no FLAC equivalent: its own bytes go in
+    fpath = tmp_path / "f.wav"
+    sf.write(fpath, pcm / 32768.0, 16000, subtype="FLOAT")
+    assert report.embed_audio(fpath, "flac", stats).startswith("data:audio/wav;base64,")
+
+
+def test_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_run(tmp_path, "a", CODECS[:2], audio=False)
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    report.add_parser(sub)
+    args = parser.parse_args(["report", str(a), "--out", str(tmp_path / "rep.html")])
+    assert args.audio == "flac"
+    assert report.run(args) == 0
+    assert "report:" in capsys.readouterr().out
+    page = (tmp_path / "rep.html").read_text()
+    assert page.count("decoded file missing") == 2 * 3  # files gone: said, not crashed
+    assert (tmp_path / "rep.md").is_file()
+    with pytest.raises(report.ReportError):
+        report.write_report([a], tmp_path / "x.html", audio="mp3")
+
+
+# ------------------------------------------------------------------------------------------------
+# A real run, its report in headless Chromium
+
+
+def _lyra_models() -> bool:
+    return (MODELS / "lyra_v2" / "lyragan.tflite").is_file()
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mirror = need_mirror()
+    root = tmp_path_factory.mktemp("report_run")
+    speech = root / "speech"
+    speech.mkdir()
+    for name in SHORT_CLIPS:
+        shutil.copy(mirror / name, speech / name)
+    codecs = ["opus:6k", "codec2:3200", "pcm:16"] + (["lyra:3200"] if _lyra_models() else [])
+    args: list[str | Path] = ["run", "--input", speech, "--language", "en",
+                              "--metrics", "pesq_wb,stoi,dnsmos,speaker_sim,asr", "--out", root / "run"]
+    for codec in codecs:
+        args += ["--codec", codec]
+    codecarena(*args, check=True, env={"CODECARENA_MODELS": str(MODELS)})
+    return root / "run"
+
+
+@pytest.mark.slow
+def test_duckdb_equals_summary_of_a_real_run(real_run: Path) -> None:
+    board = lb.compute([real_run])
+    assert_matches_summary(board, 0, json.loads((real_run / "summary.json").read_text()))
+
+
+@pytest.mark.slow
+def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"chromium is not installed ({CHROMIUM} missing; Debian: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    out = report.write_report([real_run], tmp_path / "report.html")
+    rows = [json.loads(line) for line in (real_run / "rows.jsonl").read_text().splitlines()]
+    codecs = list(dict.fromkeys(r["codec"] for r in rows))
+    n_decoded = sum(1 for r in rows if r["decoded"])
+    n_refs = len({r["reference_sha256"] for r in rows})
+    if _lyra_models():
+        assert "lyra:3200" in codecs
+    artifacts = Path(os.environ.get("CODECARENA_ARTIFACTS") or tmp_path)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / "report.png"
+    messages: list[str] = []
+    outside: list[str] = []
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+            viewport={"width": 1400, "height": 1000})
+        try:
+            page = context.new_page()
+            page.on("console", lambda m: messages.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
+            page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(("data:", "file:")) else None)
+            page.goto(out.as_uri(), wait_until="load")
+            lb_rows = page.locator("table.leaderboard tr.lb-row")
+            assert lb_rows.count() == len(codecs)
+            assert sorted(lb_rows.evaluate_all("rs => rs.map(r => r.dataset.codec)")) == sorted(codecs)
+            plots = page.locator("img.plot")
+            assert plots.count() == 6  # PESQ-WB, STOI, dWER, DNSMOS OVRL, speaker sim, cost
+            assert all(w > 100 for w in plots.evaluate_all("is => is.map(i => i.naturalWidth)"))
+            assert all(w > 10 for w in page.locator("img.spec").evaluate_all("is => is.map(i => i.naturalWidth)"))
+            audio = page.locator("audio")
+            assert audio.count() == n_decoded + n_refs
+            assert page.locator("audio.ref").count() == n_refs
+            # every player's data URI decodes to audio of the utterance's length
+            durations = page.evaluate("""async () => {
+                const els = Array.from(document.querySelectorAll('audio'));
+                await Promise.all(els.map(a => a.readyState >= 1 ? null : new Promise(done => {
+                    a.addEventListener('loadedmetadata', done); a.addEventListener('error', done);
+                    setTimeout(done, 15000); })));
+                return els.map(a => a.error ? -1 : a.duration); }""")
+            assert min(durations) > 1.0, durations
+            # sorting by a header works (the only script on the page)
+            page.locator("table.leaderboard th", has_text="repr kbps").click()
+            first = page.locator("table.leaderboard tr.lb-row").first.get_attribute("data-codec")
+            assert first in ("codec2:3200", "lyra:3200")
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            context.close()
+    assert messages == []
+    assert outside == []
+    assert shot.stat().st_size > 10_000
