@@ -13,6 +13,7 @@ from pathlib import Path
 import soundfile as sf
 
 from codecarena.checkpoints import CheckpointError
+from codecarena.codecs.base import parse_weights
 from codecarena.codecs.catalog import FAMILIES
 from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
 from codecarena.metrics.registry import MetricError
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
     run.add_argument("--models-dir", type=Path,
                      help="local mirror of model files, laid out <family>/<file> (else $CODECARENA_MODELS, cache, download)")
+    run.add_argument("--weights", default="real", metavar="real|synthetic[:SEED]",
+                     help="neural families: their pinned real weights (default), or seeded random weights saved to "
+                          "a checkpoint and loaded through the real loader; every output then says weights: synthetic")
     run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
                      help=f"codec spec, repeatable (default: {' '.join(DEFAULT_CODECS)})")
     run.add_argument("--out", type=Path, help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
@@ -143,7 +147,7 @@ def _cmd_codecs() -> int:
     return 0
 
 
-def _runtimes(specs: tuple) -> dict[str, dict]:  # type: ignore[type-arg]
+def _runtimes(specs: tuple, weights: str) -> dict[str, dict]:  # type: ignore[type-arg]
     """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
     from codecarena.registry.audit import pins_complete
     from codecarena.registry.entries import entry_for_family
@@ -152,8 +156,13 @@ def _runtimes(specs: tuple) -> dict[str, dict]:  # type: ignore[type-arg]
     runtimes = {}
     for family in dict.fromkeys(s.family for s in specs):
         entry = entry_for_family(family)
+        kind = FAMILIES[family].weights
+        if weights != "real" and kind == "real":
+            raise CliError(f"{family}: runs its real weights only; --weights {weights} is not available for it")
         # A number is only as good as its pins: a floating or partial pin is refused, not warned about.
-        if entry.status == "unpinned" or not pins_complete(entry):
+        # Synthetic weights of a neural family use no pinned checkpoint, and say so in every output.
+        synthetic = weights != "real" and kind == "real_or_synthetic"
+        if not synthetic and (entry.status == "unpinned" or not pins_complete(entry)):
             raise CliError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
                            f"codecarena refuses to run it until they are supplied")
         runtimes[family] = describe_runtime(entry)
@@ -193,7 +202,13 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     scorer = _scorer(args)
     metric_opts = {"metrics": scorer.metrics if scorer else (),
                    "asr_models": tuple((k, str(v)) for k, v in sorted(scorer.asr_models.items())) if scorer else ()}
-    runtimes = _runtimes(specs)
+    try:
+        parse_weights(args.weights)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    weights = "synthetic:" + str(parse_weights(args.weights)[1]) if args.weights != "real" else "real"
+    runtimes = _runtimes(specs, weights)
+    metric_opts["weights"] = weights
     metric_opts["runtimes"] = tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items())
     opts = RunOptions(out=Path("."), codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
                       warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)

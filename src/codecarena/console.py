@@ -22,7 +22,7 @@ def _kbps(value: float | None) -> str:
 
 def summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title="codecarena run", show_lines=False)
-    for name, justify in [("codec", "left"), ("rows ok", "right"), ("repr kbps", "right"),
+    for name, justify in [("codec", "left"), ("weights", "left"), ("rows ok", "right"), ("repr kbps", "right"),
                           ("payload kbps", "right"), ("enc RTF cold/warm", "right"),
                           ("dec RTF cold/warm", "right"), ("peak RSS MiB", "right"),
                           ("replay identical", "right"), ("checks", "right")]:
@@ -30,7 +30,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
     for c in summary["codecs"]:
         peaks = [c[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if c[s]["peak_rss_bytes_max"]]
         table.add_row(
-            c["codec"] + ("" if c["weights"] == "none" else f" [{c['weights']}]"),
+            c["codec"],
+            c["weights"],
             f"{c['rows_ok']}/{c['rows']}",
             _kbps(c["representation_bps"]),
             _kbps(c["payload_bps"]),

@@ -51,6 +51,7 @@ class RunOptions:
     python: str = sys.executable
     # codec family -> (registry id, interpreter of its runtime); families absent use `python`.
     runtimes: tuple[tuple[str, str, str], ...] = ()
+    weights: str = "real"  # "real" or "synthetic:SEED"
     metrics: tuple[str, ...] = ()
     asr_models: tuple[tuple[str, str], ...] = ()  # (language, model folder)
 
@@ -72,6 +73,7 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "utterances": [[u.id, u.sha256] for u in evalset.utterances],
         "codecs": [{"codec": s.canonical, "config": s.config_dict()} for s in opts.codecs],
         "arena_rate": ARENA_RATE,
+        "weights": opts.weights,
         "warm_repeats": opts.warm_repeats,
         "memory_limit_bytes": opts.memory_limit,
         "guard_poll_s": opts.poll_s,
@@ -187,7 +189,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
         return Job(version=1, stage=stage, input=str(src), output=str(dst),
                    report=str(work / f"{name}.report.json"),
                    codec=spec.canonical if stage == "encode" else "",
-                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats)
+                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats, weights=opts.weights)
 
     registry_id, python = _runtime_of(opts, spec.family)
     stages: list[Stage] = []

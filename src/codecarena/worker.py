@@ -72,8 +72,12 @@ def run(job_path: Path) -> int:
         module = importlib.import_module(FAMILIES[spec.family].module)
         times["imports_s"] += time.perf_counter() - t
 
+        weights = job.weights
+        if loaded is not None:
+            identity = dict(loaded.checkpoint)
+            weights = f"synthetic:{identity.get('seed')}" if identity.get("weights") == "synthetic" else "real"
         t = time.perf_counter()
-        adapter = module.ADAPTER(spec)
+        adapter = module.ADAPTER(spec, weights)
         model = adapter.load()
         times["load_s"] = time.perf_counter() - t
 

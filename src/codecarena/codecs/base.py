@@ -38,8 +38,11 @@ class Adapter(ABC):
     #: Rate the encoder consumes; the worker resamples the reference to it with soxr.
     input_rate: int
 
-    def __init__(self, spec: CodecSpec) -> None:
+    def __init__(self, spec: CodecSpec, weights: str = "real") -> None:
         self.spec = spec
+        # "real", or "synthetic:SEED" for seeded random weights written to a checkpoint file and
+        # loaded back through the real loading path (families that support it).
+        self.weights = weights
 
     @abstractmethod
     def load(self) -> dict[str, Any]:
@@ -66,3 +69,15 @@ def to_int16(audio: np.ndarray) -> np.ndarray:
 
 def from_int16(samples: np.ndarray) -> np.ndarray:
     return np.asarray(samples, dtype=np.int16).astype(np.float64) / 32768.0
+
+
+def parse_weights(text: str) -> tuple[str, int | None]:
+    """`real` or `synthetic[:SEED]` (seed 0 by default) -> (kind, seed)."""
+    kind, _, seed = text.partition(":")
+    if kind == "real" and not seed:
+        return "real", None
+    if kind == "synthetic":
+        if seed and not seed.isdigit():
+            raise ValueError(f"weights {text!r}: the seed must be a non-negative integer")
+        return "synthetic", int(seed or 0)
+    raise ValueError(f"weights {text!r}: expected real or synthetic[:SEED]")

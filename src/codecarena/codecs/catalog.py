@@ -31,6 +31,9 @@ class Family:
     options: tuple[Option, ...] = field(default=())
     # True when the config is an open-ended bitrate such as "6k" or "7500" rather than a fixed list.
     config_is_bitrate: bool = False
+    # "none" (DSP: no weights), "real" (real weights only), "real_or_synthetic" (seeded random
+    # weights can stand in, loaded through the same code path, and every output says so).
+    weights: str = "none"
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -77,6 +80,7 @@ LYRA = Family(
     description="Lyra v2 (SoundStream) with its real TFLite weights through ai-edge-litert; 16 kHz, 20 ms packets",
     configs=("3200", "6000", "9200"),
     default_config="3200",
+    weights="real",
     options=(
         Option("xnnpack", str, "on", "XNNPACK delegate for the encoder and LyraGAN (upstream: on; the "
                "quantizer always runs the plain kernels, as upstream)", choices=("on", "off")),
@@ -84,4 +88,15 @@ LYRA = Family(
     ),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA)}
+ENCODEC = Family(
+    name="encodec",
+    module="codecarena.codecs.encodec",
+    description="EnCodec 24 kHz (encodec 0.1.1, own runtime): 75 Hz frames, 10-bit codebooks",
+    configs=("1.5k", "3k", "6k", "12k", "24k"),
+    default_config="6k",
+    weights="real_or_synthetic",
+    options=(Option("threads", int, 1, "torch threads (fixed and recorded: thread count can change bits)",
+                    minimum=1, maximum=64),),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC)}

@@ -59,6 +59,8 @@ class LyraAdapter(Adapter):
     input_rate = 16000
 
     def load(self) -> dict[str, Any]:
+        if self.weights != "real":
+            raise ValueError("lyra runs its real TFLite weights only (no synthetic weights)")
         options = self.spec.options()
         self.quantizers = QUANTIZERS[self.spec.config]
         self.xnnpack = options["xnnpack"] == "on"

@@ -84,6 +84,8 @@ class Runtime:
     environment: str  # "main" or "isolated"
     lock: str = ""  # path under the package, e.g. "registry/locks/encodec.txt"; required when isolated
     packages: tuple[str, ...] = ()  # exact "name==version" pins
+    # Named, documented repairs `env create` applies after installing the lock (runtime/envs.py).
+    post_install: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -207,11 +209,20 @@ def _source(data: Any, where: str) -> dict[str, str]:
     return out
 
 
+# Kept here (not imported from runtime/envs.py) so that parsing a registry needs no runtime code.
+POST_INSTALL_FIXES = ("strip_torchaudio_extensions",)
+
+
 def _runtime(data: Any, where: str) -> Runtime:
     table = _Table(data, where)
     runtime = Runtime(table.get("python", str), table.get("environment", str), table.get("lock", str, ""),
-                      table.strings("packages", []))
+                      table.strings("packages", []), table.strings("post_install", []))
     table.done()
+    for fix in runtime.post_install:
+        if fix not in POST_INSTALL_FIXES:
+            raise table.fail("post_install", f"unknown fix {fix!r} (known: {', '.join(POST_INSTALL_FIXES)})")
+    if runtime.post_install and runtime.environment != "isolated":
+        raise table.fail("post_install", "is only for isolated runtimes")
     if not PYTHON_VERSION.fullmatch(runtime.python):
         raise table.fail("python", "must be a version such as 3.11")
     if runtime.environment not in ENVIRONMENTS:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import codecarena
+from codecarena.codecs.catalog import FAMILIES
 from codecarena.registry.entries import Entry, lock_file
 
 RUNTIME_FILE = "runtime.json"
@@ -79,9 +80,16 @@ def create(entry: Entry, log: Any = None) -> Path:
                        check=True, stdout=log, stderr=log)
         site = subprocess.run([str(_python(tmp)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
+        for fix in entry.runtime.post_install:
+            POST_INSTALL[fix](Path(site))
         # A copy, not a path entry: pointing at the harness's site-packages would leak its packages.
         shutil.copytree(Path(codecarena.__file__).parent, Path(site) / "codecarena",
                         ignore=shutil.ignore_patterns("__pycache__"))
+        if entry.codec_family:
+            # The adapter module imports the family's libraries: importing it proves the runtime works.
+            module = FAMILIES[entry.codec_family].module
+            subprocess.run([str(_python(tmp)), "-c", f"import {module}"], check=True, stdout=log, stderr=log,
+                           timeout=300)
         record = {"version": 1, "registry": entry.id, "interpreter": str(_python(folder)),
                   "lock": lock.read_text(encoding="utf-8"), "codecarena": codecarena.__version__,
                   **_packages_record(_freeze(_python(tmp)))}
@@ -96,6 +104,19 @@ def create(entry: Entry, log: Any = None) -> Path:
     finally:
         lock.unlink(missing_ok=True)
     return folder
+
+
+def strip_torchaudio_extensions(site: Path) -> None:
+    """PyPI's torchaudio (pulled in unpinned by encodec, dac, ...) is a CUDA build whose compiled
+    libraries fail to load beside the CPU torch, while `pip check` reports nothing. Without them
+    torchaudio falls back to its pure-Python paths (resample, Spectrogram, lfilter), which is all
+    these codecs use."""
+    lib = site / "torchaudio" / "lib"
+    for path in lib.glob("*.so*") if lib.is_dir() else ():
+        path.unlink()
+
+
+POST_INSTALL = {"strip_torchaudio_extensions": strip_torchaudio_extensions}
 
 
 def remove(entry_id: str) -> bool:

@@ -30,6 +30,7 @@ class Job:
     codec: str  # canonical spec for encode; "" for decode, which learns it from the payload
     arena_rate: int
     warm_repeats: int
+    weights: str = "real"  # "real" or "synthetic:SEED"; decode learns it from the payload
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,133 @@
+"""EnCodec 24 kHz (package encodec 0.1.1): 75 Hz frames, 10-bit codebooks, 1.5-24 kbps.
+
+The model is built exactly as `EncodecModel.encodec_model_24khz` builds it; weights are loaded with
+`torch.load(weights_only=True)` and a strict state-dict load, for the real checkpoint (when the
+registry pins it) and for synthetic weights alike. EnCodec's own loader is bypassed because it
+accepts only its genuine file name; the registry's size and sha256 check replaces its prefix check.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from encodec import EncodecModel
+
+from codecarena import checkpoints
+from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
+from codecarena.codecs.torch_weights import load_strict, parameter_stats, synthetic_checkpoint, synthetic_identity
+from codecarena.payload import CodeStream, Payload
+from codecarena.registry.entries import load_entry
+
+REGISTRY_ID = "encodec"
+RATE = 24000
+HOP = 320  # 24000 / 75
+BITS = 10
+BANDWIDTHS = {"1.5k": 1.5, "3k": 3.0, "6k": 6.0, "12k": 12.0, "24k": 24.0}
+# Part of the synthetic checkpoint's name: bump it whenever synthetic_state changes, so a cached
+# file made by older code is never mistaken for the current generator's output.
+SYNTHETIC_VERSION = 1
+
+
+def build_model() -> EncodecModel:
+    model = EncodecModel._get_model([1.5, 3.0, 6, 12.0, 24.0], RATE, 1, causal=True, model_norm="weight_norm",
+                                    audio_normalize=False, name="encodec_24khz")
+    return model.eval()
+
+
+def training_audio() -> np.ndarray:
+    """The smoke set at 24 kHz, concatenated: what synthetic codebooks are drawn from. A verified,
+    pinned set makes the synthetic checkpoint the same file on every machine."""
+    import soundfile as sf
+    import soxr
+
+    from codecarena.datasets import DatasetError, load_smoke
+
+    try:
+        evalset = load_smoke(allow_download=False)
+    except DatasetError as exc:
+        raise ValueError(f"synthetic EnCodec weights draw their codebooks from the smoke set: {exc}") from None
+    return np.concatenate([soxr.resample(sf.read(u.path, dtype="float64")[0], u.sample_rate, RATE, quality="HQ")
+                           for u in evalset.utterances])
+
+
+def synthetic_state(seed: int) -> dict[str, Any]:
+    """Seeded random weights whose codebooks are k-means-style draws of the encoder's own latents of
+    real speech (the smoke set), layer by layer on the residual: with plain random init every frame
+    picks the same code, and packing or replay tests would prove nothing."""
+    torch.manual_seed(seed)
+    model = build_model()
+    generator = torch.Generator().manual_seed(seed)
+    speech = torch.from_numpy(training_audio().astype(np.float32))[None, None, :]
+    with torch.no_grad():
+        residual = model.encoder(speech)[0].T  # frames x dim
+        for layer in model.quantizer.vq.layers:
+            book = layer._codebook
+            pick = torch.randint(0, residual.shape[0], (book.embed.shape[0],), generator=generator)
+            book.embed.copy_(residual[pick])
+            book.embed_avg.copy_(residual[pick])
+            book.cluster_size.fill_(1.0)
+            book.inited.fill_(1.0)
+            residual = residual - layer.decode(layer.encode(residual.T[None]))[0].T
+    return model.state_dict()
+
+
+class EncodecAdapter(Adapter):
+    input_rate = RATE
+
+    def load(self) -> dict[str, Any]:
+        torch.set_num_threads(int(self.spec.options()["threads"]))
+        kind, seed = parse_weights(self.weights)
+        self.model = build_model()
+        if kind == "synthetic":
+            assert seed is not None
+            path = synthetic_checkpoint(REGISTRY_ID, f"encodec_24khz-v{SYNTHETIC_VERSION}", seed,
+                                       lambda: synthetic_state(seed))
+            self.identity = synthetic_identity(REGISTRY_ID, path, seed)
+        else:
+            entry = load_entry(REGISTRY_ID)
+            if entry.checkpoint is None:
+                raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
+                                 f"({entry.status_reason}); use --weights synthetic")
+            folder = checkpoints.resolve(entry.checkpoint)
+            path = folder / entry.checkpoint.files[0].name
+            self.identity = entry.checkpoint.identity(REGISTRY_ID)
+        load_strict(self.model, path)
+        self.model.set_target_bandwidth(BANDWIDTHS[self.spec.config])
+        self.quantizers = self.model.quantizer.get_num_quantizers_for_bandwidth(
+            self.model.frame_rate, BANDWIDTHS[self.spec.config])
+        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
+        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
+        return {"weights": kind, "checkpoint": self.identity, "encoder_parameters": encoder["parameters"],
+                "encoder_model_bytes": encoder["tensor_bytes"], "decoder_parameters": decoder["parameters"],
+                "decoder_model_bytes": decoder["tensor_bytes"], "frame_rate_hz": self.model.frame_rate,
+                "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
+                "threads": torch.get_num_threads()}
+
+    def encode(self, audio: np.ndarray) -> Encoded:
+        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        with torch.no_grad():
+            (codes, scale), = self.model.encode(x)
+        if scale is not None:
+            raise ValueError("EnCodec 24 kHz returned a scale: audio_normalize must be off")
+        values = codes[0].numpy().astype(np.uint64)  # quantizers x frames
+        return Encoded(streams=(CodeStream("codes", BITS, tuple(values.shape), values.reshape(-1)),),
+                       side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
+
+    def decode(self, payload: Payload) -> Decoded:
+        if dict(payload.checkpoint) != self.identity:
+            raise ValueError(f"payload was encoded with {dict(payload.checkpoint)}, this decoder loads {self.identity}")
+        stream = payload.stream("codes")
+        assert isinstance(stream, CodeStream)
+        codes = torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]
+        with torch.no_grad():
+            audio = self.model.decode([(codes, None)])
+        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+
+    def length_tolerance(self, arena_rate: int) -> int:
+        return math.ceil(HOP * arena_rate / RATE) + 2
+
+
+ADAPTER = EncodecAdapter

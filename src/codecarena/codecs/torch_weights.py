@@ -1,0 +1,57 @@
+"""Weights for the PyTorch families: strict loading of a checkpoint file, and synthetic checkpoints.
+
+Synthetic weights are seeded random weights *saved to a checkpoint file in the format the real
+loader reads* and loaded back through that same loader, so packing, replay and determinism code runs
+offline. The file is generated deterministically from (family, config, seed), cached, and identified
+by its sha256, which the payload records; a decoder whose file differs refuses the payload.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from codecarena.checkpoints import cache_dir
+from codecarena.datasets import sha256_file
+
+
+def load_strict(model: torch.nn.Module, path: Path) -> None:
+    """torch.load with weights_only (no pickled code runs), then a strict load: any missing or
+    unexpected key is an error naming the keys."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: not a state dict")
+    expected = set(model.state_dict())
+    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
+    if missing or unexpected:
+        raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
+                         f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
+                         f"{'...' if len(unexpected) > 5 else ''}")
+    model.load_state_dict(state, strict=True)
+
+
+def synthetic_checkpoint(registry_id: str, name: str, seed: int, build: Callable[[], dict[str, Any]]) -> Path:
+    """The cached synthetic checkpoint file, generated with `build()` (seeded by the caller) if absent."""
+    path = cache_dir() / "synthetic" / registry_id / f"{name}-seed{seed}.pt"
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(build(), tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def synthetic_identity(registry_id: str, path: Path, seed: int) -> dict[str, str]:
+    return {"registry": registry_id, "weights": "synthetic", "seed": str(seed), "file": path.name,
+            "sha256": sha256_file(path)}
+
+
+def parameter_stats(*modules: torch.nn.Module) -> dict[str, int]:
+    params = [p for m in modules for p in m.parameters()]
+    buffers = [b for m in modules for b in m.buffers()]
+    return {"parameters": sum(p.numel() for p in params),
+            "tensor_bytes": sum(t.numel() * t.element_size() for t in params + buffers)}

@@ -1,0 +1,137 @@
+"""EnCodec in its own torch runtime, with synthetic weights through the real loading path."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import SHORT_CLIPS, codecarena, need_mirror
+from codecarena.payload import read_payload, write_payload
+from codecarena.runtime.protocol import Job, read_report, write_job
+
+pytestmark = pytest.mark.slow
+
+LONG_CLIP = "en_librispeech_1089-134686-0000.wav"  # 10.4 s
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def encodec_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A hermetic data and cache home with the encodec runtime built from its lock file."""
+    need_mirror()
+    home = tmp_path_factory.mktemp("home")
+    env = {"XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
+    created = codecarena("env", "create", "encodec", env=env)
+    assert created.returncode == 0, created.stdout + created.stderr
+    return env
+
+
+@pytest.fixture(scope="module")
+def encodec_run(encodec_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mirror = need_mirror()
+    folder = tmp_path_factory.mktemp("in")
+    for name in (*SHORT_CLIPS, LONG_CLIP):
+        shutil.copy(mirror / name, folder / name)
+    out = tmp_path_factory.mktemp("encodec") / "run"
+    result = codecarena("run", "--input", folder, "--weights", "synthetic", "--codec", "encodec:6k",
+                        "--codec", "encodec:1.5k", "--metrics", "pesq_wb", "--out", out, env=encodec_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def _python(env: dict[str, str]) -> str:
+    return str(Path(env["XDG_DATA_HOME"]) / "codecarena" / "envs" / "encodec" / "bin" / "python")
+
+
+def test_real_weights_are_refused_while_the_checkpoint_is_unpinned(encodec_env: dict[str, str],
+                                                                    speech_dir: Path, tmp_path: Path) -> None:
+    result = codecarena("run", "--input", speech_dir, "--codec", "encodec:6k", "--out", tmp_path / "r",
+                        env=encodec_env)
+    assert result.returncode == 2 and "encodec: registry pins are incomplete" in result.stderr
+
+
+def test_rows_replay_identically_with_exact_length_and_say_synthetic(encodec_run: Path) -> None:
+    rows = rows_of(encodec_run)
+    assert len(rows) == 6
+    for row in rows:
+        assert row["status"] == "ok" and row["replay_identical"], row["error"]
+        assert row["decoded_samples"] == row["num_samples"]
+        assert row["weights"] == "synthetic" and row["registry"] == "encodec"
+        assert row["checkpoint"]["weights"] == "synthetic" and len(row["checkpoint"]["sha256"]) == 64
+        assert row["runtime"]["executable"].endswith("envs/encodec/bin/python")
+        assert row["model"]["decoder_model_bytes"] > 0 and row["model"]["threads"] == 1
+    summary = json.loads((encodec_run / "summary.json").read_text())
+    assert {c["weights"] for c in summary["codecs"]} == {"synthetic"}
+    assert json.loads((encodec_run / "run.json").read_text())["plan"]["weights"] == "synthetic:0"
+    assert codecarena("audit", encodec_run).returncode == 0
+
+
+def test_representation_bits_follow_frames_x_codebooks_x_10(encodec_run: Path) -> None:
+    quantizers = {"encodec:6k": 8, "encodec:1.5k": 2}
+    for row in rows_of(encodec_run):
+        payload = read_payload(encodec_run / row["payload"])
+        (stream,) = payload.streams
+        n_q, frames = stream.shape
+        assert n_q == quantizers[row["codec"]] and stream.bit_width == 10
+        # 16 -> 24 kHz gives 1.5 samples per input sample; 320-sample hops at 24 kHz (75 Hz).
+        assert frames in (math.ceil(math.floor(1.5 * row["num_samples"]) / 320),
+                          math.ceil(math.ceil(1.5 * row["num_samples"]) / 320))
+        assert row["representation_bits"] == frames * n_q * 10
+    long = next(r for r in rows_of(encodec_run) if r["codec"] == "encodec:6k" and r["utterance"] == LONG_CLIP[:-4])
+    # On a long input the rate is the theory, 75 Hz x 8 x 10 bits = 6000 bps, plus at most one partial frame.
+    assert 6000 <= long["representation_bps"] <= 6000 + 80 * 10 / long["duration_s"]
+
+
+def test_synthetic_codebooks_give_varied_codes(encodec_run: Path) -> None:
+    row = next(r for r in rows_of(encodec_run) if r["codec"] == "encodec:6k" and r["utterance"] == LONG_CLIP[:-4])
+    (stream,) = read_payload(encodec_run / row["payload"]).streams
+    codes = stream.values.reshape(stream.shape)
+    assert all(len(np.unique(layer)) >= 30 for layer in codes[:4]), [len(np.unique(c)) for c in codes]
+
+
+def test_a_decoder_with_other_weights_refuses_the_payload(encodec_run: Path, encodec_env: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    row = rows_of(encodec_run)[0]
+    payload = read_payload(encodec_run / row["payload"])
+    forged = dataclasses.replace(payload, checkpoint={**payload.checkpoint, "sha256": "0" * 64})
+    write_payload(tmp_path / "forged.ccap", forged)
+    job = Job(version=1, stage="decode", input=str(tmp_path / "forged.ccap"), output=str(tmp_path / "d.wav"),
+              report=str(tmp_path / "r.json"), codec="", arena_rate=16000, warm_repeats=0)
+    write_job(tmp_path / "job.json", job)
+    proc = subprocess.run([_python(encodec_env), "-m", "codecarena.worker", str(tmp_path / "job.json")],
+                          capture_output=True, env={**__import__("os").environ, **encodec_env})
+    assert proc.returncode == 2
+    assert "payload was encoded with" in read_report(tmp_path / "r.json").error
+    assert not (tmp_path / "d.wav").exists()
+
+
+@pytest.mark.parametrize("damage, needle", [("drop", "missing keys ['decoder."), ("add", "unexpected keys ['extra.key']")])
+def test_strict_loading_rejects_a_missing_and_an_unexpected_key(encodec_env: dict[str, str], tmp_path: Path,
+                                                               damage: str, needle: str) -> None:
+    script = f"""
+import torch
+from codecarena.codecs.encodec import build_model
+from codecarena.codecs.torch_weights import load_strict
+state = build_model().state_dict()
+if {damage!r} == "drop":
+    state.pop(sorted(k for k in state if k.startswith("decoder."))[0])
+else:
+    state["extra.key"] = torch.zeros(1)
+torch.save(state, {str(tmp_path / 'ckpt.pt')!r})
+try:
+    load_strict(build_model(), {str(tmp_path / 'ckpt.pt')!r})
+except ValueError as exc:
+    print("REFUSED", exc)
+"""
+    proc = subprocess.run([_python(encodec_env), "-c", script], capture_output=True, text=True)
+    assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr
