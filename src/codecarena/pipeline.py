@@ -109,7 +109,7 @@ def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
     return "", opts.python
 
 
-def _run_stage(name: str, job: Job, opts: RunOptions, work: Path,
+def run_stage(name: str, job: Job, opts: RunOptions, work: Path,
                python: str | None = None) -> tuple[Stage, StageReport | None]:
     job_path = work / f"{name}.job.json"
     write_job(job_path, job)
@@ -200,7 +200,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
     codec_facts: dict[str, Any] = {}
     model: dict[str, Any] = {}
 
-    enc_stage, enc_report = _run_stage("encode", job("encode", ref.path, payload_path, "encode"), opts, work, python)
+    enc_stage, enc_report = run_stage("encode", job("encode", ref.path, payload_path, "encode"), opts, work, python)
     stages.append(enc_stage)
     error = enc_stage.error
     if not error and enc_report is not None:
@@ -225,7 +225,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
             )
 
     if not error:
-        dec_stage, dec_report = _run_stage("decode", job("decode", payload_path, decoded_path, "decode"), opts, work,
+        dec_stage, dec_report = run_stage("decode", job("decode", payload_path, decoded_path, "decode"), opts, work,
                                            python)
         stages.append(dec_stage)
         error = dec_stage.error
@@ -250,7 +250,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
     if not error:
-        rep_stage, _ = _run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts, work, python)
+        rep_stage, _ = run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts, work, python)
         stages.append(rep_stage)
         error = rep_stage.error
         if not error:

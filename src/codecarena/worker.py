@@ -12,6 +12,7 @@ STARTED_AT = time.time()
 
 import importlib  # noqa: E402
 import math  # noqa: E402
+import os  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
@@ -92,7 +93,7 @@ def run(job_path: Path) -> int:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         traceback.print_exc()
     report = StageReport(
-        version=1, stage=job.stage, ok=not error, error=error, pid=_pid(), started_at=STARTED_AT,
+        version=1, stage=job.stage, ok=not error, error=error, pid=os.getpid(), started_at=STARTED_AT,
         imports_s=times["imports_s"], load_s=times["load_s"], io_s=times["io_s"],
         compute_s=times["compute_s"], warm_compute_s=warm, maxrss_bytes=_maxrss_bytes(),
         audio_s=audio_s, model=model, facts=facts, runtime=_runtime(),
@@ -105,12 +106,6 @@ def _runtime() -> dict[str, Any]:
     numpy = sys.modules.get("numpy")
     return {"executable": sys.executable, "python": sys.version.split()[0],
             "numpy": getattr(numpy, "__version__", None)}
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
 
 
 def _timed(fn: Any, times: dict[str, float], key: str) -> Any:

@@ -121,7 +121,7 @@ def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
 def replay_problems(rows: list[Row], run_dir: Path, python: str,
                     interpreters: dict[str, str] | None = None) -> list[str]:
     """Decode every payload again in a fresh worker and compare with the stored decoded audio."""
-    from codecarena.pipeline import ARENA_RATE, RunOptions, _run_stage
+    from codecarena.pipeline import ARENA_RATE, RunOptions, run_stage
     from codecarena.runtime.guard import default_memory_limit
     from codecarena.runtime.protocol import Job
 
@@ -135,7 +135,7 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str,
             out = work / "audit.wav"
             job = Job(version=1, stage="decode", input=str(run_dir / row.payload), output=str(out),
                       report=str(work / "audit.report.json"), codec="", arena_rate=ARENA_RATE, warm_repeats=0)
-            stage, _ = _run_stage("audit-replay", job, opts, work, (interpreters or {}).get(row.registry))
+            stage, _ = run_stage("audit-replay", job, opts, work, (interpreters or {}).get(row.registry))
             where = f"{row.codec} {row.utterance}"
             if not stage.ok:
                 problems.append(f"{where}: fresh decode for audit failed: {stage.error}")
