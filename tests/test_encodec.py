@@ -135,3 +135,13 @@ except ValueError as exc:
 """
     proc = subprocess.run([_python(encodec_env), "-c", script], capture_output=True, text=True)
     assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_audit_refuses_synthetic_rows_relabelled_as_real(encodec_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "relabelled"
+    shutil.copytree(encodec_run, copy)
+    rows = rows_of(copy)
+    rows[0]["weights"] = "real"
+    (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = codecarena("audit", copy)
+    assert result.returncode == 1 and "row says weights 'real' but its payload's checkpoint says 'synthetic'" in result.stdout

@@ -99,4 +99,16 @@ ENCODEC = Family(
                     minimum=1, maximum=64),),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC)}
+DAC = Family(
+    name="dac",
+    module="codecarena.codecs.dac",
+    description="Descript Audio Codec 16 kHz (descript-audio-codec 1.0.0, own runtime): 50 Hz frames, 12 x 10-bit codebooks",
+    configs=("16khz",),
+    default_config="16khz",
+    weights="real_or_synthetic",
+    options=(Option("n_quantizers", int, 12, "codebooks sent (the rate knob: 500 bps each)", minimum=1, maximum=12),
+             Option("threads", int, 1, "torch threads (fixed and recorded: thread count changes DAC's decoded bits)",
+                    minimum=1, maximum=64)),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC)}

@@ -78,6 +78,8 @@ def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
             problems.append(f"{where}: {exc}")
         else:
             bits = payload.representation_bits()
+            if dict(payload.checkpoint) != row.checkpoint:
+                problems.append(f"{where}: payload's checkpoint identity differs from the row's")
             if bits != row.representation_bits:
                 problems.append(f"{where}: payload holds {bits} representation bits, row says {row.representation_bits}")
             if payload.codec != row.codec or payload.num_samples != row.num_samples or payload.sample_rate != row.sample_rate:
@@ -174,6 +176,11 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> lis
     for row in rows:
         where = f"{row.codec} {row.utterance}"
         problems += _audit_stages(row, where)
+        # Synthetic weights must never pass for real ones: the payload's identity decides.
+        synthetic = row.checkpoint.get("weights") == "synthetic"
+        if synthetic != (row.weights == "synthetic"):
+            problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
+                            f"{row.checkpoint.get('weights', 'real or none')!r}")
         if row.status == "ok":
             problems += _audit_ok_row(row, run_dir, where)
         elif not row.error:

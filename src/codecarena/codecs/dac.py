@@ -1,0 +1,178 @@
+"""Descript Audio Codec 16 kHz (descript-audio-codec 1.0.0): 50 Hz frames, 12 x 10-bit codebooks, 6 kbps.
+
+Weights go through DAC's own loader, `dac.DAC.load(path)`, which reads a `torch.save`d dict
+`{"state_dict": ..., "metadata": {"kwargs": {...}}}` with `torch.load`'s defaults (weights_only=True
+since torch 2.6: no pickled code runs). Synthetic weights are written in exactly that format. DAC's
+loader is lenient (`strict=False` by default, and its architecture comes from the file's metadata),
+so the adapter checks the file itself too: the metadata must describe the 16 kHz architecture below
+and every missing or unexpected state-dict key is an error.
+
+The codes are DAC's raw RVQ indices (`DAC.encode` on the hop-padded input, `quantizer.from_codes` and
+`DAC.decode` back), without the `.dac` file container's chunking and loudness side value. DAC returns
+audio a few samples short of the padded length (N-8 for an input that is an exact multiple of the
+hop); the pipeline restores the exact length within `length_tolerance`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from dac import DAC
+
+from codecarena import checkpoints
+from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
+from codecarena.codecs.torch_weights import parameter_stats, synthetic_checkpoint, synthetic_identity
+from codecarena.payload import CodeStream, Payload
+from codecarena.registry.entries import load_entry
+
+REGISTRY_ID = "dac"
+RATE = 16000
+# Model hyper-parameters of the 16 kHz model, from the upstream repository's `conf/final/16khz.yml`
+# (descriptinc/descript-audio-codec); the wheel does not ship its configurations.
+# quantizer_dropout only acts in training mode (it is recorded because DAC.save records it).
+CONFIG_16KHZ: dict[str, Any] = {
+    "sample_rate": 16000,
+    "encoder_dim": 64,
+    "encoder_rates": [2, 4, 5, 8],
+    "decoder_dim": 1536,
+    "decoder_rates": [8, 5, 4, 2],
+    "n_codebooks": 12,
+    "codebook_size": 1024,
+    "codebook_dim": 8,
+    "quantizer_dropout": 0.5,
+}
+HOP = 320  # 2 * 4 * 5 * 8: 50 Hz frames at 16 kHz
+BITS = 10  # log2(codebook_size)
+# Part of the synthetic checkpoint's name: bump it whenever synthetic_state changes, so a cached
+# file made by older code is never mistaken for the current generator's output.
+SYNTHETIC_VERSION = 1
+
+
+def build_model() -> DAC:
+    return DAC(**{k: (list(v) if isinstance(v, list) else v) for k, v in CONFIG_16KHZ.items()}).eval()
+
+
+def training_audio() -> np.ndarray:
+    """The smoke set at 16 kHz, concatenated: what synthetic codebooks are drawn from. A verified,
+    pinned set makes the synthetic checkpoint the same file on every machine."""
+    import soundfile as sf
+    import soxr
+
+    from codecarena.datasets import DatasetError, load_smoke
+
+    try:
+        evalset = load_smoke(allow_download=False)
+    except DatasetError as exc:
+        raise ValueError(f"synthetic DAC weights draw their codebooks from the smoke set: {exc}") from None
+    return np.concatenate([soxr.resample(sf.read(u.path, dtype="float64")[0], u.sample_rate, RATE, quality="HQ")
+                           for u in evalset.utterances])
+
+
+def synthetic_checkpoint_dict(seed: int) -> dict[str, Any]:
+    """Seeded random weights in the format `DAC.load` reads. Each codebook is a draw of its own
+    quantizer's projected latents (the 8-dim `in_proj` output, where DAC's L2-normalised lookup
+    happens) of real speech (the smoke set), layer by layer on the residual: with plain random
+    init the codes are far less varied, and packing or replay tests would prove less."""
+    torch.manual_seed(seed)
+    model = build_model()
+    generator = torch.Generator().manual_seed(seed)
+    speech = torch.from_numpy(training_audio().astype(np.float32))[None, None, :]
+    with torch.no_grad():
+        residual = model.encoder(model.preprocess(speech, RATE))
+        for layer in model.quantizer.quantizers:
+            projected = layer.in_proj(residual)[0].T  # frames x codebook_dim
+            pick = torch.randint(0, projected.shape[0], (layer.codebook_size,), generator=generator)
+            layer.codebook.weight.copy_(projected[pick])
+            z_q, _, _, _, _ = layer(residual)
+            residual = residual - z_q
+    return {"state_dict": model.state_dict(), "metadata": {"kwargs": dict(CONFIG_16KHZ)}}
+
+
+def check_checkpoint(path: Path) -> None:
+    """What DAC's lenient loader does not check: the file must describe the 16 kHz architecture and
+    match it key for key (any missing or unexpected state-dict key is an error naming the keys)."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict) \
+            or not isinstance(saved.get("metadata", {}).get("kwargs"), dict):
+        raise ValueError(f"{path}: not a DAC checkpoint (a dict with state_dict and metadata.kwargs)")
+    kwargs = saved["metadata"]["kwargs"]
+    wrong = sorted(k for k in CONFIG_16KHZ if k != "quantizer_dropout" and kwargs.get(k) != CONFIG_16KHZ[k])
+    if wrong:
+        raise ValueError(f"{path}: checkpoint metadata is not the 16 kHz configuration: "
+                         + ", ".join(f"{k}={kwargs.get(k)!r} (expected {CONFIG_16KHZ[k]!r})" for k in wrong))
+    state = saved["state_dict"]
+    expected = set(build_model().state_dict())
+    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
+    if missing or unexpected:
+        raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
+                         f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
+                         f"{'...' if len(unexpected) > 5 else ''}")
+
+
+def load_checkpoint(path: Path) -> DAC:
+    """The strict check, then DAC's real loader (with strict=True on its state-dict load)."""
+    check_checkpoint(path)
+    return DAC.load(str(path), strict=True).eval()
+
+
+class DacAdapter(Adapter):
+    input_rate = RATE
+
+    def load(self) -> dict[str, Any]:
+        options = self.spec.options()
+        torch.set_num_threads(int(options["threads"]))
+        self.quantizers = int(options["n_quantizers"])
+        if not 1 <= self.quantizers <= CONFIG_16KHZ["n_codebooks"]:
+            raise ValueError(f"n_quantizers must be 1..{CONFIG_16KHZ['n_codebooks']}, got {self.quantizers}")
+        kind, seed = parse_weights(self.weights)
+        if kind == "synthetic":
+            assert seed is not None
+            path = synthetic_checkpoint(REGISTRY_ID, f"dac_16khz-v{SYNTHETIC_VERSION}", seed,
+                                        lambda: synthetic_checkpoint_dict(seed))
+            self.identity = synthetic_identity(REGISTRY_ID, path, seed)
+        else:
+            entry = load_entry(REGISTRY_ID)
+            if entry.checkpoint is None:
+                raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
+                                 f"({entry.status_reason}); use --weights synthetic")
+            folder = checkpoints.resolve(entry.checkpoint)
+            path = folder / entry.checkpoint.files[0].name
+            self.identity = entry.checkpoint.identity(REGISTRY_ID)
+        self.model = load_checkpoint(path)
+        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
+        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
+        return {"weights": kind, "checkpoint": self.identity, "encoder_parameters": encoder["parameters"],
+                "encoder_model_bytes": encoder["tensor_bytes"], "decoder_parameters": decoder["parameters"],
+                "decoder_model_bytes": decoder["tensor_bytes"], "frame_rate_hz": RATE / HOP,
+                "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
+                "threads": torch.get_num_threads()}
+
+    def encode(self, audio: np.ndarray) -> Encoded:
+        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        with torch.no_grad():
+            _, codes, _, _, _ = self.model.encode(self.model.preprocess(x, RATE), self.quantizers)
+        values = codes[0].numpy().astype(np.uint64)  # quantizers x frames
+        return Encoded(streams=(CodeStream("codes", BITS, tuple(values.shape), values.reshape(-1)),),
+                       side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
+
+    def decode(self, payload: Payload) -> Decoded:
+        if dict(payload.checkpoint) != self.identity:
+            raise ValueError(f"payload was encoded with {dict(payload.checkpoint)}, this decoder loads {self.identity}")
+        stream = payload.stream("codes")
+        assert isinstance(stream, CodeStream)
+        codes = torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]
+        with torch.no_grad():
+            z, _, _ = self.model.quantizer.from_codes(codes)
+            audio = self.model.decode(z)
+        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+
+    def length_tolerance(self, arena_rate: int) -> int:
+        # Up to one hop of padding (the last partial frame) plus DAC's few missing samples.
+        return math.ceil(HOP * arena_rate / RATE) + 16
+
+
+ADAPTER = DacAdapter
