@@ -10,6 +10,7 @@ import time
 
 STARTED_AT = time.time()
 
+import dataclasses  # noqa: E402
 import importlib  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
@@ -98,7 +99,13 @@ def run(job_path: Path) -> int:
         compute_s=times["compute_s"], warm_compute_s=warm, maxrss_bytes=_maxrss_bytes(),
         audio_s=audio_s, model=model, facts=facts, runtime=_runtime(),
     )
-    write_report(Path(job.report), report)
+    try:
+        write_report(Path(job.report), report)
+    except (TypeError, ValueError) as exc:
+        # An adapter that reports a value JSON cannot hold must still leave a report saying so.
+        error = f"stage report not serialisable: {exc}"
+        report = dataclasses.replace(report, ok=False, error=error, model={}, facts={})
+        write_report(Path(job.report), report)
     return 0 if not error else 2
 
 

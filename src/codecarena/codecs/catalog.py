@@ -111,4 +111,18 @@ DAC = Family(
                     minimum=1, maximum=64)),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC)}
+SNAC = Family(
+    name="snac",
+    module="codecarena.codecs.snac",
+    description="SNAC 24 kHz speech model (snac 1.2.1, own runtime): 3 scales of 12-bit codes, ~984 bps",
+    configs=("24khz",),
+    default_config="24khz",
+    weights="real_or_synthetic",
+    options=(
+        Option("noise_seed", int, 0, "seed of the decoder's NoiseBlock (torch.randn), set before every decode",
+               minimum=0, maximum=2**31 - 1),
+        Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),
+    ),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC)}

@@ -25,7 +25,11 @@ from dac import DAC
 
 from codecarena import checkpoints
 from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import parameter_stats, synthetic_checkpoint, synthetic_identity
+from codecarena.codecs.torch_weights import (
+    parameter_stats,
+    synthetic_checkpoint,
+    synthetic_identity,
+)
 from codecarena.payload import CodeStream, Payload
 from codecarena.registry.entries import load_entry
 
@@ -98,7 +102,7 @@ def check_checkpoint(path: Path) -> None:
     saved = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict) \
             or not isinstance(saved.get("metadata", {}).get("kwargs"), dict):
-        raise ValueError(f"{path}: not a DAC checkpoint (a dict with state_dict and metadata.kwargs)")
+        raise ValueError(f"{path}: not a DAC checkpoint (a dict with state_dict and metadata.kwargs)")  # noqa: TRY004 (a bad file, reported as ValueError like every load failure)
     kwargs = saved["metadata"]["kwargs"]
     wrong = sorted(k for k in CONFIG_16KHZ if k != "quantizer_dropout" and kwargs.get(k) != CONFIG_16KHZ[k])
     if wrong:

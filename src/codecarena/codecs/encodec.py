@@ -17,7 +17,8 @@ from encodec import EncodecModel
 
 from codecarena import checkpoints
 from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import load_strict, parameter_stats, synthetic_checkpoint, synthetic_identity
+from codecarena.codecs.torch_weights import (load_strict, parameter_stats, synthetic_checkpoint,
+                                             synthetic_identity, training_audio)
 from codecarena.payload import CodeStream, Payload
 from codecarena.registry.entries import load_entry
 
@@ -37,22 +38,6 @@ def build_model() -> EncodecModel:
     return model.eval()
 
 
-def training_audio() -> np.ndarray:
-    """The smoke set at 24 kHz, concatenated: what synthetic codebooks are drawn from. A verified,
-    pinned set makes the synthetic checkpoint the same file on every machine."""
-    import soundfile as sf
-    import soxr
-
-    from codecarena.datasets import DatasetError, load_smoke
-
-    try:
-        evalset = load_smoke(allow_download=False)
-    except DatasetError as exc:
-        raise ValueError(f"synthetic EnCodec weights draw their codebooks from the smoke set: {exc}") from None
-    return np.concatenate([soxr.resample(sf.read(u.path, dtype="float64")[0], u.sample_rate, RATE, quality="HQ")
-                           for u in evalset.utterances])
-
-
 def synthetic_state(seed: int) -> dict[str, Any]:
     """Seeded random weights whose codebooks are k-means-style draws of the encoder's own latents of
     real speech (the smoke set), layer by layer on the residual: with plain random init every frame
@@ -60,7 +45,7 @@ def synthetic_state(seed: int) -> dict[str, Any]:
     torch.manual_seed(seed)
     model = build_model()
     generator = torch.Generator().manual_seed(seed)
-    speech = torch.from_numpy(training_audio().astype(np.float32))[None, None, :]
+    speech = torch.from_numpy(training_audio(RATE).astype(np.float32))[None, None, :]
     with torch.no_grad():
         residual = model.encoder(speech)[0].T  # frames x dim
         for layer in model.quantizer.vq.layers:

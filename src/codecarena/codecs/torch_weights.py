@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from codecarena.checkpoints import cache_dir
@@ -55,3 +56,20 @@ def parameter_stats(*modules: torch.nn.Module) -> dict[str, int]:
     buffers = [b for m in modules for b in m.buffers()]
     return {"parameters": sum(p.numel() for p in params),
             "tensor_bytes": sum(t.numel() * t.element_size() for t in params + buffers)}
+
+
+def training_audio(rate: int) -> np.ndarray:
+    """The smoke set at `rate`, concatenated: what synthetic codebooks are drawn from, so that codes
+    vary on speech. A verified, pinned set makes the synthetic checkpoint the same file on every
+    machine."""
+    import soundfile as sf
+    import soxr
+
+    from codecarena.datasets import DatasetError, load_smoke
+
+    try:
+        evalset = load_smoke(allow_download=False)
+    except DatasetError as exc:
+        raise ValueError(f"synthetic weights draw their codebooks from the smoke set: {exc}") from None
+    return np.concatenate([soxr.resample(sf.read(u.path, dtype="float64")[0], u.sample_rate, rate, quality="HQ")
+                           for u in evalset.utterances])

@@ -1,0 +1,141 @@
+"""DAC 16 kHz in its own torch runtime, with synthetic weights through DAC's real loader."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SHORT_CLIPS, codecarena, need_mirror
+
+from codecarena.payload import read_payload, write_payload
+from codecarena.runtime.protocol import Job, read_report, write_job
+
+pytestmark = pytest.mark.slow
+
+LONG_CLIP = "en_librispeech_1089-134686-0000.wav"  # 10.4 s
+QUANTIZERS = {"dac:16khz": 12, "dac:16khz,n_quantizers=4": 4}
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def dac_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A hermetic data and cache home with the dac runtime built from its lock file."""
+    need_mirror()
+    home = tmp_path_factory.mktemp("home")
+    env = {"XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
+    created = codecarena("env", "create", "dac", env=env)
+    assert created.returncode == 0, created.stdout + created.stderr
+    return env
+
+
+@pytest.fixture(scope="module")
+def dac_run(dac_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mirror = need_mirror()
+    folder = tmp_path_factory.mktemp("in")
+    for name in (*SHORT_CLIPS, LONG_CLIP):
+        shutil.copy(mirror / name, folder / name)
+    out = tmp_path_factory.mktemp("dac") / "run"
+    result = codecarena("run", "--input", folder, "--weights", "synthetic", *(a for c in QUANTIZERS for a in ("--codec", c)),
+                        "--metrics", "pesq_wb", "--out", out, env=dac_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def _python(env: dict[str, str]) -> str:
+    return str(Path(env["XDG_DATA_HOME"]) / "codecarena" / "envs" / "dac" / "bin" / "python")
+
+
+def test_real_weights_are_refused_while_the_checkpoint_is_unpinned(dac_env: dict[str, str],
+                                                                    speech_dir: Path, tmp_path: Path) -> None:
+    result = codecarena("run", "--input", speech_dir, "--codec", "dac:16khz", "--out", tmp_path / "r", env=dac_env)
+    assert result.returncode == 2 and "dac: registry pins are incomplete" in result.stderr
+
+
+def test_rows_replay_identically_with_exact_length_and_say_synthetic(dac_run: Path) -> None:
+    rows = rows_of(dac_run)
+    assert len(rows) == 6
+    for row in rows:
+        assert row["status"] == "ok" and row["replay_identical"], row["error"]
+        assert row["decoded_samples"] == row["num_samples"]
+        assert row["weights"] == "synthetic" and row["registry"] == "dac"
+        assert row["checkpoint"]["weights"] == "synthetic" and len(row["checkpoint"]["sha256"]) == 64
+        assert row["checkpoint"]["file"] == "dac_16khz-v1-seed0.pt"
+        assert row["runtime"]["executable"].endswith("envs/dac/bin/python")
+        assert row["model"]["decoder_model_bytes"] > 0 and row["model"]["threads"] == 1
+        assert row["model"]["quantizers"] == QUANTIZERS[row["codec"]]
+    summary = json.loads((dac_run / "summary.json").read_text())
+    assert {c["weights"] for c in summary["codecs"]} == {"synthetic"}
+    assert json.loads((dac_run / "run.json").read_text())["plan"]["weights"] == "synthetic:0"
+    assert codecarena("audit", dac_run).returncode == 0
+
+
+def test_representation_bits_follow_frames_x_codebooks_x_10(dac_run: Path) -> None:
+    for row in rows_of(dac_run):
+        payload = read_payload(dac_run / row["payload"])
+        (stream,) = payload.streams
+        n_q, frames = stream.shape
+        assert n_q == QUANTIZERS[row["codec"]] and stream.bit_width == 10
+        # 16 kHz in, no resampling; the input is padded to whole 320-sample hops (50 Hz).
+        assert frames == math.ceil(row["num_samples"] / 320)
+        assert row["representation_bits"] == frames * n_q * 10
+    long = next(r for r in rows_of(dac_run) if r["codec"] == "dac:16khz" and r["utterance"] == LONG_CLIP[:-4])
+    # On a long input the rate is the theory, 50 Hz x 12 x 10 bits = 6000 bps, plus at most one partial frame.
+    assert 6000 <= long["representation_bps"] <= 6000 + 120 / long["duration_s"]
+
+
+def test_synthetic_codebooks_give_varied_codes(dac_run: Path) -> None:
+    row = next(r for r in rows_of(dac_run) if r["codec"] == "dac:16khz" and r["utterance"] == LONG_CLIP[:-4])
+    (stream,) = read_payload(dac_run / row["payload"]).streams
+    codes = stream.values.reshape(stream.shape)
+    assert all(len(np.unique(layer)) >= 30 for layer in codes), [len(np.unique(c)) for c in codes]
+
+
+def test_a_decoder_with_other_weights_refuses_the_payload(dac_run: Path, dac_env: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    row = rows_of(dac_run)[0]
+    payload = read_payload(dac_run / row["payload"])
+    forged = dataclasses.replace(payload, checkpoint={**payload.checkpoint, "sha256": "0" * 64})
+    write_payload(tmp_path / "forged.ccap", forged)
+    job = Job(version=1, stage="decode", input=str(tmp_path / "forged.ccap"), output=str(tmp_path / "d.wav"),
+              report=str(tmp_path / "r.json"), codec="", arena_rate=16000, warm_repeats=0)
+    write_job(tmp_path / "job.json", job)
+    proc = subprocess.run([_python(dac_env), "-m", "codecarena.worker", str(tmp_path / "job.json")],
+                          capture_output=True, env={**os.environ, **dac_env}, check=False)
+    assert proc.returncode == 2
+    assert "payload was encoded with" in read_report(tmp_path / "r.json").error
+    assert not (tmp_path / "d.wav").exists()
+
+
+@pytest.mark.parametrize("damage, needle", [("drop", "missing keys ['decoder."),
+                                            ("add", "unexpected keys ['extra.key']"),
+                                            ("config", "not the 16 kHz configuration: encoder_rates=")])
+def test_strict_loading_rejects_a_missing_or_unexpected_key_or_another_config(
+        dac_env: dict[str, str], tmp_path: Path, damage: str, needle: str) -> None:
+    script = f"""
+import torch
+from codecarena.codecs.dac import CONFIG_16KHZ, build_model, load_checkpoint
+saved = {{"state_dict": build_model().state_dict(), "metadata": {{"kwargs": dict(CONFIG_16KHZ)}}}}
+if {damage!r} == "drop":
+    saved["state_dict"].pop(sorted(k for k in saved["state_dict"] if k.startswith("decoder."))[0])
+elif {damage!r} == "add":
+    saved["state_dict"]["extra.key"] = torch.zeros(1)
+else:
+    saved["metadata"]["kwargs"]["encoder_rates"] = [2, 4, 8, 8]
+torch.save(saved, {str(tmp_path / 'ckpt.pt')!r})
+try:
+    load_checkpoint({str(tmp_path / 'ckpt.pt')!r})
+except ValueError as exc:
+    print("REFUSED", exc)
+"""
+    proc = subprocess.run([_python(dac_env), "-c", script], capture_output=True, text=True, check=False)
+    assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr
