@@ -23,15 +23,9 @@ import numpy as np
 import torch
 from dac import DAC
 
-from codecarena import checkpoints
 from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import (
-    parameter_stats,
-    synthetic_checkpoint,
-    synthetic_identity,
-)
+from codecarena.codecs.torch_weights import checkpoint_file, parameter_stats, training_audio
 from codecarena.payload import CodeStream, Payload
-from codecarena.registry.entries import load_entry
 
 REGISTRY_ID = "dac"
 RATE = 16000
@@ -60,22 +54,6 @@ def build_model() -> DAC:
     return DAC(**{k: (list(v) if isinstance(v, list) else v) for k, v in CONFIG_16KHZ.items()}).eval()
 
 
-def training_audio() -> np.ndarray:
-    """The smoke set at 16 kHz, concatenated: what synthetic codebooks are drawn from. A verified,
-    pinned set makes the synthetic checkpoint the same file on every machine."""
-    import soundfile as sf
-    import soxr
-
-    from codecarena.datasets import DatasetError, load_smoke
-
-    try:
-        evalset = load_smoke(allow_download=False)
-    except DatasetError as exc:
-        raise ValueError(f"synthetic DAC weights draw their codebooks from the smoke set: {exc}") from None
-    return np.concatenate([soxr.resample(sf.read(u.path, dtype="float64")[0], u.sample_rate, RATE, quality="HQ")
-                           for u in evalset.utterances])
-
-
 def synthetic_checkpoint_dict(seed: int) -> dict[str, Any]:
     """Seeded random weights in the format `DAC.load` reads. Each codebook is a draw of its own
     quantizer's projected latents (the 8-dim `in_proj` output, where DAC's L2-normalised lookup
@@ -84,7 +62,7 @@ def synthetic_checkpoint_dict(seed: int) -> dict[str, Any]:
     torch.manual_seed(seed)
     model = build_model()
     generator = torch.Generator().manual_seed(seed)
-    speech = torch.from_numpy(training_audio().astype(np.float32))[None, None, :]
+    speech = torch.from_numpy(training_audio(RATE).astype(np.float32))[None, None, :]
     with torch.no_grad():
         residual = model.encoder(model.preprocess(speech, RATE))
         for layer in model.quantizer.quantizers:
@@ -132,20 +110,9 @@ class DacAdapter(Adapter):
         self.quantizers = int(options["n_quantizers"])
         if not 1 <= self.quantizers <= CONFIG_16KHZ["n_codebooks"]:
             raise ValueError(f"n_quantizers must be 1..{CONFIG_16KHZ['n_codebooks']}, got {self.quantizers}")
-        kind, seed = parse_weights(self.weights)
-        if kind == "synthetic":
-            assert seed is not None
-            path = synthetic_checkpoint(REGISTRY_ID, f"dac_16khz-v{SYNTHETIC_VERSION}", seed,
-                                        lambda: synthetic_checkpoint_dict(seed))
-            self.identity = synthetic_identity(REGISTRY_ID, path, seed)
-        else:
-            entry = load_entry(REGISTRY_ID)
-            if entry.checkpoint is None:
-                raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
-                                 f"({entry.status_reason}); use --weights synthetic")
-            folder = checkpoints.resolve(entry.checkpoint)
-            path = folder / entry.checkpoint.files[0].name
-            self.identity = entry.checkpoint.identity(REGISTRY_ID)
+        kind, _ = parse_weights(self.weights)
+        path, self.identity = checkpoint_file(REGISTRY_ID, self.weights, f"dac_16khz-v{SYNTHETIC_VERSION}",
+                                              synthetic_checkpoint_dict)
         self.model = load_checkpoint(path)
         encoder = parameter_stats(self.model.encoder, self.model.quantizer)
         decoder = parameter_stats(self.model.decoder, self.model.quantizer)

@@ -15,12 +15,9 @@ import numpy as np
 import torch
 from encodec import EncodecModel
 
-from codecarena import checkpoints
 from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import (load_strict, parameter_stats, synthetic_checkpoint,
-                                             synthetic_identity, training_audio)
+from codecarena.codecs.torch_weights import checkpoint_file, load_strict, parameter_stats, training_audio
 from codecarena.payload import CodeStream, Payload
-from codecarena.registry.entries import load_entry
 
 REGISTRY_ID = "encodec"
 RATE = 24000
@@ -64,21 +61,10 @@ class EncodecAdapter(Adapter):
 
     def load(self) -> dict[str, Any]:
         torch.set_num_threads(int(self.spec.options()["threads"]))
-        kind, seed = parse_weights(self.weights)
+        kind, _ = parse_weights(self.weights)
         self.model = build_model()
-        if kind == "synthetic":
-            assert seed is not None
-            path = synthetic_checkpoint(REGISTRY_ID, f"encodec_24khz-v{SYNTHETIC_VERSION}", seed,
-                                       lambda: synthetic_state(seed))
-            self.identity = synthetic_identity(REGISTRY_ID, path, seed)
-        else:
-            entry = load_entry(REGISTRY_ID)
-            if entry.checkpoint is None:
-                raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
-                                 f"({entry.status_reason}); use --weights synthetic")
-            folder = checkpoints.resolve(entry.checkpoint)
-            path = folder / entry.checkpoint.files[0].name
-            self.identity = entry.checkpoint.identity(REGISTRY_ID)
+        path, self.identity = checkpoint_file(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}",
+                                              synthetic_state)
         load_strict(self.model, path)
         self.model.set_target_bandwidth(BANDWIDTHS[self.spec.config])
         self.quantizers = self.model.quantizer.get_num_quantizers_for_bandwidth(

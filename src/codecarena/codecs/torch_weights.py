@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from codecarena.checkpoints import cache_dir
+from codecarena.checkpoints import cache_dir, resolve
 from codecarena.datasets import sha256_file
 
 
@@ -44,6 +44,27 @@ def synthetic_checkpoint(registry_id: str, name: str, seed: int, build: Callable
     torch.save(build(), tmp)
     os.replace(tmp, path)
     return path
+
+
+def checkpoint_file(registry_id: str, weights: str, name: str,
+                    build: Callable[[int], dict[str, Any]]) -> tuple[Path, dict[str, str]]:
+    """The checkpoint file a torch family loads, and the identity its payloads record: the cached
+    synthetic file for `synthetic:SEED`, else the registry's pinned, verified checkpoint (refused
+    while the registry pins none completely)."""
+    from codecarena.codecs.base import parse_weights
+    from codecarena.registry.entries import load_entry
+
+    kind, seed = parse_weights(weights)
+    if kind == "synthetic":
+        assert seed is not None
+        path = synthetic_checkpoint(registry_id, name, seed, lambda: build(seed))
+        return path, synthetic_identity(registry_id, path, seed)
+    entry = load_entry(registry_id)
+    if entry.checkpoint is None:
+        raise ValueError(f"registry entry {registry_id} pins no complete checkpoint "
+                         f"({entry.status_reason}); use --weights synthetic")
+    folder = resolve(entry.checkpoint)
+    return folder / entry.checkpoint.files[0].name, entry.checkpoint.identity(registry_id)
 
 
 def synthetic_identity(registry_id: str, path: Path, seed: int) -> dict[str, str]:
