@@ -82,6 +82,10 @@ def run(job_path: Path) -> int:
         adapter = module.ADAPTER(spec, weights)
         model = adapter.load()
         times["load_s"] = time.perf_counter() - t
+        if loaded is not None and dict(loaded.checkpoint) != model.get("checkpoint", {}):
+            # One check for every family: a decoder never decodes codes made with other weights.
+            raise ValueError(f"payload was encoded with checkpoint {dict(loaded.checkpoint)}, "
+                             f"this decoder loads {model.get('checkpoint', {})}")
 
         if job.stage == "encode":
             audio_s, facts = _encode(job, spec, adapter, model, times, warm)

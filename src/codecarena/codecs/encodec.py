@@ -63,7 +63,7 @@ class EncodecAdapter(Adapter):
         torch.set_num_threads(int(self.spec.options()["threads"]))
         kind, _ = parse_weights(self.weights)
         self.model = build_model()
-        path, self.identity = checkpoint_file(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}",
+        path, identity = checkpoint_file(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}",
                                               synthetic_state)
         load_strict(self.model, path)
         self.model.set_target_bandwidth(BANDWIDTHS[self.spec.config])
@@ -71,7 +71,7 @@ class EncodecAdapter(Adapter):
             self.model.frame_rate, BANDWIDTHS[self.spec.config])
         encoder = parameter_stats(self.model.encoder, self.model.quantizer)
         decoder = parameter_stats(self.model.decoder, self.model.quantizer)
-        return {"weights": kind, "checkpoint": self.identity, "encoder_parameters": encoder["parameters"],
+        return {"weights": kind, "checkpoint": identity, "encoder_parameters": encoder["parameters"],
                 "encoder_model_bytes": encoder["tensor_bytes"], "decoder_parameters": decoder["parameters"],
                 "decoder_model_bytes": decoder["tensor_bytes"], "frame_rate_hz": self.model.frame_rate,
                 "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
@@ -88,8 +88,6 @@ class EncodecAdapter(Adapter):
                        side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
 
     def decode(self, payload: Payload) -> Decoded:
-        if dict(payload.checkpoint) != self.identity:
-            raise ValueError(f"payload was encoded with {dict(payload.checkpoint)}, this decoder loads {self.identity}")
         stream = payload.stream("codes")
         assert isinstance(stream, CodeStream)
         codes = torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]
