@@ -125,4 +125,15 @@ SNAC = Family(
     ),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC)}
+MIMI = Family(
+    name="mimi",
+    module="codecarena.codecs.mimi",
+    description="Mimi (transformers 5.24 MimiModel, own runtime): 24 kHz, 12.5 Hz frames, 11-bit codes; "
+                "config = quantizers (8 = 1100 bps, 32 = 4400 bps)",
+    configs=("8", "16", "32"),
+    default_config="8",
+    weights="real_or_synthetic",
+    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI)}

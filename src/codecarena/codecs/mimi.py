@@ -1,0 +1,198 @@
+"""Mimi (Kyutai) through transformers' MimiModel: 24 kHz, 12.5 Hz frames, 2048-entry (11-bit) codes.
+
+The number of quantizers is the rate knob and part of the configuration name (`mimi:8` = 1100 bps,
+`mimi:32` = 4400 bps; the released config's default is 32). The configuration is transformers'
+`MimiConfig()` defaults, carried explicitly below: built from it, the model saves to a
+`model.safetensors` of exactly 384,649,828 bytes, the size the census records for the released file.
+
+Weights load through `MimiModel.from_pretrained(folder, local_files_only=True)`, the real loader,
+for synthetic weights too. That loader silently ignores unexpected keys under `encoder.`/`decoder.`
+(its `_keys_to_ignore_on_load_unexpected`), so before it runs, the file's key set and shapes are
+checked against the architecture: any missing, unexpected or reshaped tensor is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from transformers import MimiConfig, MimiModel
+from transformers.utils import logging as transformers_logging
+
+from codecarena.checkpoints import cache_dir, resolve
+from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
+from codecarena.codecs.torch_weights import parameter_stats, synthetic_identity, training_audio
+from codecarena.payload import CodeStream, Payload
+
+REGISTRY_ID = "mimi"
+RATE = 24000
+BITS = 11
+WEIGHTS_FILE = "model.safetensors"
+CONFIG: dict[str, Any] = {
+    "sampling_rate": 24000, "audio_channels": 1, "hidden_size": 512, "num_filters": 64,
+    "num_residual_layers": 1, "upsampling_ratios": [8, 6, 5, 4], "kernel_size": 7, "last_kernel_size": 3,
+    "residual_kernel_size": 3, "dilation_growth_rate": 2, "use_causal_conv": True, "pad_mode": "constant",
+    "compress": 2, "trim_right_ratio": 1.0, "codebook_size": 2048, "codebook_dim": 256, "num_quantizers": 32,
+    "use_conv_shortcut": False, "vector_quantization_hidden_dimension": 256, "num_semantic_quantizers": 1,
+    "upsample_groups": 512, "num_hidden_layers": 8, "intermediate_size": 2048, "num_attention_heads": 8,
+    "num_key_value_heads": 8, "head_dim": 64, "hidden_act": "gelu", "max_position_embeddings": 8000,
+    "initializer_range": 0.02, "norm_eps": 1e-5, "use_cache": False, "use_streaming": False,
+    "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "sliding_window": 250,
+    "attention_dropout": 0.0, "layer_scale_initial_scale": 0.01, "attention_bias": False,
+}
+SYNTHETIC_VERSION = 1
+# save_pretrained writes the layout of the released file (transformers 4.x names); from_pretrained
+# renames on load. The same renaming, in reverse, gives the key set a checkpoint must hold.
+SAVED_NAMES = ((r"^encoder\.encoder_seanet\.", "encoder."), (r"^encoder\.encoder_transformer\.", "encoder_transformer."),
+               (r"^encoder\.downsample\.", "downsample."), (r"^decoder\.decoder_seanet\.", "decoder."),
+               (r"^decoder\.decoder_transformer\.", "decoder_transformer."), (r"^decoder\.upsample\.", "upsample."))
+
+
+def quiet_transformers() -> None:
+    """Progress bars and load reports would interleave with the worker's own error lines."""
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+
+
+def build_model() -> MimiModel:
+    return MimiModel(MimiConfig(**CONFIG)).eval()
+
+
+def saved_name(key: str) -> str:
+    for pattern, replacement in SAVED_NAMES:
+        if re.match(pattern, key):
+            return re.sub(pattern, replacement, key, count=1)
+    return key
+
+
+def check_keys(path: Path) -> None:
+    """Every tensor the architecture needs, none it does not, each of the right shape (the model is
+    built on the meta device: shapes without memory)."""
+    with torch.device("meta"):
+        model = build_model()
+    expected = {saved_name(k): tuple(v.shape) for k, v in model.state_dict().items()}
+    with safe_open(str(path), framework="pt") as handle:
+        found = {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}
+    missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    reshaped = sorted(k for k in set(expected) & set(found) if expected[k] != found[k])
+    if missing or unexpected or reshaped:
+        raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
+                         f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
+                         f"{'...' if len(unexpected) > 5 else ''}, wrong shapes {reshaped[:5]}")
+
+
+def load_model(folder: Path) -> MimiModel:
+    quiet_transformers()
+    check_keys(folder / WEIGHTS_FILE)
+    model, info = MimiModel.from_pretrained(str(folder), local_files_only=True, output_loading_info=True)
+    problems = {k: sorted(v) for k, v in info.items() if v}
+    if problems:
+        raise ValueError(f"{folder / WEIGHTS_FILE}: transformers reports {problems}")
+    return model.eval()
+
+
+def draw_codebooks(model: MimiModel, seed: int) -> None:
+    """Codebook rows drawn from each quantizer's projected latents of real speech, residual by
+    residual: Mimi's codebooks start at zero, so with plain random init every frame is code 0.
+    The smoke set has fewer 12.5 Hz frames than a codebook has rows, so exact copies would leave a
+    zero residual (and one code) for every later layer; jitter of half the frames' spread keeps
+    each layer's residual alive."""
+    generator = torch.Generator().manual_seed(seed)
+    speech = torch.from_numpy(training_audio(RATE).astype(np.float32))[None, None, :]
+    with torch.no_grad():
+        latents = model.encoder(speech).latents
+        for rvq in (model.quantizer.semantic_residual_vector_quantizer,
+                    model.quantizer.acoustic_residual_vector_quantizer):
+            residual = rvq.input_proj(latents)
+            for layer in rvq.layers:
+                frames = residual[0].T
+                size = layer.codebook.codebook_size
+                pick = torch.randint(0, frames.shape[0], (size,), generator=generator)
+                jitter = torch.randn(size, frames.shape[1], generator=generator) * frames.std(dim=0) / 2
+                layer.codebook.embed_sum.copy_(frames[pick] + jitter)
+                layer.codebook.cluster_usage.fill_(1.0)
+                layer.codebook._embed = None  # the cached embed was computed from the zero init
+                residual = residual - layer.decode(layer.encode(residual))
+
+
+def synthetic_dir(seed: int) -> Path:
+    """A folder laid out as from_pretrained reads it (config.json + model.safetensors), once per seed."""
+    folder = cache_dir() / "synthetic" / REGISTRY_ID / f"mimi-v{SYNTHETIC_VERSION}-seed{seed}"
+    if (folder / WEIGHTS_FILE).is_file():
+        return folder
+    quiet_transformers()
+    torch.manual_seed(seed)
+    model = build_model()
+    draw_codebooks(model, seed)
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    model.save_pretrained(str(tmp))
+    os.replace(tmp, folder)
+    return folder
+
+
+def checkpoint_folder(weights: str) -> tuple[Path, dict[str, str]]:
+    from codecarena.registry.entries import load_entry
+
+    kind, seed = parse_weights(weights)
+    if kind == "synthetic":
+        assert seed is not None
+        folder = synthetic_dir(seed)
+        return folder, synthetic_identity(REGISTRY_ID, folder / WEIGHTS_FILE, seed)
+    entry = load_entry(REGISTRY_ID)
+    if entry.checkpoint is None:
+        raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
+                         f"({entry.status_reason}); use --weights synthetic")
+    return resolve(entry.checkpoint), entry.checkpoint.identity(REGISTRY_ID)
+
+
+class MimiAdapter(Adapter):
+    input_rate = RATE
+
+    def load(self) -> dict[str, Any]:
+        torch.set_num_threads(int(self.spec.options()["threads"]))
+        kind, _ = parse_weights(self.weights)
+        self.quantizers = int(self.spec.config)
+        folder, identity = checkpoint_folder(self.weights)
+        self.model = load_model(folder)
+        config = self.model.config
+        self.frame_size = int(RATE / config.frame_rate)
+        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
+        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
+        return {"weights": kind, "checkpoint": identity, "config": json.loads(json.dumps(CONFIG)),
+                "encoder_parameters": encoder["parameters"], "encoder_model_bytes": encoder["tensor_bytes"],
+                "decoder_parameters": decoder["parameters"], "decoder_model_bytes": decoder["tensor_bytes"],
+                "frame_rate_hz": float(config.frame_rate), "quantizers": self.quantizers,
+                "bits_per_code": BITS, "torch": torch.__version__, "threads": torch.get_num_threads(),
+                "attention": str(config._attn_implementation)}
+
+    def encode(self, audio: np.ndarray) -> Encoded:
+        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        with torch.inference_mode():
+            codes = self.model.encode(x, num_quantizers=self.quantizers).audio_codes
+        values = codes[0].numpy().astype(np.uint64)  # quantizers x frames
+        return Encoded(streams=(CodeStream("codes", BITS, tuple(values.shape), values.reshape(-1)),),
+                       side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
+
+    def decode(self, payload: Payload) -> Decoded:
+        stream = payload.stream("codes")
+        assert isinstance(stream, CodeStream)
+        if stream.shape[0] != self.quantizers:
+            raise ValueError(f"payload holds {stream.shape[0]} quantizers, this decoder is mimi:{self.quantizers}")
+        codes = torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]
+        with torch.inference_mode():
+            audio = self.model.decode(codes).audio_values
+        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+
+    def length_tolerance(self, arena_rate: int) -> int:
+        # Mimi's causal convolutions pad the input up to whole 1920-sample frames.
+        return math.ceil(self.frame_size * arena_rate / RATE) + 2
+
+
+ADAPTER = MimiAdapter
