@@ -15,6 +15,7 @@ import soundfile as sf
 from codecarena.checkpoints import CheckpointError
 from codecarena.codecs.base import parse_weights
 from codecarena.codecs.catalog import FAMILIES
+from codecarena.determinism import command as determinism_command
 from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
 from codecarena.metrics.registry import MetricError
 from codecarena.metrics.registry import select as select_metrics
@@ -53,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                           "a checkpoint and loaded through the real loader; every output then says weights: synthetic")
     run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
                      help=f"codec spec, repeatable (default: {' '.join(DEFAULT_CODECS)})")
+    run.add_argument("--variant", default="", metavar="NAME",
+                     help="a named numerical variant applied to every codec's loaded model and recorded in every row "
+                          "(eager_snake_v1: Snake1d evaluated eagerly, see docs/determinism.md); default: upstream numerics")
     run.add_argument("--out", type=Path, help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
     run.add_argument("--memory-limit", default=None,
                      help="kill a worker whose process tree RSS passes this (e.g. 4G; default half of RAM)")
@@ -97,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     from codecarena.results import compare, leaderboard, report
 
     compare.add_parser(sub)
+    determinism_command.add_parser(sub)
     report.add_parser(sub)
     leaderboard.add_parser(sub)
 
@@ -169,6 +174,23 @@ def _runtimes(specs: tuple, weights: str) -> dict[str, dict]:  # type: ignore[ty
     return runtimes
 
 
+def _variant(name: str, specs: tuple) -> str:  # type: ignore[type-arg]
+    """A known variant that every chosen family declares (the worker also refuses a model it finds
+    nothing to replace in)."""
+    from codecarena.variants import VariantError, check_name
+
+    try:
+        check_name(name)
+    except VariantError as exc:
+        raise CliError(str(exc)) from None
+    if name:
+        refused = sorted({s.family for s in specs if name not in FAMILIES[s.family].variants})
+        if refused:
+            raise CliError(f"variant {name} does not apply to {', '.join(refused)} "
+                           f"(it applies to {', '.join(f for f, fam in FAMILIES.items() if name in fam.variants)})")
+    return name
+
+
 def with_language(evalset: EvalSet, language: str) -> EvalSet:
     """Give utterances without a declared language the one the user named; the manifest hash
     changes with it, so the run's plan records the choice."""
@@ -209,6 +231,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     weights = "synthetic:" + str(parse_weights(args.weights)[1]) if args.weights != "real" else "real"
     runtimes = _runtimes(specs, weights)
     metric_opts["weights"] = weights
+    metric_opts["variant"] = _variant(args.variant, specs)
     metric_opts["runtimes"] = tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items())
     opts = RunOptions(out=Path("."), codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
                       warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
@@ -453,6 +476,8 @@ def main(argv: list[str] | None = None) -> None:
             code = _cmd_env(args)
         elif args.command == "fetch":
             code = _cmd_fetch(args)
+        elif args.command == "determinism":
+            code = determinism_command.run(args)
         elif args.command in ("compare", "report", "leaderboard"):
             from codecarena.results import compare, leaderboard, report
 

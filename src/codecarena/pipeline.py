@@ -20,6 +20,7 @@ from typing import Any
 import soundfile as sf
 import soxr
 
+from codecarena import variants
 from codecarena.codecs.base import to_int16
 from codecarena.datasets import EvalSet, Utterance, sha256_file
 from codecarena.metrics.scorer import Scorer, UtteranceInfo
@@ -54,6 +55,7 @@ class RunOptions:
     weights: str = "real"  # "real" or "synthetic:SEED"
     metrics: tuple[str, ...] = ()
     asr_models: tuple[tuple[str, str], ...] = ()  # (language, model folder)
+    variant: str = ""  # a named numerical variant applied to every codec's model ("" = upstream)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "codecs": [{"codec": s.canonical, "config": s.config_dict()} for s in opts.codecs],
         "arena_rate": ARENA_RATE,
         "weights": opts.weights,
+        "variant": variants.provenance(opts.variant),
         "warm_repeats": opts.warm_repeats,
         "memory_limit_bytes": opts.memory_limit,
         "guard_poll_s": opts.poll_s,
@@ -189,7 +192,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
         return Job(version=1, stage=stage, input=str(src), output=str(dst),
                    report=str(work / f"{name}.report.json"),
                    codec=spec.canonical if stage == "encode" else "",
-                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats, weights=opts.weights)
+                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats, weights=opts.weights,
+                   variant=opts.variant)
 
     registry_id, python = _runtime_of(opts, spec.family)
     stages: list[Stage] = []
@@ -266,7 +270,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
     return Row(
         version=1, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
         registry=registry_id, checkpoint=checkpoint, runtime=runtime, weights=str(model.get("weights", "none")),
-        variant="", utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
+        variant=opts.variant, utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
         num_samples=ref.num_samples, duration_s=duration, reference=_rel(ref.path, run_dir),
         reference_sha256=ref.sha256, reference_resampled_from=ref.resampled_from,
         payload=fields.get("payload"), payload_bytes=fields.get("payload_bytes"),

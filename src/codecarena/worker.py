@@ -78,9 +78,12 @@ def run(job_path: Path) -> int:
         if loaded is not None:
             identity = dict(loaded.checkpoint)
             weights = f"synthetic:{identity.get('seed')}" if identity.get("weights") == "synthetic" else "real"
+        variant = loaded.variant if loaded is not None else job.variant
         t = time.perf_counter()
         adapter = module.ADAPTER(spec, weights)
         model = adapter.load()
+        if variant:
+            model["variant"] = apply_variant(adapter, variant)
         times["load_s"] = time.perf_counter() - t
         if loaded is not None and dict(loaded.checkpoint) != model.get("checkpoint", {}):
             # One check for every family: a decoder never decodes codes made with other weights.
@@ -90,6 +93,8 @@ def run(job_path: Path) -> int:
         if job.stage == "encode":
             audio_s, facts = _encode(job, spec, adapter, model, times, warm)
         elif job.stage == "stream":
+            if variant:
+                raise ValueError("the stream stage runs upstream numerics only; it takes no variant")
             audio_s, facts = _stream(job, spec, adapter, model)
         else:
             assert loaded is not None
@@ -111,6 +116,26 @@ def run(job_path: Path) -> int:
         report = dataclasses.replace(report, ok=False, error=error, model={}, facts={})
         write_report(Path(job.report), report)
     return 0 if not error else 2
+
+
+def apply_variant(adapter: Any, name: str) -> dict[str, Any]:
+    """Apply a named numerical variant to the adapter's loaded torch model; what it did, for the record."""
+    from codecarena import variants
+
+    model = adapter.torch_model()
+    if model is None:
+        raise ValueError(f"variant {name}: {adapter.spec.canonical} is not a torch model")
+    replaced = variants.apply(name, model)
+    return {**variants.provenance(name), "replaced_modules": replaced}
+
+
+def make_payload(spec: Any, encoded: Any, model: dict[str, Any], variant: str, rate: int, num_samples: int,
+                 codec_rate: int) -> Any:
+    from codecarena.payload import Payload
+
+    return Payload(codec=spec.canonical, family=spec.family, config=spec.config_dict(), variant=variant,
+                   checkpoint=model.get("checkpoint", {}), sample_rate=rate, num_samples=num_samples, channels=1,
+                   codec_sample_rate=codec_rate, streams=encoded.streams, side_info=encoded.side_info)
 
 
 def _runtime() -> dict[str, Any]:
@@ -140,7 +165,7 @@ def _encode(job: Any, spec: Any, adapter: Any, model: dict[str, Any], times: dic
     import soundfile as sf
     import soxr
 
-    from codecarena.payload import Payload, write_payload
+    from codecarena.payload import write_payload
 
     def read() -> tuple[np.ndarray, int]:
         audio, rate = sf.read(job.input, dtype="float64", always_2d=False)
@@ -155,12 +180,7 @@ def _encode(job: Any, spec: Any, adapter: Any, model: dict[str, Any], times: dic
     (audio, rate) = _timed(read, times, "io_s")
     num_samples = sf.info(job.input).frames
     encoded = _timed(lambda: adapter.encode(audio), times, "compute_s")
-    payload = Payload(
-        codec=spec.canonical, family=spec.family, config=spec.config_dict(), variant="",
-        checkpoint=model.get("checkpoint", {}),
-        sample_rate=rate, num_samples=num_samples, channels=1, codec_sample_rate=adapter.input_rate,
-        streams=encoded.streams, side_info=encoded.side_info,
-    )
+    payload = make_payload(spec, encoded, model, job.variant, rate, num_samples, adapter.input_rate)
     _timed(lambda: write_payload(Path(job.output), payload), times, "io_s")
     _warm(lambda: adapter.encode(audio), job.warm_repeats, warm)
     facts = dict(encoded.facts)
@@ -221,7 +241,6 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
 
     from codecarena.codecs.base import to_int16
     from codecarena.metrics.signal import find_delay
-    from codecarena.payload import Payload
 
     if not hasattr(adapter, "new_encoder"):
         raise ValueError(f"{spec.canonical} has no frame-streaming interface")
@@ -229,10 +248,7 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
     if rate != adapter.input_rate or audio.ndim != 1:
         raise ValueError(f"{job.input}: streaming needs mono audio at {adapter.input_rate} Hz, got {rate} Hz")
     whole = adapter.encode(audio)
-    payload = Payload(codec=spec.canonical, family=spec.family, config=spec.config_dict(), variant="",
-                      checkpoint=model.get("checkpoint", {}), sample_rate=rate, num_samples=len(audio),
-                      channels=1, codec_sample_rate=adapter.input_rate, streams=whole.streams,
-                      side_info=whole.side_info)
+    payload = make_payload(spec, whole, model, "", rate, len(audio), adapter.input_rate)
     whole_audio = to_int16(adapter.decode(payload).audio)
     frame = int(whole.side_info["frame_samples"])
     samples = to_int16(audio)

@@ -56,6 +56,15 @@ class Adapter(ABC):
     def decode(self, payload: Payload) -> Decoded:
         """Decode the streams of a payload written by `encode`."""
 
+    #: For torch families: the qualified name of the module whose output is the encoder's continuous
+    #: latent (what the determinism doctor hashes before quantisation).
+    latent_module: str = ""
+
+    def torch_model(self) -> Any:
+        """The loaded torch model (variants and the determinism doctor work on it); None for
+        families that are not torch models."""
+        return None
+
     def length_tolerance(self, arena_rate: int) -> int:
         """How many samples (at the arena rate) the decoded length may differ from the original
         before the row fails; codecs that work in whole frames pad the last one."""

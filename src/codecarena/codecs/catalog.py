@@ -34,6 +34,8 @@ class Family:
     # "none" (DSP: no weights), "real" (real weights only), "real_or_synthetic" (seeded random
     # weights can stand in, loaded through the same code path, and every output says so).
     weights: str = "none"
+    # Named numerical variants (codecarena.variants) that apply to this family's model.
+    variants: tuple[str, ...] = ()
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -106,6 +108,7 @@ DAC = Family(
     configs=("16khz",),
     default_config="16khz",
     weights="real_or_synthetic",
+    variants=("eager_snake_v1",),
     options=(Option("n_quantizers", int, 12, "codebooks sent (the rate knob: 500 bps each)", minimum=1, maximum=12),
              Option("threads", int, 1, "torch threads (fixed and recorded: thread count changes DAC's decoded bits)",
                     minimum=1, maximum=64)),
@@ -118,6 +121,7 @@ SNAC = Family(
     configs=("24khz",),
     default_config="24khz",
     weights="real_or_synthetic",
+    variants=("eager_snake_v1",),
     options=(
         Option("noise_seed", int, 0, "seed of the decoder's NoiseBlock (torch.randn), set before every decode",
                minimum=0, maximum=2**31 - 1),

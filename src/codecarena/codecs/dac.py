@@ -103,6 +103,10 @@ def load_checkpoint(path: Path) -> DAC:
 
 class DacAdapter(Adapter):
     input_rate = RATE
+    latent_module = "encoder"
+
+    def torch_model(self) -> torch.nn.Module:
+        return self.model
 
     def load(self) -> dict[str, Any]:
         options = self.spec.options()

@@ -58,6 +58,10 @@ def synthetic_state(seed: int) -> dict[str, Any]:
 
 class EncodecAdapter(Adapter):
     input_rate = RATE
+    latent_module = "encoder"
+
+    def torch_model(self) -> torch.nn.Module:
+        return self.model
 
     def load(self) -> dict[str, Any]:
         torch.set_num_threads(int(self.spec.options()["threads"]))

@@ -154,6 +154,10 @@ def checkpoint_folder(weights: str) -> tuple[Path, dict[str, str]]:
 
 class MimiAdapter(Adapter):
     input_rate = RATE
+    latent_module = "encoder"
+
+    def torch_model(self) -> torch.nn.Module:
+        return self.model
 
     def load(self) -> dict[str, Any]:
         torch.set_num_threads(int(self.spec.options()["threads"]))

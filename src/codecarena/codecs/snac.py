@@ -75,6 +75,10 @@ def draw_codebooks(model: SNAC, seed: int) -> None:
 
 class SnacAdapter(Adapter):
     input_rate = RATE
+    latent_module = "encoder"
+
+    def torch_model(self) -> torch.nn.Module:
+        return self.model
 
     def load(self) -> dict[str, Any]:
         options = self.spec.options()

@@ -18,6 +18,7 @@ import soundfile as sf
 
 from codecarena.datasets import sha256_file
 from codecarena.payload import PayloadError, read_payload
+from codecarena.runtime.envs import sync_interpreter
 from codecarena.results import store
 from codecarena.results.schema import Row
 from codecarena.results.summary import summarize
@@ -80,6 +81,9 @@ def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
             bits = payload.representation_bits()
             if dict(payload.checkpoint) != row.checkpoint:
                 problems.append(f"{where}: payload's checkpoint identity differs from the row's")
+            if payload.variant != row.variant:
+                problems.append(f"{where}: payload was encoded with variant {payload.variant or 'none'!r}, "
+                                f"row says {row.variant or 'none'!r}")
             if bits != row.representation_bits:
                 problems.append(f"{where}: payload holds {bits} representation bits, row says {row.representation_bits}")
             if payload.codec != row.codec or payload.num_samples != row.num_samples or payload.sample_rate != row.sample_rate:
@@ -195,5 +199,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> lis
     if replay:
         interpreters = {rid: rec["interpreter"] for rid, rec in run.get("runtimes", {}).items()
                         if rec.get("environment") == "isolated"}
+        for interpreter in interpreters.values():
+            sync_interpreter(interpreter)
         problems += replay_problems(rows, run_dir, python or sys.executable, interpreters)
     return problems

@@ -54,6 +54,50 @@ def _packages_record(packages: list[str]) -> dict[str, Any]:
     return {"packages": packages, "packages_sha256": hashlib.sha256("\n".join(packages).encode()).hexdigest()}
 
 
+def package_sha256(root: Path | None = None) -> str:
+    """One hash of the codecarena package's files: which harness code a runtime's copy is."""
+    root = root or Path(codecarena.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _copy_package(site: Path) -> None:
+    # A copy, not a path entry: pointing at the harness's site-packages would leak its packages.
+    target = site / "codecarena"
+    staging = site / ".codecarena.sync"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(Path(codecarena.__file__).parent, staging, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+
+
+def sync_package(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Bring the runtime's copy of codecarena up to the harness's code (its workers must run the
+    same code as the harness that reads their reports); the locked packages are untouched."""
+    current = package_sha256()
+    if record.get("codecarena_sha256") == current:
+        return record
+    site = record.get("site") or subprocess.run(
+        [str(_python(folder)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    _copy_package(Path(site))
+    record = {**record, "codecarena": codecarena.__version__, "codecarena_sha256": current, "site": site}
+    (folder / RUNTIME_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return record
+
+
+def sync_interpreter(interpreter: str) -> None:
+    """Sync the codecarena copy of the runtime that owns this interpreter, if it is one of ours."""
+    folder = Path(interpreter).parent.parent
+    try:
+        record = json.loads((folder / RUNTIME_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    sync_package(folder, record)
+
+
 def lock_text(entry: Entry) -> str:
     if not entry.runtime.lock:
         raise RuntimeMissing(f"{entry.id}: the registry entry names no lock file for an isolated runtime")
@@ -82,9 +126,7 @@ def create(entry: Entry, log: Any = None) -> Path:
                               capture_output=True, text=True, check=True).stdout.strip()
         for fix in entry.runtime.post_install:
             POST_INSTALL[fix](Path(site))
-        # A copy, not a path entry: pointing at the harness's site-packages would leak its packages.
-        shutil.copytree(Path(codecarena.__file__).parent, Path(site) / "codecarena",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        _copy_package(Path(site))
         if entry.codec_family:
             # The adapter module imports the family's libraries: importing it proves the runtime works.
             module = FAMILIES[entry.codec_family].module
@@ -92,6 +134,7 @@ def create(entry: Entry, log: Any = None) -> Path:
                            timeout=300)
         record = {"version": 1, "registry": entry.id, "interpreter": str(_python(folder)),
                   "lock": lock.read_text(encoding="utf-8"), "codecarena": codecarena.__version__,
+                  "codecarena_sha256": package_sha256(), "site": site.replace(str(tmp), str(folder), 1),
                   **_packages_record(_freeze(_python(tmp)))}
         (tmp / RUNTIME_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         shutil.rmtree(folder, ignore_errors=True)
@@ -155,5 +198,7 @@ def describe(entry: Entry) -> dict[str, Any]:
                              f"{entry.codec_family or entry.id}`") from None
     if not _python(folder).is_file():
         raise RuntimeMissing(f"{entry.id}: runtime at {folder} has no interpreter; rebuild it")
+    record = sync_package(folder, record)
     return {"registry": entry.id, "environment": "isolated", "interpreter": str(_python(folder)),
-            "packages": record["packages"], "packages_sha256": record["packages_sha256"]}
+            "packages": record["packages"], "packages_sha256": record["packages_sha256"],
+            "codecarena_sha256": record["codecarena_sha256"]}

@@ -31,6 +31,7 @@ class Job:
     arena_rate: int
     warm_repeats: int
     weights: str = "real"  # "real" or "synthetic:SEED"; decode learns it from the payload
+    variant: str = ""  # a named numerical variant ("" = upstream); decode learns it from the payload
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,226 @@
+"""The determinism probe: runs inside a codec family's runtime (`python -m codecarena.determinism.probe JOB.json`).
+
+Mode `controls` loads the model once and runs the in-process controls on one short input, with a
+layer-hash tracer on every encode; mode `single` does one encode in this fresh process (the doctor
+starts two of them for the cross-process control). Either writes a JSON result; the doctor compares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+PROBE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    version: int
+    mode: str  # "controls" or "single"
+    codec: str  # canonical spec
+    weights: str
+    variant: str
+    jit_fusion: str  # "on" or "off"
+    input: str  # a wav at the arena rate
+    start_s: float
+    seconds: float
+    output: str
+    jit: str = "default"  # "disabled": PYTORCH_JIT=0, scripted functions run as plain Python (the reference)
+    inject: str = ""  # detector self-check: perturb this module's output on the first encode only
+
+
+def read_job(path: Path) -> ProbeJob:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    names = set(ProbeJob.__dataclass_fields__)
+    if not isinstance(data, dict) or set(data) != names or data.get("version") != PROBE_VERSION:
+        raise ValueError(f"{path}: not a version {PROBE_VERSION} probe job with keys {sorted(names)}")
+    return ProbeJob(**data)
+
+
+def set_jit_fusion(mode: str) -> dict[str, Any]:
+    """`on` turns on TorchScript CPU fusion with the tensor-expression fuser; builds without LLVM
+    (like the CPU wheel here) need `te_must_use_llvm_cpu(False)` so the fuser runs through its
+    interpreter instead of failing. `off` leaves torch's defaults."""
+    import torch
+
+    if mode == "on":
+        torch._C._jit_override_can_fuse_on_cpu(True)
+        torch._C._jit_set_texpr_fuser_enabled(True)
+        torch._C._jit_set_te_must_use_llvm_cpu(False)
+    elif mode != "off":
+        raise ValueError(f"jit fusion {mode!r}: expected on or off")
+    return {"jit_fusion": mode, "can_fuse_on_cpu": bool(torch._C._jit_can_fuse_on_cpu()),
+            "texpr_fuser_enabled": bool(torch._C._jit_texpr_fuser_enabled()),
+            "te_must_use_llvm_cpu": bool(torch._C._jit_get_te_must_use_llvm_cpu()),
+            "llvm_enabled": bool(torch._C._llvm_enabled()),
+            "graph_executor_optimize": bool(torch._C._get_graph_executor_optimize()),
+            "threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def parameter_hashes(model: Any) -> dict[str, str]:
+    from codecarena.determinism.trace import hash_tensor
+
+    return {name: hash_tensor(tensor) for name, tensor in model.state_dict().items()}
+
+
+def read_input(job: ProbeJob, input_rate: int) -> tuple[Any, int, int]:
+    import numpy as np
+    import soundfile as sf
+    import soxr
+
+    audio, rate = sf.read(job.input, dtype="float64", always_2d=False)
+    if audio.ndim != 1:
+        raise ValueError(f"{job.input}: expected mono audio")
+    start, count = round(job.start_s * rate), round(job.seconds * rate)
+    if count < 1 or start + count > len(audio):
+        raise ValueError(f"{job.input}: {job.seconds} s from {job.start_s} s is outside its {len(audio) / rate:.2f} s")
+    clip = np.ascontiguousarray(audio[start:start + count])
+    if input_rate != rate:
+        clip = soxr.resample(clip, rate, input_rate, quality="HQ")
+    return clip, rate, count
+
+
+class Encoder:
+    """One model, encoded repeatedly; each encode's latent (the adapter's `latent_module` output)
+    and codes are hashed, optionally with a layer trace."""
+
+    def __init__(self, adapter: Any, model: Any, audio: Any, inject: str) -> None:
+        self.adapter, self.model, self.audio = adapter, model, audio
+        self._latent: Any = None
+        latent = model.get_submodule(adapter.latent_module)
+        latent.register_forward_hook(self._capture)
+        self._inject_pending = bool(inject)
+        if inject:
+            model.get_submodule(inject).register_forward_hook(self._perturb)
+
+    def _capture(self, module: Any, args: Any, output: Any) -> None:
+        self._latent = getattr(output, "latents", output)
+
+    def _perturb(self, module: Any, args: Any, output: Any) -> Any:
+        import torch
+
+        if not self._inject_pending or not isinstance(output, torch.Tensor):
+            return None
+        self._inject_pending = False
+        # The smallest change that survives: one float32 ulp on one element.
+        flat = output.detach().clone().reshape(-1)
+        flat[0] = torch.nextafter(flat[0], torch.tensor(float("inf"), dtype=flat.dtype))
+        return flat.reshape(output.shape)
+
+    def encode(self) -> dict[str, Any]:
+        from codecarena.determinism.trace import hash_tensor
+
+        encoded = self.adapter.encode(self.audio)
+        codes = [int(v) for stream in encoded.streams for v in stream.values]
+        self.last = encoded
+        return {"latent_sha256": hash_tensor(self._latent), "codes_sha256": _json_hash(codes), "codes": codes}
+
+
+def _json_hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()
+
+
+def _uses_sdpa(encoder: Encoder) -> bool:
+    """Whether an encode calls scaled_dot_product_attention, seen through a TorchFunctionMode (no patching)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if func is torch.nn.functional.scaled_dot_product_attention:
+                seen.append(1)
+            return func(*args, **(kwargs or {}))
+
+    with Watch():
+        encoder.adapter.encode(encoder.audio)
+    return bool(seen)
+
+
+def run(job: ProbeJob) -> dict[str, Any]:
+    settings = set_jit_fusion(job.jit_fusion)
+    import torch
+
+    from codecarena.codecs.catalog import FAMILIES
+    from codecarena.determinism.trace import LayerTracer
+    from codecarena.specs import parse_spec
+    from codecarena.worker import apply_variant, make_payload
+
+    spec = parse_spec(job.codec)
+    adapter = importlib.import_module(FAMILIES[spec.family].module).ADAPTER(spec, job.weights)
+    facts = adapter.load()
+    model = adapter.torch_model()
+    if model is None:
+        raise ValueError(f"{spec.canonical} is not a torch model; the determinism probe needs one")
+    variant = apply_variant(adapter, job.variant) if job.variant else {"name": ""}
+    settings["threads"] = torch.get_num_threads()
+    audio, rate, count = read_input(job, adapter.input_rate)
+    settings["pytorch_jit"] = os.environ.get("PYTORCH_JIT", "")
+    result: dict[str, Any] = {"version": PROBE_VERSION, "mode": job.mode, "settings": settings,
+                              "checkpoint": facts.get("checkpoint", {}), "variant": variant,
+                              "input_samples": count, "modules": sum(1 for _ in model.modules())}
+    before = parameter_hashes(model)
+    if job.inject and job.mode == "controls":
+        result["injected"] = job.inject
+    encoder = Encoder(adapter, model, audio, job.inject if job.mode == "controls" else "")
+    if job.mode == "single":
+        result["encode"] = encoder.encode()
+    elif job.mode == "controls":
+        tracer = LayerTracer(model)
+        calls = []
+        for _ in range(3):
+            tracer.start()
+            calls.append(encoder.encode())
+            tracer.stop()
+        tracer.remove()
+        result["calls"] = calls
+        result["trace"] = [[asdict(r) for r in call] for call in tracer.calls]
+        payload = make_payload(spec, encoder.last, facts, job.variant, rate, count, adapter.input_rate)
+        adapter.decode(payload)
+        result["after_decode"] = encoder.encode()
+        result["uses_sdpa"] = _uses_sdpa(encoder)
+        if result["uses_sdpa"]:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel([SDPBackend.MATH]):
+                result["sdpa_math"] = encoder.encode()
+            result["sdpa_default"] = encoder.encode()
+    else:
+        raise ValueError(f"unknown probe mode {job.mode!r}")
+    after = parameter_hashes(model)
+    result["parameters"] = {"tensors": len(before), "changed": sorted(k for k in before if before[k] != after.get(k)),
+                            "sha256_before": _json_hash(sorted(before.items())),
+                            "sha256_after": _json_hash(sorted(after.items()))}
+    return result
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        print("usage: python -m codecarena.determinism.probe JOB.json", file=sys.stderr)
+        sys.exit(64)
+    job = read_job(Path(sys.argv[1]))
+    if job.jit == "disabled":
+        # Read when torch is first imported, which has not happened yet in this process.
+        os.environ["PYTORCH_JIT"] = "0"
+    elif job.jit != "default":
+        raise SystemExit(f"{sys.argv[1]}: jit {job.jit!r}: expected default or disabled")
+    try:
+        result = run(job)
+    except Exception as exc:  # the doctor reports the one-line reason
+        result = {"version": PROBE_VERSION, "mode": job.mode, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    with contextlib.suppress(FileNotFoundError):
+        Path(job.output).unlink()
+    Path(job.output).write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    sys.exit(0 if "error" not in result else 2)
+
+
+if __name__ == "__main__":
+    main()
