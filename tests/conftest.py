@@ -45,6 +45,27 @@ def speech_dir(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def runtime_env(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """`runtime_env(family)`: a hermetic data and cache home, shared by the whole session, with that
+    family's runtime built from its lock file once (and its synthetic checkpoints cached once)."""
+    home = tmp_path_factory.mktemp("runtimes")
+    env = {"XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
+           # The synthetic-weight generators inside the workers read the smoke set.
+           "CODECARENA_DATA": str(MIRROR)}
+    built: set[str] = set()
+
+    def build(family: str) -> dict[str, str]:
+        need_mirror()
+        if family not in built:
+            created = codecarena("env", "create", family, env=env)
+            assert created.returncode == 0, created.stdout + created.stderr
+            built.add(family)
+        return env
+
+    return build
+
+
 def codecarena(*args: str | Path, check: bool = False, env: dict[str, str] | None = None,
                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a fresh process, as a user would."""

@@ -26,14 +26,8 @@ def rows_of(run_dir: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def encodec_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A hermetic data and cache home with the encodec runtime built from its lock file."""
-    need_mirror()
-    home = tmp_path_factory.mktemp("home")
-    env = {"XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
-    created = codecarena("env", "create", "encodec", env=env)
-    assert created.returncode == 0, created.stdout + created.stderr
-    return env
+def encodec_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return runtime_env("encodec")
 
 
 @pytest.fixture(scope="module")

@@ -25,13 +25,8 @@ def rows_of(run_dir: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def mimi_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    need_mirror()
-    home = tmp_path_factory.mktemp("home")
-    env = {"XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
-    created = codecarena("env", "create", "mimi", env=env)
-    assert created.returncode == 0, created.stdout + created.stderr
-    return env
+def mimi_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return runtime_env("mimi")
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,9 @@ def rows_of(run_dir: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def snac_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def snac_run(runtime_env, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
     mirror = need_mirror()
-    home = tmp_path_factory.mktemp("home")
-    env = {"XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
-    created = codecarena("env", "create", "snac", env=env)
-    assert created.returncode == 0, created.stdout + created.stderr
+    env = runtime_env("snac")
     folder = tmp_path_factory.mktemp("in")
     for name in (*SHORT_CLIPS, LONG_CLIP):
         shutil.copy(mirror / name, folder / name)

@@ -16,6 +16,7 @@ from codecarena.checkpoints import CheckpointError
 from codecarena.codecs.base import parse_weights
 from codecarena.codecs.catalog import FAMILIES
 from codecarena.determinism import command as determinism_command
+from codecarena.service import command as service_command
 from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
 from codecarena.metrics.registry import MetricError
 from codecarena.metrics.registry import select as select_metrics
@@ -102,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 
     compare.add_parser(sub)
     determinism_command.add_parser(sub)
+    service_command.add_parsers(sub)
     report.add_parser(sub)
     leaderboard.add_parser(sub)
 
@@ -478,6 +480,10 @@ def main(argv: list[str] | None = None) -> None:
             code = _cmd_fetch(args)
         elif args.command == "determinism":
             code = determinism_command.run(args)
+        elif args.command == "serve":
+            code = service_command.serve(args)
+        elif args.command == "service-check":
+            code = service_command.service_check(args)
         elif args.command in ("compare", "report", "leaderboard"):
             from codecarena.results import compare, leaderboard, report
 

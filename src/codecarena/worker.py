@@ -35,7 +35,9 @@ def _maxrss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run(job_path: Path) -> int:
+def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, dict[str, Any]]] | None = None) -> int:
+    """One job. A persistent worker passes `loaded_adapters`, so each (codec, weights, variant) is
+    loaded once and its later jobs report load_s 0."""
     from codecarena.runtime.protocol import StageReport, read_job, write_report
 
     job = read_job(job_path)
@@ -80,10 +82,16 @@ def run(job_path: Path) -> int:
             weights = f"synthetic:{identity.get('seed')}" if identity.get("weights") == "synthetic" else "real"
         variant = loaded.variant if loaded is not None else job.variant
         t = time.perf_counter()
-        adapter = module.ADAPTER(spec, weights)
-        model = adapter.load()
-        if variant:
-            model["variant"] = apply_variant(adapter, variant)
+        key = (spec.canonical, weights, variant)
+        if loaded_adapters is not None and key in loaded_adapters:
+            adapter, model = loaded_adapters[key]
+        else:
+            adapter = module.ADAPTER(spec, weights)
+            model = adapter.load()
+            if variant:
+                model["variant"] = apply_variant(adapter, variant)
+            if loaded_adapters is not None:
+                loaded_adapters[key] = (adapter, model)
         times["load_s"] = time.perf_counter() - t
         if loaded is not None and dict(loaded.checkpoint) != model.get("checkpoint", {}):
             # One check for every family: a decoder never decodes codes made with other weights.
@@ -279,9 +287,30 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
     }
 
 
+def persistent() -> int:
+    """`python -m codecarena.worker --persistent`: one job path per stdin line, one JSON line per
+    finished job on stdout ({"job": path, "exit": status}); models stay loaded between jobs."""
+    import json
+
+    loaded: dict[tuple[str, str, str], tuple[Any, dict[str, Any]]] = {}
+    out = sys.stdout
+    # Libraries that print would corrupt the reply stream: everything else goes to stderr.
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            continue
+        status = run(Path(path), loaded)
+        out.write(json.dumps({"job": path, "exit": status}) + "\n")
+        out.flush()
+    return 0
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--persistent"]:
+        sys.exit(persistent())
     if len(sys.argv) != 2:
-        print("usage: python -m codecarena.worker JOB.json", file=sys.stderr)
+        print("usage: python -m codecarena.worker JOB.json | --persistent", file=sys.stderr)
         sys.exit(64)
     sys.exit(run(Path(sys.argv[1])))
 

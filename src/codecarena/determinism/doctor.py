@@ -141,6 +141,7 @@ def diagnose(spec: CodecSpec, *, weights: str, variant: str, jit_fusion: str, in
                         output=str(work / f"{name}.result.json"), jit=jit, inject=inject_into)
 
     started = time.time()
+    _probe(job("load", "load"), python, work, "load", limit_bytes, timeout_s)
     main = _probe(job("controls", "controls", inject), python, work, "controls", limit_bytes, timeout_s)
     fresh = [_probe(job("single", f"fresh{i}"), python, work, f"fresh{i}", limit_bytes, timeout_s) for i in (1, 2)]
     reference = _probe(job("single", "jit_disabled", jit="disabled"), python, work, "jit_disabled", limit_bytes,

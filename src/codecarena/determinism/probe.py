@@ -1,6 +1,7 @@
 """The determinism probe: runs inside a codec family's runtime (`python -m codecarena.determinism.probe JOB.json`).
 
-Mode `controls` loads the model once and runs the in-process controls on one short input, with a
+Mode `load` only loads the model (the doctor runs it first, so a synthetic checkpoint is built
+outside the probed processes). Mode `controls` loads the model once and runs the in-process controls on one short input, with a
 layer-hash tracer on every encode; mode `single` does one encode in this fresh process (the doctor
 starts two of them for the cross-process control). Either writes a JSON result; the doctor compares.
 """
@@ -23,7 +24,7 @@ PROBE_VERSION = 1
 @dataclass(frozen=True)
 class ProbeJob:
     version: int
-    mode: str  # "controls" or "single"
+    mode: str  # "load", "controls" or "single"
     codec: str  # canonical spec
     weights: str
     variant: str
@@ -146,7 +147,10 @@ def _uses_sdpa(encoder: Encoder) -> bool:
 
 
 def run(job: ProbeJob) -> dict[str, Any]:
-    settings = set_jit_fusion(job.jit_fusion)
+    # "load" only loads the model (building a synthetic checkpoint if none is cached) without the
+    # fusion settings, in its own process: generating a checkpoint runs the encoder, which would
+    # warm up the TorchScript functions of the process that is meant to show a cold encode.
+    settings = set_jit_fusion(job.jit_fusion if job.mode != "load" else "off")
     import torch
 
     from codecarena.codecs.catalog import FAMILIES
@@ -171,7 +175,9 @@ def run(job: ProbeJob) -> dict[str, Any]:
     if job.inject and job.mode == "controls":
         result["injected"] = job.inject
     encoder = Encoder(adapter, model, audio, job.inject if job.mode == "controls" else "")
-    if job.mode == "single":
+    if job.mode == "load":
+        pass
+    elif job.mode == "single":
         result["encode"] = encoder.encode()
     elif job.mode == "controls":
         tracer = LayerTracer(model)

@@ -201,4 +201,4 @@ def describe(entry: Entry) -> dict[str, Any]:
     record = sync_package(folder, record)
     return {"registry": entry.id, "environment": "isolated", "interpreter": str(_python(folder)),
             "packages": record["packages"], "packages_sha256": record["packages_sha256"],
-            "codecarena_sha256": record["codecarena_sha256"]}
+            "codecarena_sha256": record["codecarena_sha256"], "site": record.get("site", "")}

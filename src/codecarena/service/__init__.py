@@ -1,0 +1,1 @@
+"""The HTTP codec service (`codecarena serve`) and its client-side provenance check."""

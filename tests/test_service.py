@@ -1,0 +1,214 @@
+"""The HTTP codec service: real server process on 127.0.0.1, real requests, bad input, provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from conftest import SHORT_CLIPS, codecarena, need_mirror
+from codecarena.payload import decode_payload, write_payload
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "codecarena"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "codecarena", "serve", "--port", str(port), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"service exited: {proc.stdout.read()}")  # type: ignore[union-attr]
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2):
+                return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise AssertionError("service did not come up")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+def post(url: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, data=body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def opus_service() -> Iterator[str]:
+    proc, url = start("--codec", "opus:12k", "--max-bytes", "400K")
+    yield url
+    stop(proc)
+
+
+@pytest.fixture
+def clip() -> bytes:
+    return (need_mirror() / SHORT_CLIPS[0]).read_bytes()
+
+
+def test_encode_then_decode_restores_the_exact_length_and_repeats_byte_for_byte(opus_service: str, clip: bytes) -> None:
+    status, headers, payload = post(opus_service + "/v1/encode", clip)
+    assert status == 200 and headers["x-codecarena-codec"] == "opus:12k"
+    assert decode_payload(payload).num_samples == sf.info(io.BytesIO(clip)).frames
+    first = post(opus_service + "/v1/decode", payload)
+    second = post(opus_service + "/v1/decode", payload)
+    assert first[0] == 200 and first[2] == second[2]
+    audio, rate = sf.read(io.BytesIO(first[2]))
+    assert rate == 16000 and len(audio) == sf.info(io.BytesIO(clip)).frames
+
+
+def test_provenance_declares_the_sources_this_checkout_has(opus_service: str) -> None:
+    declared = get_json(opus_service + "/v1/provenance")
+    assert declared["codec"] == "opus:12k" and declared["variant"]["name"] == ""
+    launcher = declared["sources"]["launcher"]
+    assert launcher["sha256"] == hashlib.sha256((SRC / "service" / "app.py").read_bytes()).hexdigest()
+    assert declared["sources_verified_at_start"] and declared["started_at"] and declared["packages"]["service"]["fastapi"]
+
+
+def _wav(rate: int, channels: int = 1, seconds: float = 0.5) -> bytes:
+    out = io.BytesIO()
+    sf.write(out, np.zeros((int(rate * seconds), channels)) + 0.01, rate, format="WAV", subtype="PCM_16")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("path, body, status, needle", [
+    ("/v1/encode", b"", 400, "empty request body"),
+    ("/v1/encode", b"not audio at all", 400, "not a readable audio file"),
+    ("/v1/encode", "wav8k", 422, "sample rate 8000 Hz is not supported"),
+    ("/v1/encode", "stereo", 422, "2 channels"),
+    ("/v1/encode", "big", 413, "over this service's limit"),
+    ("/v1/encode", "truncated", 400, "truncated wav"),
+    ("/v1/decode", b"CCAP garbage", 400, "corrupt payload"),
+    ("/v1/decode", "other_codec", 409, "payload is for codec pcm:16"),
+])
+def test_bad_input_gets_a_4xx_with_one_line_and_the_server_lives(opus_service: str, clip: bytes, tmp_path: Path,
+                                                                 path: str, body: object, status: int,
+                                                                 needle: str) -> None:
+    if body == "wav8k":
+        body = _wav(8000)
+    elif body == "stereo":
+        body = _wav(16000, channels=2)
+    elif body == "big":
+        body = _wav(16000, seconds=20)
+    elif body == "truncated":
+        body = clip[: len(clip) // 2]
+    elif body == "other_codec":
+        _, _, payload = post(opus_service + "/v1/encode", clip)
+        import dataclasses
+
+        write_payload(tmp_path / "p.ccap", dataclasses.replace(decode_payload(payload), codec="pcm:16", family="pcm",
+                                                               config={}))
+        body = (tmp_path / "p.ccap").read_bytes()
+    code, _, reply = post(opus_service + path, body)  # type: ignore[arg-type]
+    message = json.loads(reply)["error"]
+    assert code == status and needle in message and "\n" not in message, (code, message)
+    assert get_json(opus_service + "/health")["status"] == "ok"
+
+
+def test_a_killed_codec_worker_is_replaced(opus_service: str, clip: bytes) -> None:
+    assert post(opus_service + "/v1/encode", clip)[0] == 200
+    pid = get_json(opus_service + "/health")["worker_pid"]
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    status, _, _ = post(opus_service + "/v1/encode", clip)
+    assert status == 200 and get_json(opus_service + "/health")["worker_pid"] not in (pid, None)
+
+
+def test_service_check_verifies_a_local_service(opus_service: str, tmp_path: Path) -> None:
+    result = codecarena("service-check", opus_service, "--json", tmp_path / "c.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    check = json.loads((tmp_path / "c.json").read_text())
+    assert check["verified"] and check["all_match_local"] and "VERIFIED: local process" in result.stdout
+    assert "does not prove what a remote server runs" in result.stdout
+
+
+def test_service_check_never_verifies_a_declaration_it_cannot_inspect(opus_service: str, tmp_path: Path) -> None:
+    declared = get_json(opus_service + "/v1/provenance")
+    declared["pid"] = 0  # what a remote server would look like: no local process to inspect
+    declared["sources"]["launcher"]["sha256"] = "0" * 64
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            body = json.dumps(declared).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = codecarena("service-check", f"http://127.0.0.1:{server.server_port}", "--json", tmp_path / "c.json")
+    finally:
+        server.shutdown()
+    check = json.loads((tmp_path / "c.json").read_text())
+    assert result.returncode == 1 and not check["verified"] and not check["all_match_local"]
+    assert "NOT VERIFIED (declaration only)" in result.stdout and "launcher" in result.stdout
+
+
+@pytest.mark.slow
+def test_stable_codec_activations_are_declared_and_off_by_default(runtime_env, clip: bytes) -> None:  # type: ignore[no-untyped-def]
+    env = runtime_env("dac")
+    proc, url = start("--codec", "dac:16khz", "--weights", "synthetic", "--stable-codec-activations", env=env)
+    try:
+        declared = get_json(url + "/v1/provenance")
+        assert declared["variant"]["name"] == "eager_snake_v1" and declared["variant"]["replaced_modules"] == 58
+        assert declared["sources"]["variant"]["sha256"] == hashlib.sha256(
+            (SRC / "variants" / "eager_snake_v1.py").read_bytes()).hexdigest()
+        assert declared["weights"] == "synthetic" and len(declared["checkpoint"]["sha256"]) == 64
+        status, headers, payload = post(url + "/v1/encode", clip)
+        assert status == 200 and headers["x-codecarena-variant"] == "eager_snake_v1"
+        assert decode_payload(payload).variant == "eager_snake_v1"
+        assert post(url + "/v1/decode", payload)[0] == 200
+    finally:
+        stop(proc)
+    proc, url = start("--codec", "dac:16khz", "--weights", "synthetic", env=env)
+    try:
+        assert get_json(url + "/v1/provenance")["variant"]["name"] == ""
+        # A payload made with the variant is refused by the upstream-numerics service.
+        code, _, reply = post(url + "/v1/decode", payload)
+        assert code == 409 and "variant 'eager_snake_v1'" in json.loads(reply)["error"]
+    finally:
+        stop(proc)
