@@ -109,3 +109,14 @@ except ValueError as exc:
     proc = subprocess.run([_python(mimi_env), "-c", script], capture_output=True, text=True,
                           env={**os.environ, **mimi_env})
     assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_doctor_adds_the_attention_backend_control_for_mimi(mimi_env: dict[str, str], tmp_path: Path) -> None:
+    result = codecarena("determinism", "mimi:8", "--weights", "synthetic", "--seconds", "0.5", "--out", tmp_path / "e",
+                        env=mimi_env)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    evidence = json.loads((tmp_path / "e" / "evidence.json").read_text())
+    control = evidence["controls"]["sdpa_math_vs_default"]
+    assert control["codes_total"] == 8 * 7 and len(control["latent_sha256"]) == 2
+    # Without TorchScript in Mimi, the in-process and cross-process controls agree.
+    assert all(evidence["controls"][name]["agree"] for name in ("cold_vs_warm", "warm_vs_warm", "fresh_processes"))

@@ -77,11 +77,13 @@ def sync_package(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
     """Bring the runtime's copy of codecarena up to the harness's code (its workers must run the
     same code as the harness that reads their reports); the locked packages are untouched."""
     current = package_sha256()
-    if record.get("codecarena_sha256") == current:
-        return record
     site = record.get("site") or subprocess.run(
         [str(_python(folder)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True).stdout.strip()
+    # The copy itself is hashed (a few ms), not the record trusted: an edited copy is replaced too.
+    copy = Path(site) / "codecarena"
+    if record.get("codecarena_sha256") == current and copy.is_dir() and package_sha256(copy) == current:
+        return record
     _copy_package(Path(site))
     record = {**record, "codecarena": codecarena.__version__, "codecarena_sha256": current, "site": site}
     (folder / RUNTIME_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
