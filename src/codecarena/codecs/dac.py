@@ -23,9 +23,10 @@ import numpy as np
 import torch
 from dac import DAC
 
-from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import checkpoint_file, parameter_stats, training_audio
-from codecarena.payload import CodeStream, Payload
+from codecarena.codecs.base import Decoded, Encoded, parse_weights
+from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
+from codecarena.codecs.torch_weights import checkpoint_file, training_audio
+from codecarena.payload import Payload
 
 REGISTRY_ID = "dac"
 RATE = 16000
@@ -101,12 +102,8 @@ def load_checkpoint(path: Path) -> DAC:
     return DAC.load(str(path), strict=True).eval()
 
 
-class DacAdapter(Adapter):
+class DacAdapter(TorchAdapter):
     input_rate = RATE
-    latent_module = "encoder"
-
-    def torch_model(self) -> torch.nn.Module:
-        return self.model
 
     def load(self) -> dict[str, Any]:
         options = self.spec.options()
@@ -118,11 +115,7 @@ class DacAdapter(Adapter):
         path, identity = checkpoint_file(REGISTRY_ID, self.weights, f"dac_16khz-v{SYNTHETIC_VERSION}",
                                               synthetic_checkpoint_dict)
         self.model = load_checkpoint(path)
-        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
-        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
-        return {"weights": kind, "checkpoint": identity, "encoder_parameters": encoder["parameters"],
-                "encoder_model_bytes": encoder["tensor_bytes"], "decoder_parameters": decoder["parameters"],
-                "decoder_model_bytes": decoder["tensor_bytes"], "frame_rate_hz": RATE / HOP,
+        return {"weights": kind, "checkpoint": identity, **self.side_facts(), "frame_rate_hz": RATE / HOP,
                 "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
                 "threads": torch.get_num_threads()}
 
@@ -130,14 +123,10 @@ class DacAdapter(Adapter):
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
         with torch.no_grad():
             _, codes, _, _, _ = self.model.encode(self.model.preprocess(x, RATE), self.quantizers)
-        values = codes[0].numpy().astype(np.uint64)  # quantizers x frames
-        return Encoded(streams=(CodeStream("codes", BITS, tuple(values.shape), values.reshape(-1)),),
-                       side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
+        return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
-        stream = payload.stream("codes")
-        assert isinstance(stream, CodeStream)
-        codes = torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]
+        codes = rvq_codes(payload)
         with torch.no_grad():
             z, _, _ = self.model.quantizer.from_codes(codes)
             audio = self.model.decode(z)

@@ -15,9 +15,10 @@ import numpy as np
 import torch
 from encodec import EncodecModel
 
-from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import checkpoint_file, load_strict, parameter_stats, training_audio
-from codecarena.payload import CodeStream, Payload
+from codecarena.codecs.base import Decoded, Encoded, parse_weights
+from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
+from codecarena.codecs.torch_weights import checkpoint_file, load_strict, training_audio
+from codecarena.payload import Payload
 
 REGISTRY_ID = "encodec"
 RATE = 24000
@@ -56,12 +57,8 @@ def synthetic_state(seed: int) -> dict[str, Any]:
     return model.state_dict()
 
 
-class EncodecAdapter(Adapter):
+class EncodecAdapter(TorchAdapter):
     input_rate = RATE
-    latent_module = "encoder"
-
-    def torch_model(self) -> torch.nn.Module:
-        return self.model
 
     def load(self) -> dict[str, Any]:
         torch.set_num_threads(int(self.spec.options()["threads"]))
@@ -73,11 +70,7 @@ class EncodecAdapter(Adapter):
         self.model.set_target_bandwidth(BANDWIDTHS[self.spec.config])
         self.quantizers = self.model.quantizer.get_num_quantizers_for_bandwidth(
             self.model.frame_rate, BANDWIDTHS[self.spec.config])
-        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
-        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
-        return {"weights": kind, "checkpoint": identity, "encoder_parameters": encoder["parameters"],
-                "encoder_model_bytes": encoder["tensor_bytes"], "decoder_parameters": decoder["parameters"],
-                "decoder_model_bytes": decoder["tensor_bytes"], "frame_rate_hz": self.model.frame_rate,
+        return {"weights": kind, "checkpoint": identity, **self.side_facts(), "frame_rate_hz": self.model.frame_rate,
                 "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
                 "threads": torch.get_num_threads()}
 
@@ -87,14 +80,10 @@ class EncodecAdapter(Adapter):
             (codes, scale), = self.model.encode(x)
         if scale is not None:
             raise ValueError("EnCodec 24 kHz returned a scale: audio_normalize must be off")
-        values = codes[0].numpy().astype(np.uint64)  # quantizers x frames
-        return Encoded(streams=(CodeStream("codes", BITS, tuple(values.shape), values.reshape(-1)),),
-                       side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
+        return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
-        stream = payload.stream("codes")
-        assert isinstance(stream, CodeStream)
-        codes = torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]
+        codes = rvq_codes(payload)
         with torch.no_grad():
             audio = self.model.decode([(codes, None)])
         return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)

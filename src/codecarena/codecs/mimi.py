@@ -27,9 +27,10 @@ from transformers import MimiConfig, MimiModel
 from transformers.utils import logging as transformers_logging
 
 from codecarena.checkpoints import cache_dir, resolve
-from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import parameter_stats, synthetic_identity, training_audio
-from codecarena.payload import CodeStream, Payload
+from codecarena.codecs.base import Decoded, Encoded, parse_weights
+from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
+from codecarena.codecs.torch_weights import synthetic_identity, training_audio
+from codecarena.payload import Payload
 
 REGISTRY_ID = "mimi"
 RATE = 24000
@@ -152,12 +153,8 @@ def checkpoint_folder(weights: str) -> tuple[Path, dict[str, str]]:
     return resolve(entry.checkpoint), entry.checkpoint.identity(REGISTRY_ID)
 
 
-class MimiAdapter(Adapter):
+class MimiAdapter(TorchAdapter):
     input_rate = RATE
-    latent_module = "encoder"
-
-    def torch_model(self) -> torch.nn.Module:
-        return self.model
 
     def load(self) -> dict[str, Any]:
         torch.set_num_threads(int(self.spec.options()["threads"]))
@@ -167,12 +164,8 @@ class MimiAdapter(Adapter):
         self.model = load_model(folder)
         config = self.model.config
         self.frame_size = int(RATE / config.frame_rate)
-        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
-        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
         return {"weights": kind, "checkpoint": identity, "config": json.loads(json.dumps(CONFIG)),
-                "encoder_parameters": encoder["parameters"], "encoder_model_bytes": encoder["tensor_bytes"],
-                "decoder_parameters": decoder["parameters"], "decoder_model_bytes": decoder["tensor_bytes"],
-                "frame_rate_hz": float(config.frame_rate), "quantizers": self.quantizers,
+                **self.side_facts(), "frame_rate_hz": float(config.frame_rate), "quantizers": self.quantizers,
                 "bits_per_code": BITS, "torch": torch.__version__, "threads": torch.get_num_threads(),
                 "attention": str(config._attn_implementation)}
 
@@ -180,16 +173,12 @@ class MimiAdapter(Adapter):
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
         with torch.inference_mode():
             codes = self.model.encode(x, num_quantizers=self.quantizers).audio_codes
-        values = codes[0].numpy().astype(np.uint64)  # quantizers x frames
-        return Encoded(streams=(CodeStream("codes", BITS, tuple(values.shape), values.reshape(-1)),),
-                       side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
+        return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
-        stream = payload.stream("codes")
-        assert isinstance(stream, CodeStream)
-        if stream.shape[0] != self.quantizers:
-            raise ValueError(f"payload holds {stream.shape[0]} quantizers, this decoder is mimi:{self.quantizers}")
-        codes = torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]
+        codes = rvq_codes(payload)
+        if codes.shape[1] != self.quantizers:
+            raise ValueError(f"payload holds {codes.shape[1]} quantizers, this decoder is mimi:{self.quantizers}")
         with torch.inference_mode():
             audio = self.model.decode(codes).audio_values
         return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)

@@ -23,8 +23,9 @@ import torch
 from snac import SNAC
 
 from codecarena.checkpoints import cache_dir
-from codecarena.codecs.base import Adapter, Decoded, Encoded, parse_weights
-from codecarena.codecs.torch_weights import load_strict, parameter_stats, synthetic_identity, training_audio
+from codecarena.codecs.base import Decoded, Encoded, parse_weights
+from codecarena.codecs.torch_adapter import TorchAdapter
+from codecarena.codecs.torch_weights import load_strict, synthetic_identity, training_audio
 from codecarena.payload import CodeStream, Payload
 
 REGISTRY_ID = "snac"
@@ -73,12 +74,8 @@ def draw_codebooks(model: SNAC, seed: int) -> None:
             residual = residual - quantized
 
 
-class SnacAdapter(Adapter):
+class SnacAdapter(TorchAdapter):
     input_rate = RATE
-    latent_module = "encoder"
-
-    def torch_model(self) -> torch.nn.Module:
-        return self.model
 
     def load(self) -> dict[str, Any]:
         options = self.spec.options()
@@ -93,12 +90,9 @@ class SnacAdapter(Adapter):
         identity = synthetic_identity(REGISTRY_ID, folder / "pytorch_model.bin", seed)
         self.hop = int(self.model.hop_length)  # a numpy integer in snac 1.2.1
         self.pad_to = self.hop * int(self.model.vq_strides[0])
-        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
-        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
         return {"weights": kind, "checkpoint": identity, "config": CONFIG_24KHZ,
-                "encoder_parameters": encoder["parameters"], "encoder_model_bytes": encoder["tensor_bytes"],
-                "decoder_parameters": decoder["parameters"], "decoder_model_bytes": decoder["tensor_bytes"],
-                "hop_length": self.hop, "scales_hz": [RATE / self.hop / int(s) for s in self.model.vq_strides],
+                **self.side_facts(), "hop_length": self.hop,
+                "scales_hz": [RATE / self.hop / int(s) for s in self.model.vq_strides],
                 "bits_per_code": BITS, "noise_seed": self.noise_seed, "torch": torch.__version__,
                 "threads": torch.get_num_threads()}
 
