@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -43,6 +44,15 @@ def speech_dir(tmp_path: Path) -> Path:
     for i, name in enumerate(SHORT_CLIPS):
         shutil.copy(mirror / name, folder / f"clip{i}.wav")
     return folder
+
+
+def rows_of(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+def runtime_python(env: dict[str, str], family: str) -> str:
+    """The interpreter of a family's runtime built under `runtime_env`'s data home."""
+    return str(Path(env["XDG_DATA_HOME"]) / "codecarena" / "envs" / family / "bin" / "python")
 
 
 @pytest.fixture(scope="session")

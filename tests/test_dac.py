@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHORT_CLIPS, codecarena, need_mirror
+from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
 
 from codecarena.payload import read_payload, write_payload
 from codecarena.runtime.protocol import Job, read_report, write_job
@@ -21,10 +21,6 @@ pytestmark = pytest.mark.slow
 
 LONG_CLIP = "en_librispeech_1089-134686-0000.wav"  # 10.4 s
 QUANTIZERS = {"dac:16khz": 12, "dac:16khz,n_quantizers=4": 4}
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +39,6 @@ def dac_run(dac_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
                         "--metrics", "pesq_wb", "--out", out, env=dac_env)
     assert result.returncode == 0, result.stdout + result.stderr
     return out
-
-
-def _python(env: dict[str, str]) -> str:
-    return str(Path(env["XDG_DATA_HOME"]) / "codecarena" / "envs" / "dac" / "bin" / "python")
 
 
 def test_real_weights_are_refused_while_the_checkpoint_is_unpinned(dac_env: dict[str, str],
@@ -103,7 +95,7 @@ def test_a_decoder_with_other_weights_refuses_the_payload(dac_run: Path, dac_env
     job = Job(version=1, stage="decode", input=str(tmp_path / "forged.ccap"), output=str(tmp_path / "d.wav"),
               report=str(tmp_path / "r.json"), codec="", arena_rate=16000, warm_repeats=0)
     write_job(tmp_path / "job.json", job)
-    proc = subprocess.run([_python(dac_env), "-m", "codecarena.worker", str(tmp_path / "job.json")],
+    proc = subprocess.run([runtime_python(dac_env, "dac"), "-m", "codecarena.worker", str(tmp_path / "job.json")],
                           capture_output=True, env={**os.environ, **dac_env}, check=False)
     assert proc.returncode == 2
     assert "payload was encoded with" in read_report(tmp_path / "r.json").error
@@ -131,5 +123,5 @@ try:
 except ValueError as exc:
     print("REFUSED", exc)
 """
-    proc = subprocess.run([_python(dac_env), "-c", script], capture_output=True, text=True, check=False)
+    proc = subprocess.run([runtime_python(dac_env, "dac"), "-c", script], capture_output=True, text=True, check=False)
     assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror
+from conftest import SHORT_CLIPS, codecarena, need_mirror, runtime_python
 from codecarena.payload import read_payload
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,7 @@ def test_the_tracer_finds_an_injected_divergence(dac_env: dict[str, str], tmp_pa
 
 
 def test_dac_16khz_has_58_snakes_and_upstream_code_is_untouched(dac_env: dict[str, str]) -> None:
-    python = Path(dac_env["XDG_DATA_HOME"]) / "codecarena" / "envs" / "dac" / "bin" / "python"
+    python = runtime_python(dac_env, "dac")
     script = """
 import torch, dac.nn.layers as layers
 from codecarena.codecs.dac import build_model
@@ -87,7 +87,7 @@ print("SAME_STATE", list(after) == list(state) and all(torch.equal(after[k], sta
 print("OTHER_SNAKES", sum(isinstance(m, layers.Snake1d) for m in other.modules()))
 print("UNPATCHED", layers.Snake1d.forward is forward and layers.snake is scripted)
 """
-    proc = subprocess.run([str(python), "-c", script], capture_output=True, text=True, env={**os.environ, **dac_env})
+    proc = subprocess.run([python, "-c", script], capture_output=True, text=True, env={**os.environ, **dac_env})
     out = proc.stdout
     assert "REPLACED 58" in out and "SAME_PARAMS True 58" in out and "SAME_STATE True" in out, out + proc.stderr
     assert "OTHER_SNAKES 58" in out and "UNPATCHED True" in out, out

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror
+from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena import checkpoints
 from codecarena.codecs.lyra import pack_indices, unpack_indices
 from codecarena.payload import PacketStream, Payload, read_payload, write_payload
@@ -31,10 +31,6 @@ def need_models() -> Path:
     if not (MODELS / "lyra_v2" / "lyragan.tflite").is_file():
         pytest.skip(f"Lyra model mirror not found at {MODELS}; set CODECARENA_MODELS")
     return MODELS
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
 
 
 def test_pack_indices_first_quantizer_in_the_most_significant_bits() -> None:

@@ -8,16 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror
+from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.metrics.registry import METRICS, select
 
 pytestmark = pytest.mark.slow
 
 ALL_OUTPUTS = [o for m in METRICS for o in m.outputs]
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror
+from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
 from codecarena.payload import read_payload
 
 pytestmark = pytest.mark.slow
 
 LONG_CLIP = "en_librispeech_1089-134686-0000.wav"  # 10.4 s
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +36,6 @@ def mimi_run(mimi_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory)
                         "--codec", "mimi:32", "--metrics", "none", "--out", out, env=mimi_env)
     assert result.returncode == 0, result.stdout + result.stderr
     return out
-
-
-def _python(env: dict[str, str]) -> str:
-    return str(Path(env["XDG_DATA_HOME"]) / "codecarena" / "envs" / "mimi" / "bin" / "python")
 
 
 def test_rows_replay_identically_with_exact_length_and_say_synthetic(mimi_run: Path) -> None:
@@ -106,7 +98,7 @@ try:
 except ValueError as exc:
     print("REFUSED", exc)
 """
-    proc = subprocess.run([_python(mimi_env), "-c", script], capture_output=True, text=True,
+    proc = subprocess.run([runtime_python(mimi_env, "mimi"), "-c", script], capture_output=True, text=True,
                           env={**os.environ, **mimi_env})
     assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -10,16 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror
+from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.payload import read_payload
 
 pytestmark = pytest.mark.slow
 
 LONG_CLIP = "en_librispeech_1089-134686-0000.wav"  # 10.4 s
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
