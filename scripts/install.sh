@@ -9,5 +9,5 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet torch==2.13.0
 # webrtcvad (needed by resemblyzer) builds with pkg_resources, which setuptools 81 removed.
 .venv/bin/python -m pip install --quiet "setuptools<81" wheel
-.venv/bin/python -m pip install --quiet -e '.[dev,metrics]'
+.venv/bin/python -m pip install --quiet -e '.[dev,metrics,scale]'
 .venv/bin/python -m pip check

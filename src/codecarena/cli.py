@@ -17,12 +17,13 @@ from codecarena.codecs.base import parse_weights
 from codecarena.codecs.catalog import FAMILIES
 from codecarena.determinism import command as determinism_command
 from codecarena.service import command as service_command
+from codecarena.corpora import CORPUS_LAYOUTS, load_corpus, parse_shard, select
 from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
 from codecarena.metrics.registry import MetricError
 from codecarena.metrics.registry import select as select_metrics
 from codecarena.metrics.scorer import Scorer
 from codecarena.payload import PayloadError
-from codecarena.pipeline import RunError, RunOptions, execute, plan_of, sha256_json
+from codecarena.pipeline import Executor, RunError, RunOptions, execute, plan_of, sha256_json
 from codecarena.registry.entries import Entry, RegistryError
 from codecarena.results.store import StoreError
 from codecarena.runtime.envs import RuntimeMissing
@@ -64,6 +65,25 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--guard-poll", type=float, default=0.25, help="memory guard poll period in seconds")
     run.add_argument("--warm-repeats", type=int, default=2, help="timed in-process repeats after the cold call")
     run.add_argument("--stage-timeout", type=float, default=600.0, help="seconds before a stage is killed")
+    run.add_argument("--corpus", default="auto", choices=CORPUS_LAYOUTS,
+                     help="layout of --input: librispeech (*.trans.txt), aishell (transcript file), kaldi (wav.scp + "
+                          "text), plain, or auto (detect; see docs/performance.md)")
+    run.add_argument("--limit", type=int, help="only the first N utterances (in sorted id order)")
+    run.add_argument("--shard", metavar="K/N", help="only utterances whose index %% N == K (0 <= K < N), after --limit")
+    run.add_argument("--mode", default="cold", choices=["cold", "warm"],
+                     help="cold: a fresh worker process per stage (default); warm: one persistent worker per codec "
+                          "runtime keeps the model loaded")
+    run.add_argument("--cold-sample", type=int, default=1,
+                     help="warm mode: the first N rows of each codec configuration still run cold (default 1)")
+    run.add_argument("--replay-sample", default=None, metavar="N|all",
+                     help="rows per codec configuration decoded again in a fresh process (default: all in cold mode "
+                          "and for the smoke set, else 1)")
+    run.add_argument("--executor", default="local", choices=["local", "ray"],
+                     help="local: this machine (default); ray: actors on a Ray cluster (see docs/performance.md)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="rows in flight at once (default: local, one per CPU core; ray, one per cluster CPU)")
+    run.add_argument("--ray-address", default=None,
+                     help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
     _metric_args(run)
 
     audit = sub.add_parser("audit", help="re-derive a run from its files; non-zero exit on any disagreement")
@@ -214,10 +234,28 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
         raise CliError(f"the same codec configuration is given twice: {canon}")
-    if args.input is not None:
-        evalset = with_language(load_input_dir(args.input), args.language)
+    try:
+        shard = parse_shard(args.shard) if args.shard else None
+        if args.input is not None:
+            evalset = with_language(load_corpus(args.input, args.corpus, args.limit, shard), args.language)
+        else:
+            evalset = select(load_smoke(data_dir=args.data_dir, allow_download=not args.no_download), args.limit, shard)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.cold_sample < 0:
+        raise CliError("--cold-sample must be >= 0")
+    if args.replay_sample is None:
+        replay_sample = None if args.mode == "cold" or evalset.name.split("[")[0] == "smoke" else 1
+    elif args.replay_sample == "all":
+        replay_sample = None
+    elif args.replay_sample.isdigit():
+        replay_sample = int(args.replay_sample)
     else:
-        evalset = load_smoke(data_dir=args.data_dir, allow_download=not args.no_download)
+        raise CliError(f"--replay-sample {args.replay_sample!r}: expected a number or 'all'")
+    if args.workers is not None and args.workers < 1:
+        raise CliError("--workers must be at least 1")
+    if args.ray_address and args.executor != "ray":
+        raise CliError("--ray-address needs --executor ray")
     if args.warm_repeats < 0:
         raise CliError("--warm-repeats must be >= 0")
     if args.guard_poll <= 0:
@@ -235,6 +273,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     metric_opts["weights"] = weights
     metric_opts["variant"] = _variant(args.variant, specs)
     metric_opts["runtimes"] = tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items())
+    metric_opts.update(mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample)
     opts = RunOptions(out=Path("."), codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
                       warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
     if args.out is None:
@@ -262,7 +301,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         run_info = describe(["codecarena", *argv])
         run_info["metrics"] = scorer.describe() if scorer else []
         run_info["runtimes"] = {rec["registry"]: rec for rec in runtimes.values()}
-        rows = execute(evalset, opts, run_info, on_row, scorer)
+        rows = execute(evalset, opts, run_info, on_row, scorer, _executor(args))
     if resumed_rows:
         console.print(f"{len(resumed_rows)} complete rows resumed from the earlier run (files verified); "
                       f"{len(rows) - len(resumed_rows)} computed now")
@@ -270,13 +309,24 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     print_summary(summary)
     if scorer:
         print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
-    failed = [r for r in rows if r.status != "ok" or not r.checks_passed or r.replay_identical is not True]
+    failed = [r for r in rows if r.status != "ok" or not r.checks_passed
+              or (r.replay_sampled and r.replay_identical is not True)]
     console.print(f"run directory: {out}")
     if failed:
         console.print(f"[red]{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "
                       f"{out / 'rows.jsonl'}[/red]")
         return 1
     return 0
+
+
+def _executor(args: argparse.Namespace) -> Executor:
+    if args.executor == "ray":
+        from codecarena.executors.ray_cluster import RayExecutor
+
+        return RayExecutor(address=args.ray_address, workers=args.workers)
+    from codecarena.executors.local import LocalExecutor
+
+    return LocalExecutor(workers=args.workers)
 
 
 def _cmd_score(args: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
             f"{_fmt(c['encode']['cold_rtf_median'])}/{_fmt(c['encode']['warm_rtf_median'], 4)}",
             f"{_fmt(c['decode']['cold_rtf_median'])}/{_fmt(c['decode']['warm_rtf_median'], 4)}",
             f"{max(peaks) / 2**20:.0f}" if peaks else "-",
-            f"{c['replay_identical']}/{c['rows']}",
+            f"{c['replay_identical']}/{c['replay_sampled']}",
             f"{c['checks_passed']}/{c['rows']}",
         )
     return table

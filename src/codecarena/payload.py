@@ -683,9 +683,12 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_payload(path: Path, p: Payload) -> int:
+def write_payload(path: Path, p: Payload, durable: bool = True) -> int:
     """Write atomically: readers see the old file or the whole new one, never a prefix.
 
+    `durable` also fsyncs file and directory. The pipeline's workers pass False: a run keeps a row
+    only while its files still match the row's sha256, so a payload lost in a crash is recomputed,
+    and three fsyncs per row would dominate the cost of a fast codec in warm mode.
     Returns the number of bytes written. I/O failures raise OSError.
     """
     path = Path(path)
@@ -696,13 +699,15 @@ def write_payload(path: Path, p: Payload) -> int:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
     return len(data)
 
 

@@ -1,8 +1,12 @@
-"""The row pipeline: one codec configuration x one utterance, each stage in a fresh guarded process.
+"""The row pipeline: one codec configuration x one utterance, each stage in a guarded worker process.
 
 encode (reference -> payload file) -> decode (payload only -> wav) -> replay (decode again in
 another fresh process; sha256 must match) -> checks -> accounting -> row appended to rows.jsonl.
-Runs resume: a row that is complete and whose files still verify is not computed again.
+In cold mode every stage is a fresh process; in warm mode encode and decode go to a persistent
+worker that keeps the model loaded, while a sample of rows still runs cold (to measure cold start)
+and a sample is replayed in a fresh process. Which executor runs the rows (in this process, a
+local process pool, Ray) does not change them. Runs resume: a row that is complete and whose
+files still verify is not computed again.
 """
 
 from __future__ import annotations
@@ -12,23 +16,27 @@ import hashlib
 import json
 import statistics
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import soundfile as sf
 import soxr
 
 from codecarena import variants
 from codecarena.codecs.base import to_int16
+from codecarena.codecs.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance, sha256_file
 from codecarena.metrics.scorer import Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import store
-from codecarena.results.schema import Guard, Row, Stage
+from codecarena.results.schema import ROW_VERSION, Guard, Row, Stage
 from codecarena.results.summary import summarize
 from codecarena.runtime.guard import run_guarded
+from codecarena.runtime.persistent import WorkerFailed, WorkerSet
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
 from codecarena.specs import CodecSpec
 
@@ -56,6 +64,18 @@ class RunOptions:
     metrics: tuple[str, ...] = ()
     asr_models: tuple[tuple[str, str], ...] = ()  # (language, model folder)
     variant: str = ""  # a named numerical variant applied to every codec's model ("" = upstream)
+    mode: str = "cold"  # "cold": a fresh process per stage; "warm": persistent workers per codec runtime
+    cold_sample: int = 1  # warm mode: the first N rows of each codec configuration still run cold
+    replay_sample: int | None = None  # rows per codec configuration replayed in a fresh process; None = all
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row to compute: everything an executor needs to hand to a row runner, picklable."""
+    spec: CodecSpec
+    ref: "Reference"
+    mode: str
+    replay: bool
 
 
 @dataclass(frozen=True)
@@ -78,6 +98,9 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "weights": opts.weights,
         "variant": variants.provenance(opts.variant),
         "warm_repeats": opts.warm_repeats,
+        "mode": opts.mode,
+        "cold_sample": opts.cold_sample if opts.mode == "warm" else None,
+        "replay_sample": opts.replay_sample,
         "memory_limit_bytes": opts.memory_limit,
         "guard_poll_s": opts.poll_s,
         "stage_timeout_s": opts.timeout_s,
@@ -163,6 +186,33 @@ def run_stage(name: str, job: Job, opts: RunOptions, work: Path,
     return stage, report
 
 
+def run_stage_warm(name: str, job: Job, opts: RunOptions, work: Path,
+                   worker: Any) -> tuple[Stage, StageReport | None]:
+    """The same stage through a persistent worker: no process start, the model already loaded after
+    its first job. A worker that dies fails this stage only; the next job starts a new worker."""
+    job_path = work / f"{name}.job.json"
+    Path(job.report).unlink(missing_ok=True)
+    start = time.perf_counter()
+    report: StageReport | None
+    try:
+        report = worker.submit(job, job_path)
+        error = "" if report.ok else f"{name}: {report.error}"
+    except WorkerFailed as exc:
+        report, error = None, f"{name}: {exc}"
+    wall = time.perf_counter() - start
+    guard = Guard(limit_bytes=worker.limit_bytes, poll_s=worker.poll_s, fired=worker.fired,
+                  peak_rss_bytes=worker.job_peak_rss_bytes, polls=worker.job_polls, timed_out=worker.timed_out)
+    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
+    warm_rtf = report.compute_s / report.audio_s if report is not None and report.audio_s > 0 else None
+    stage = Stage(
+        name=name, exit_status=0 if not error else 2, ok=not error, error=error, wall_s=wall, process_start_s=0.0,
+        imports_s=report.imports_s if report else 0.0, load_s=report.load_s if report else 0.0,
+        io_s=report.io_s if report else 0.0, compute_s=report.compute_s if report else 0.0,
+        warm_compute_s=[], cold_rtf=None, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
+    )
+    return stage, report
+
+
 def _score(scorer: Scorer | None, ref: Reference, decoded_path: Path | None, failure: str) -> dict[str, Any]:
     if scorer is None:
         return {}
@@ -176,7 +226,12 @@ def _score(scorer: Scorer | None, ref: Reference, decoded_path: Path | None, fai
 
 
 def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
-            scorer: Scorer | None = None) -> Row:
+            scorer: Scorer | None = None, mode: str = "cold", replay: bool = True,
+            workers: WorkerSet | None = None) -> Row:
+    """One row. mode "warm" sends encode and decode to `workers` (one persistent worker per
+    runtime); the replay, when this row is in the replay sample, always runs in a fresh process."""
+    if mode == "warm" and workers is None:
+        raise ValueError("warm mode needs a WorkerSet")
     utt = ref.utterance
     work = run_dir / "work" / spec.slug / utt.id
     work.mkdir(parents=True, exist_ok=True)
@@ -192,10 +247,19 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
         return Job(version=1, stage=stage, input=str(src), output=str(dst),
                    report=str(work / f"{name}.report.json"),
                    codec=spec.canonical if stage == "encode" else "",
-                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats, weights=opts.weights,
-                   variant=opts.variant)
+                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats if mode == "cold" else 0,
+                   weights=opts.weights, variant=opts.variant)
 
     registry_id, python = _runtime_of(opts, spec.family)
+
+    fresh_decode = FAMILIES[spec.family].fresh_process_decode
+
+    def stage(name: str, stage_job: Job) -> tuple[Stage, StageReport | None]:
+        if mode == "warm" and not (name == "decode" and fresh_decode):
+            assert workers is not None
+            return run_stage_warm(name, stage_job, opts, work, workers.get(python))
+        return run_stage(name, stage_job, opts, work, python)
+
     stages: list[Stage] = []
     fields: dict[str, Any] = {}
     checkpoint: dict[str, Any] = {}
@@ -204,7 +268,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
     codec_facts: dict[str, Any] = {}
     model: dict[str, Any] = {}
 
-    enc_stage, enc_report = run_stage("encode", job("encode", ref.path, payload_path, "encode"), opts, work, python)
+    enc_stage, enc_report = stage("encode", job("encode", ref.path, payload_path, "encode"))
     stages.append(enc_stage)
     error = enc_stage.error
     if not error and enc_report is not None:
@@ -229,8 +293,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
             )
 
     if not error:
-        dec_stage, dec_report = run_stage("decode", job("decode", payload_path, decoded_path, "decode"), opts, work,
-                                           python)
+        dec_stage, dec_report = stage("decode", job("decode", payload_path, decoded_path, "decode"))
         stages.append(dec_stage)
         error = dec_stage.error
         if not error and dec_report is not None:
@@ -253,7 +316,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
                 error = (f"decoded length was off by {off} samples before restoration, "
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
-    if not error:
+    if not error and replay:
         rep_stage, _ = run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts, work, python)
         stages.append(rep_stage)
         error = rep_stage.error
@@ -262,26 +325,28 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
             fields["replay_identical"] = fields["replay_sha256"] == fields["decoded_sha256"]
             replay_path.unlink()
 
+    scoring_start = time.perf_counter()
     metrics = _score(scorer, ref, decoded_path if not error else None, error)
+    scoring_s = time.perf_counter() - scoring_start if scorer is not None else None
     status = "failed" if error else "ok"
     checks_passed = (status == "ok" and fields.get("finite") is True and fields.get("silent") is False)
     if status == "ok" and not checks_passed:
         error = "checks failed: decoded audio is silent"
     return Row(
-        version=1, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
+        version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
         registry=registry_id, checkpoint=checkpoint, runtime=runtime, weights=str(model.get("weights", "none")),
-        variant=opts.variant, utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
+        variant=opts.variant, mode=mode, utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
         num_samples=ref.num_samples, duration_s=duration, reference=_rel(ref.path, run_dir),
         reference_sha256=ref.sha256, reference_resampled_from=ref.resampled_from,
         payload=fields.get("payload"), payload_bytes=fields.get("payload_bytes"),
         payload_sha256=fields.get("payload_sha256"), representation_bits=fields.get("representation_bits"),
         representation_bps=fields.get("representation_bps"), payload_bps=fields.get("payload_bps"),
         decoded=fields.get("decoded"), decoded_sha256=fields.get("decoded_sha256"),
-        replay_sha256=fields.get("replay_sha256"), replay_identical=fields.get("replay_identical"),
+        replay_sampled=replay, replay_sha256=fields.get("replay_sha256"), replay_identical=fields.get("replay_identical"),
         decoded_samples=fields.get("decoded_samples"), trimmed_samples=fields.get("trimmed_samples"),
         padded_samples=fields.get("padded_samples"), length_tolerance=fields.get("length_tolerance"),
         finite=fields.get("finite"), silent=fields.get("silent"), clipped_samples=fields.get("clipped_samples"),
-        checks_passed=checks_passed, codec_facts=codec_facts, metrics=metrics, model=model, stages=stages,
+        checks_passed=checks_passed, codec_facts=codec_facts, metrics=metrics, scoring_s=scoring_s, model=model, stages=stages,
         status=status, error=error,
     )
 
@@ -301,14 +366,58 @@ def sha256_json(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
+class Executor(Protocol):
+    """Runs tasks and yields their rows in any order; it never writes rows.jsonl itself."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def rows(self, tasks: list[Task], opts: RunOptions, scorer: Scorer | None) -> Iterator[Row]: ...
+
+
+def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
+    """A row that never reached a worker (its executor process died): failed, with the reason."""
+    ref, spec = task.ref, task.spec
+    nothing: dict[str, Any] = {name: None for name in (
+        "payload", "payload_bytes", "payload_sha256", "representation_bits", "representation_bps", "payload_bps",
+        "decoded", "decoded_sha256", "replay_sha256", "replay_identical", "decoded_samples", "trimmed_samples",
+        "padded_samples", "length_tolerance", "finite", "silent", "clipped_samples")}
+    return Row(version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
+               registry=_runtime_of(opts, spec.family)[0], checkpoint={}, runtime={}, weights="none",
+               variant=opts.variant, mode=task.mode, utterance=ref.utterance.id, language=ref.utterance.language,
+               sample_rate=ARENA_RATE, num_samples=ref.num_samples, duration_s=ref.num_samples / ARENA_RATE,
+               reference=_rel(ref.path, opts.out), reference_sha256=ref.sha256,
+               reference_resampled_from=ref.resampled_from, replay_sampled=task.replay, checks_passed=False,
+               codec_facts={}, metrics={}, scoring_s=None, model={}, stages=[], status="failed", error=error,
+               **nothing)
+
+
+def plan_tasks(evalset: EvalSet, opts: RunOptions, skip: Iterable[tuple[str, str]],
+               reference: Callable[[Utterance], Reference]) -> list[Task]:
+    """The rows still to compute, in plan order. Sample membership depends only on the row's index
+    within its codec configuration, so a resumed run samples the same rows."""
+    done = set(skip)
+    tasks = []
+    for spec in opts.codecs:
+        for index, utt in enumerate(evalset.utterances):
+            if (spec.canonical, utt.id) in done:
+                continue
+            mode = "warm" if opts.mode == "warm" and index >= opts.cold_sample else "cold"
+            replay = opts.replay_sample is None or index < opts.replay_sample
+            tasks.append(Task(spec, reference(utt), mode, replay))
+    return tasks
+
+
 def execute(
     evalset: EvalSet,
     opts: RunOptions,
     run_info: dict[str, Any],
     on_row: Callable[[Row, bool], None] | None = None,
     scorer: Scorer | None = None,
+    executor: Executor | None = None,
 ) -> list[Row]:
     """Run (or resume) every codec x utterance row into opts.out; return the rows in plan order."""
+    # Executors may run rows in processes with another working directory.
+    opts = dataclasses.replace(opts, out=opts.out.resolve())
     run_dir = opts.out
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = open(run_dir / ".lock", "w")
@@ -316,14 +425,19 @@ def execute(
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
+    if executor is None:
+        from codecarena.executors.local import LocalExecutor
+
+        executor = LocalExecutor(workers=1)
     try:
-        return _execute_locked(evalset, opts, run_info, on_row, scorer)
+        return _execute_locked(evalset, opts, run_info, on_row, scorer, executor)
     finally:
         lock.close()
 
 
 def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any],
-                    on_row: Callable[[Row, bool], None] | None, scorer: Scorer | None) -> list[Row]:
+                    on_row: Callable[[Row, bool], None] | None, scorer: Scorer | None,
+                    executor: Executor) -> list[Row]:
     run_dir = opts.out
     plan = plan_of(evalset, opts)
     run_json = run_dir / store.RUN
@@ -332,8 +446,9 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
         if previous.get("plan") != plan:
             raise RunError(f"{run_dir}: holds a run with a different plan (codecs, set or options); "
                            f"use another --out directory")
+    # The executor is not part of the plan: any executor must produce the same rows.
     store.write_json(run_json, {**run_info, "plan": plan, "plan_sha256": sha256_json(plan),
-                                "finished": False})
+                                "execution": executor.describe(), "finished": False})
 
     existing, _torn = store.load_rows(run_dir)
     wanted = {(s.canonical, u.id) for s in opts.codecs for u in evalset.utterances}
@@ -343,24 +458,32 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
             kept[row.key] = row
     # Rewriting drops failed rows (they are retried), a torn final line, and rows whose files changed.
     store.rewrite_rows(run_dir, list(kept.values()))
+    if on_row:
+        for row in kept.values():
+            on_row(row, True)
 
     references: dict[str, Reference] = {}
-    rows: list[Row] = []
-    for spec in opts.codecs:
-        for utt in evalset.utterances:
-            key = (spec.canonical, utt.id)
-            if key in kept:
-                rows.append(kept[key])
-                if on_row:
-                    on_row(kept[key], True)
-                continue
-            if utt.id not in references:
-                references[utt.id] = prepare_reference(utt, run_dir)
-            row = run_row(spec, references[utt.id], opts, run_dir, scorer)
-            store.append_row(run_dir, row)
-            rows.append(row)
-            if on_row:
-                on_row(row, False)
+
+    def reference(utt: Utterance) -> Reference:
+        if utt.id not in references:
+            references[utt.id] = prepare_reference(utt, run_dir)
+        return references[utt.id]
+
+    tasks = plan_tasks(evalset, opts, kept, reference)
+    start = time.perf_counter()
+    done: dict[tuple[str, str], Row] = dict(kept)
+    for row in executor.rows(tasks, opts, scorer):
+        store.append_row(run_dir, row)
+        done[row.key] = row
+        if on_row:
+            on_row(row, False)
+    rows_wall = time.perf_counter() - start
+    missing = wanted - done.keys()
+    if missing:
+        raise RunError(f"{run_dir}: the executor returned no row for {len(missing)} tasks, e.g. {sorted(missing)[0]}")
+    rows = [done[(s.canonical, u.id)] for s in opts.codecs for u in evalset.utterances if (s.canonical, u.id) in done]
     store.write_json(run_dir / store.SUMMARY, summarize(rows))
-    store.write_json(run_json, {**store.read_json(run_json), "finished": True})
+    execution = {**executor.describe(), "rows_computed": len(tasks), "rows_resumed": len(kept),
+                 "rows_wall_s": rows_wall}
+    store.write_json(run_json, {**store.read_json(run_json), "execution": execution, "finished": True})
     return rows

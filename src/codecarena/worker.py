@@ -83,8 +83,9 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         variant = loaded.variant if loaded is not None else job.variant
         t = time.perf_counter()
         key = (spec.canonical, weights, variant)
-        if loaded_adapters is not None and key in loaded_adapters:
-            adapter, model = loaded_adapters[key]
+        cached = loaded_adapters is not None and key in loaded_adapters
+        if cached:
+            adapter, model = loaded_adapters[key]  # type: ignore[index]
         else:
             adapter = module.ADAPTER(spec, weights)
             model = adapter.load()
@@ -92,7 +93,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
                 model["variant"] = apply_variant(adapter, variant)
             if loaded_adapters is not None:
                 loaded_adapters[key] = (adapter, model)
-        times["load_s"] = time.perf_counter() - t
+        times["load_s"] = 0.0 if cached else time.perf_counter() - t
         if loaded is not None and dict(loaded.checkpoint) != model.get("checkpoint", {}):
             # One check for every family: a decoder never decodes codes made with other weights.
             raise ValueError(f"payload was encoded with checkpoint {dict(loaded.checkpoint)}, "
@@ -189,7 +190,7 @@ def _encode(job: Any, spec: Any, adapter: Any, model: dict[str, Any], times: dic
     num_samples = sf.info(job.input).frames
     encoded = _timed(lambda: adapter.encode(audio), times, "compute_s")
     payload = make_payload(spec, encoded, model, job.variant, rate, num_samples, adapter.input_rate)
-    _timed(lambda: write_payload(Path(job.output), payload), times, "io_s")
+    _timed(lambda: write_payload(Path(job.output), payload, durable=False), times, "io_s")
     _warm(lambda: adapter.encode(audio), job.warm_repeats, warm)
     facts = dict(encoded.facts)
     facts["resampled_to"] = adapter.input_rate if adapter.input_rate != rate else None

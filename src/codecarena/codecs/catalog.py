@@ -36,6 +36,9 @@ class Family:
     weights: str = "none"
     # Named numerical variants (codecarena.variants) that apply to this family's model.
     variants: tuple[str, ...] = ()
+    # The decoder carries hidden process-wide state (libcodec2's own PRNG), so a decode equals a
+    # fresh decoder's only in a fresh process: warm mode still decodes such a family cold.
+    fresh_process_decode: bool = False
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -66,6 +69,7 @@ CODEC2 = Family(
     description="Codec 2 1.2 through pycodec2; 8 kHz, one frame per library call",
     configs=("3200", "2400", "1600", "1400", "1300", "1200", "700C"),
     default_config="3200",
+    fresh_process_decode=True,
 )
 
 PCM = Family(

@@ -113,7 +113,8 @@ def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
             clipped = int(np.count_nonzero((pcm == 32767) | (pcm == -32768)))
             if clipped != row.clipped_samples:
                 problems.append(f"{where}: decoded has {clipped} full-scale samples, row says {row.clipped_samples}")
-    if row.replay_identical != (row.replay_sha256 is not None and row.replay_sha256 == row.decoded_sha256):
+    if row.replay_sampled and \
+            row.replay_identical != (row.replay_sha256 is not None and row.replay_sha256 == row.decoded_sha256):
         problems.append(f"{where}: replay_identical disagrees with the replay and decoded hashes")
     expected_checks = row.finite is True and row.silent is False
     if row.checks_passed != expected_checks:

@@ -234,7 +234,7 @@ def _row_schema() -> Any:
         ("error", pa.string()), ("sample_rate", pa.int32()), ("num_samples", pa.int64()),
         ("duration_s", pa.float64()), ("representation_bits", pa.int64()), ("payload_bytes", pa.int64()),
         ("representation_bps", pa.float64()), ("payload_bps", pa.float64()),
-        ("replay_identical", pa.bool_()), ("checks_passed", pa.bool_()),
+        ("replay_sampled", pa.bool_()), ("replay_identical", pa.bool_()), ("checks_passed", pa.bool_()),
         ("decoder_model_bytes", pa.int64()), ("decoded", pa.string()),
         ("stages", pa.list_(stage)), ("metrics", pa.list_(metric)),
     ])
@@ -273,7 +273,8 @@ def export_rows(runs: list[RunInfo], path: Path, membership: dict[tuple[int, str
                 "error": row.error, "sample_rate": row.sample_rate, "num_samples": row.num_samples,
                 "duration_s": row.duration_s, "representation_bits": row.representation_bits,
                 "payload_bytes": row.payload_bytes, "representation_bps": row.representation_bps,
-                "payload_bps": row.payload_bps, "replay_identical": row.replay_identical,
+                "payload_bps": row.payload_bps, "replay_sampled": row.replay_sampled,
+                "replay_identical": row.replay_identical,
                 "checks_passed": row.checks_passed, "decoder_model_bytes": decoder_model_bytes(row.model),
                 "decoded": row.decoded,
                 "stages": [{"name": s.name, "ok": s.ok, "cold_rtf": s.cold_rtf, "warm_rtf": s.warm_rtf,
@@ -306,6 +307,7 @@ SELECT run_index, codec,
          / nullif(sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok'), 0) AS representation_bps,
        sum(payload_bytes) FILTER (WHERE status = 'ok') * 8
          / nullif(sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok'), 0) AS payload_bps,
+       count(*) FILTER (WHERE replay_sampled) AS replay_sampled,
        count(*) FILTER (WHERE replay_identical) AS replay_identical,
        count(*) FILTER (WHERE checks_passed) AS checks_passed,
        max(decoder_model_bytes) AS decoder_model_bytes
@@ -418,7 +420,8 @@ BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("audio_s", float), ("representation_bps", float), ("payload_bps", float),
     ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_peak_rss_bytes_max", int),
     ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_peak_rss_bytes_max", int),
-    ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_identical", int), ("checks_passed", int),
+    ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_sampled", int), ("replay_identical", int),
+    ("checks_passed", int),
 )
 METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
                                                  ("n_not_applicable", int))
@@ -604,7 +607,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                       f"{fmt_num(e['encode']['cold_rtf_median'])}/{fmt_num(e['decode']['cold_rtf_median'])}",
                       fmt_mib(e["peak_rss_bytes_max"]),
                       "-" if e["decoder_model_bytes"] is None else f"{e['decoder_model_bytes'] / 2**20:.2f}",
-                      f"{e['replay_identical']}/{e['rows']}", f"{e['checks_passed']}/{e['rows']}"]
+                      f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
             table.add_row(*cells)
         console.print(table)
         for reason in group.reasons:

@@ -472,7 +472,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
              '<th title="max over encode and decode stages of the process-tree peak RSS">peak RSS MiB</th>',
              '<th title="model bytes the decoder needs: decoder_model_bytes (Lyra) or parameter_bytes (0 for DSP)">'
              'dec model MiB</th>',
-             '<th title="rows whose second decode in another fresh process gave identical bytes">replay identical</th>',
+             '<th title="rows of the replay sample whose second decode in another fresh process gave identical bytes">replay identical</th>',
              '<th title="rows whose decoded audio is finite and not silent">checks</th>',
              '<th>rows ok</th>']
     body = []
@@ -505,8 +505,9 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         dm = e["decoder_model_bytes"]
         cells.append(_num_td(dm, "-" if dm is None else f"{dm / 2**20:.2f}"))
         n = e["rows"]
-        cells.append(_num_td(e["replay_identical"], f'{e["replay_identical"]}/{n}',
-                             cls="bad" if e["replay_identical"] < n else "good"))
+        sampled = e["replay_sampled"]
+        cells.append(_num_td(e["replay_identical"], f'{e["replay_identical"]}/{sampled}',
+                             cls="bad" if e["replay_identical"] < sampled else "good"))
         cells.append(_num_td(e["checks_passed"], f'{e["checks_passed"]}/{n}',
                              cls="bad" if e["checks_passed"] < n else "good"))
         cells.append(_num_td(e["rows_ok"], f'{e["rows_ok"]}/{n}', cls="bad" if e["rows_ok"] < n else ""))
@@ -619,7 +620,7 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
             if top_db is None:
                 top_db = float(db.max())
             flags = []
-            if r.replay_identical is not True:
+            if r.replay_sampled and r.replay_identical is not True:
                 flags.append('<span class="bad">replay differs</span>')
             if not r.checks_passed:
                 flags.append(f'<span class="bad">checks failed: {esc(r.error)}</span>')
@@ -697,7 +698,7 @@ def failures_html(ctx: ReportContext) -> tuple[str, int]:
                     why = r.error or ", ".join(w for w, bad in (("non-finite output", r.finite is False),
                                                                 ("silent output", r.silent is True)) if bad)
                     check_fail.append((run, r, "checks", why or "checks failed"))
-                if r.replay_identical is not True:
+                if r.replay_sampled and r.replay_identical is not True:
                     check_fail.append((run, r, "replay", f"second decode differs: {r.decoded_sha256} vs "
                                                          f"{r.replay_sha256}"))
     multi = len(board.runs) > 1
@@ -950,7 +951,7 @@ def _markdown(ctx: ReportContext, out_html: Path, failure_count: int) -> str:
                       f"{_fmt(e['encode']['cold_rtf_median'])}/{_fmt(e['encode']['warm_rtf_median'], 4)}",
                       _mib(e["peak_rss_bytes_max"], 0),
                       "-" if e["decoder_model_bytes"] is None else f"{e['decoder_model_bytes'] / 2**20:.2f}",
-                      f"{e['replay_identical']}/{e['rows']}", f"{e['checks_passed']}/{e['rows']}"]
+                      f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
     lines.append("Metrics: mean over successful values; failed and not-applicable values are counted, never "
@@ -962,7 +963,7 @@ def _markdown(ctx: ReportContext, out_html: Path, failure_count: int) -> str:
         lines.append("")
     fails = sum(1 for run in board.runs for r in run.rows if r.status != "ok")
     checks = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and not r.checks_passed)
-    replay = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and r.replay_identical is not True)
+    replay = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and r.replay_sampled and r.replay_identical is not True)
     mfail = sum(p["n"] for p in board.metric_problems if p["status"] == "failed")
     mna = sum(p["n"] for p in board.metric_problems if p["status"] == "not_applicable")
     lines.append(f"Failures: {fails} failed rows, {checks} failed checks, {replay} replays not identical, "

@@ -12,7 +12,9 @@ import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
-ROW_VERSION = 1
+ROW_VERSION = 2
+# Version 1 rows predate warm execution: every stage ran cold and every row was replayed.
+V1_DEFAULTS = {"mode": "cold", "replay_sampled": True, "scoring_s": None}
 
 
 class SchemaError(ValueError):
@@ -59,6 +61,7 @@ class Row:
     runtime: dict[str, Any]  # interpreter and numpy version the encode worker reported
     weights: str  # "none" for DSP codecs, "real" or "synthetic" for neural ones
     variant: str
+    mode: str  # "cold" (a fresh worker process per stage) or "warm" (a persistent worker that keeps the model loaded)
     utterance: str
     language: str
     sample_rate: int
@@ -75,6 +78,7 @@ class Row:
     payload_bps: float | None
     decoded: str | None
     decoded_sha256: str | None
+    replay_sampled: bool  # whether this row was in the fresh-process replay sample
     replay_sha256: str | None
     replay_identical: bool | None
     decoded_samples: int | None
@@ -87,6 +91,7 @@ class Row:
     checks_passed: bool
     codec_facts: dict[str, Any]
     metrics: dict[str, Any]  # output name -> {value, status (ok/failed/not_applicable), error, details}
+    scoring_s: float | None  # wall seconds the quality metrics took for this row (None: not recorded)
     model: dict[str, Any]
     stages: list[Stage]
     status: str  # "ok" or "failed"
@@ -153,11 +158,17 @@ def from_dict(cls: Any, data: Any, where: str = "row") -> Any:
 
 
 def parse_row(data: Any) -> Row:
+    if isinstance(data, dict) and data.get("version") == 1 and not V1_DEFAULTS.keys() & data.keys():
+        data = {**data, **V1_DEFAULTS}
     row = from_dict(Row, data)
-    if row.version != ROW_VERSION:
-        raise SchemaError(f"row version {row.version}, expected {ROW_VERSION}")
+    if row.version not in (1, ROW_VERSION):
+        raise SchemaError(f"row version {row.version}, expected {ROW_VERSION} (or 1)")
     if row.status not in ("ok", "failed"):
         raise SchemaError(f"row status {row.status!r} is not ok/failed")
+    if row.mode not in ("cold", "warm"):
+        raise SchemaError(f"row mode {row.mode!r} is not cold/warm")
+    if not row.replay_sampled and (row.replay_sha256 is not None or row.replay_identical is not None):
+        raise SchemaError("a row outside the replay sample has no replay hash or verdict")
     for name, record in row.metrics.items():
         _check_metric(name, record)
     return row

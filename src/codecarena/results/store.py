@@ -59,13 +59,16 @@ def rewrite_rows(run_dir: Path, rows: list[Row]) -> None:
     os.replace(tmp, path)
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, durable: bool = True) -> None:
+    """Atomic replace; `durable` also fsyncs (the worker protocol's job and report files are
+    transient and skip it: a crash loses the stage either way)."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=1, sort_keys=True, allow_nan=False)
         fh.write("\n")
         fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 

@@ -84,6 +84,7 @@ def summarize_codec(rows: list[Row]) -> dict[str, Any]:
                         for lang in languages for sub in [[r for r in rows if r.language == lang]]},
         "encode": _stage_costs(rows, "encode"),
         "decode": _stage_costs(rows, "decode"),
+        "replay_sampled": sum(r.replay_sampled for r in rows),
         "replay_identical": sum(r.replay_identical is True for r in rows),
         "checks_passed": sum(r.checks_passed for r in rows),
         "clipped_samples": sum(r.clipped_samples or 0 for r in rows),

@@ -10,6 +10,7 @@ a fresh process.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -35,7 +36,10 @@ class PersistentWorker:
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[bytes] | None = None
         self.fired = False
-        self.peak_rss_bytes = 0
+        self.timed_out = False
+        self.peak_rss_bytes = 0  # over the worker's life
+        self.job_peak_rss_bytes = 0  # over the job in flight (or the last one)
+        self.job_polls = 0
         self.starts = 0
 
     def _start(self) -> subprocess.Popen[str]:
@@ -43,7 +47,7 @@ class PersistentWorker:
         self._log = open(self.log_path, "ab")
         proc = subprocess.Popen([self.python, "-m", "codecarena.worker", "--persistent"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True)
-        self._proc, self.fired, self.starts = proc, False, self.starts + 1
+        self._proc, self.fired, self.timed_out, self.starts = proc, False, False, self.starts + 1
         threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
         return proc
 
@@ -51,12 +55,24 @@ class PersistentWorker:
         ps = psutil.Process(proc.pid)
         while proc.poll() is None:
             rss = tree_rss(ps)
-            self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+            self._record(rss)
             if rss > self.limit_bytes:
                 self.fired = True
                 _kill_group(proc.pid)
                 return
             time.sleep(self.poll_s)
+
+    def _record(self, rss: int) -> None:
+        self.job_polls += 1
+        self.job_peak_rss_bytes = max(self.job_peak_rss_bytes, rss)
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+
+    @staticmethod
+    def _tree_rss(pid: int) -> int:
+        try:
+            return tree_rss(psutil.Process(pid))
+        except psutil.Error:
+            return 0
 
     @property
     def pid(self) -> int | None:
@@ -65,6 +81,7 @@ class PersistentWorker:
     def submit(self, job: Job, job_path: Path) -> StageReport:
         """Run one job; its stage report (which may say ok=False with the worker's reason)."""
         with self._lock:
+            self.job_peak_rss_bytes, self.job_polls = 0, 0
             proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
             write_job(job_path, job)
             assert proc.stdin is not None and proc.stdout is not None
@@ -72,11 +89,14 @@ class PersistentWorker:
                 proc.stdin.write(f"{job_path}\n")
                 proc.stdin.flush()
                 reply = self._read_line(proc)
+                # Jobs shorter than the poll period would otherwise leave no reading of their own.
+                self._record(self._tree_rss(proc.pid))
             except (BrokenPipeError, OSError):
                 reply = ""
             if not reply:
                 self.stop()
-                why = "killed by the memory guard" if self.fired else "exited or timed out"
+                why = ("killed by the memory guard" if self.fired else
+                       f"killed after the {self.timeout_s:g} s job timeout" if self.timed_out else "exited")
                 raise WorkerFailed(f"persistent worker {why} while running {job_path}; see {self.log_path}")
             try:
                 done: dict[str, Any] = json.loads(reply)
@@ -93,6 +113,7 @@ class PersistentWorker:
         reader.start()
         reader.join(self.timeout_s)
         if reader.is_alive():
+            self.timed_out = True
             _kill_group(proc.pid)
             reader.join(5)
             return ""
@@ -109,3 +130,23 @@ class PersistentWorker:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+class WorkerSet:
+    """One persistent worker per codec runtime (interpreter), started on first use."""
+
+    def __init__(self, limit_bytes: int, log_dir: Path, poll_s: float = 0.25, timeout_s: float = 600.0) -> None:
+        self.limit_bytes, self.log_dir, self.poll_s, self.timeout_s = limit_bytes, log_dir, poll_s, timeout_s
+        self._workers: dict[str, PersistentWorker] = {}
+
+    def get(self, python: str) -> PersistentWorker:
+        if python not in self._workers:
+            name = f"persistent-{len(self._workers)}-{os.getpid()}.log"
+            self._workers[python] = PersistentWorker(python, self.limit_bytes, self.log_dir / name,
+                                                     self.poll_s, self.timeout_s)
+        return self._workers[python]
+
+    def stop(self) -> None:
+        for worker in self._workers.values():
+            worker.stop()
+        self._workers.clear()

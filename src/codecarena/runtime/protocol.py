@@ -67,7 +67,7 @@ def _strict(cls: type, data: Any, what: str) -> Any:
 
 
 def write_job(path: Path, job: Job) -> None:
-    write_json(path, asdict(job))
+    write_json(path, asdict(job), durable=False)
 
 
 def read_job(path: Path) -> Job:
@@ -79,7 +79,7 @@ def read_job(path: Path) -> Job:
 
 
 def write_report(path: Path, report: StageReport) -> None:
-    write_json(path, asdict(report))
+    write_json(path, asdict(report), durable=False)
 
 
 def read_report(path: Path) -> StageReport:

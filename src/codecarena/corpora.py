@@ -1,0 +1,222 @@
+"""Corpus readers for `--input`: LibriSpeech, AISHELL-1, Kaldi data directories and plain folders,
+with `--limit` and `--shard` applied to the sorted listing before any audio is opened.
+
+Every reader produces the same EvalSet the pipeline already takes; its identity (manifest hash)
+covers the selected utterances' ids, audio sha256 and transcripts, so two shards or two limits are
+two different sets and can never resume into each other's run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from codecarena.datasets import (
+    AUDIO_SUFFIXES,
+    DatasetError,
+    EvalSet,
+    Utterance,
+    _probe_audio,
+    load_input_dir,
+    sha256_file,
+)
+
+CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")
+# AISHELL-1 utterance ids: BAC009 + speaker S0002 + W + 4-digit index.
+_AISHELL_ID = re.compile(r"^[A-Z]{3}\d{3}(S\d{4})W\d{4}$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+
+def parse_shard(text: str) -> Shard:
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match or not 0 <= int(match[1]) < int(match[2]):
+        raise ValueError(f"--shard {text!r}: expected K/N with 0 <= K < N, e.g. 0/4")
+    return Shard(int(match[1]), int(match[2]))
+
+
+def _selected(ids: list[str], limit: int | None, shard: Shard | None) -> list[str]:
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit {limit}: expected at least 1")
+    chosen = ids[:limit] if limit is not None else list(ids)
+    if shard is not None:
+        chosen = [u for i, u in enumerate(chosen) if i % shard.count == shard.index]
+    if not chosen:
+        raise ValueError("the --limit/--shard selection leaves no utterances")
+    return chosen
+
+
+def _suffix(limit: int | None, shard: Shard | None) -> str:
+    parts = ([f"limit={limit}"] if limit is not None else []) + ([f"shard={shard.index}/{shard.count}"] if shard else [])
+    return f"[{','.join(parts)}]" if parts else ""
+
+
+def select(evalset: EvalSet, limit: int | None, shard: Shard | None) -> EvalSet:
+    """--limit / --shard on an already loaded set (the smoke set)."""
+    if limit is None and shard is None:
+        return evalset
+    keep = set(_selected([u.id for u in evalset.utterances], limit, shard))
+    utterances = tuple(u for u in evalset.utterances if u.id in keep)
+    digest = hashlib.sha256(f"{evalset.manifest_sha256}:{_suffix(limit, shard)}".encode()).hexdigest()
+    return dataclasses.replace(evalset, name=evalset.name + _suffix(limit, shard), utterances=utterances,
+                               manifest_sha256=digest)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    id: str
+    path: Path
+    transcript: str | None
+    speaker: str
+    language: str
+
+
+def _build(name: str, source: str, entries: list[_Entry]) -> EvalSet:
+    utterances = []
+    for e in entries:
+        rate, frames = _probe_audio(e.path)
+        utterances.append(Utterance(id=e.id, path=e.path.resolve(), language=e.language, transcript=e.transcript,
+                                    critical=(), sample_rate=rate, num_samples=frames, sha256=sha256_file(e.path),
+                                    speaker=e.speaker, license=""))
+    listing = [{"id": u.id, "sha256": u.sha256, "transcript": u.transcript, "speaker": u.speaker,
+                "language": u.language} for u in utterances]
+    canonical = json.dumps(listing, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return EvalSet(name, tuple(utterances), hashlib.sha256(canonical).hexdigest(), source)
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: unreadable ({exc})") from None
+
+
+def _table(path: Path, required: bool = True) -> dict[str, str]:
+    """Kaldi-style `key value...` lines; a duplicate key is an error, not a silent overwrite."""
+    if not path.is_file():
+        if required:
+            raise DatasetError(f"{path}: missing (a Kaldi data directory needs wav.scp and text)")
+        return {}
+    table: dict[str, str] = {}
+    for number, line in enumerate(_read_lines(path), 1):
+        if not line.strip():
+            continue
+        key, _, value = line.strip().partition(" ")
+        if key in table:
+            raise DatasetError(f"{path}:{number}: key {key!r} appears twice")
+        table[key] = value.strip()
+    return table
+
+
+def _audio_files(root: Path) -> list[Path]:
+    return sorted((p for p in root.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(root).parts)),
+                  key=lambda p: p.relative_to(root).as_posix())
+
+
+def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+    """wav.scp (`utt path`; relative paths from the data directory), text, and optional utt2spk.
+    Pipe entries (`cmd |`) are refused: codecarena hashes the audio it scores, so it needs a file."""
+    scp, text, spk = _table(root / "wav.scp"), _table(root / "text"), _table(root / "utt2spk", required=False)
+    for utt, value in scp.items():
+        if value.endswith("|") or " " in value:
+            raise DatasetError(f"{root / 'wav.scp'}: {utt}: {value!r} is a command or has extra fields; "
+                               f"only plain file paths are supported")
+    no_text = sorted(set(scp) - set(text))
+    if no_text:
+        raise DatasetError(f"{root / 'text'}: no transcript for {len(no_text)} utterances of wav.scp, e.g. {no_text[0]}")
+    entries = []
+    for utt in _selected(sorted(scp), limit, shard):
+        path = Path(scp[utt]) if Path(scp[utt]).is_absolute() else root / scp[utt]
+        if not path.is_file():
+            raise DatasetError(f"{root / 'wav.scp'}: {utt}: {path} does not exist")
+        entries.append(_Entry(utt, path, text[utt], spk.get(utt, ""), ""))
+    return _build(f"kaldi:{root.name}{_suffix(limit, shard)}", f"kaldi {root}", entries)
+
+
+def load_librispeech(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+    """`SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt` beside `SPEAKER-CHAPTER-NNNN.flac`; English."""
+    by_stem: dict[str, Path] = {}
+    for path in _audio_files(root):
+        if path.stem in by_stem:
+            raise DatasetError(f"{path}: id {path.stem!r} already used by {by_stem[path.stem]}")
+        by_stem[path.stem] = path
+    transcripts: dict[str, str] = {}
+    for trans in sorted(root.rglob("*.trans.txt")):
+        for line in _read_lines(trans):
+            utt, _, words = line.strip().partition(" ")
+            if utt:
+                transcripts[utt] = words.strip()
+    if not transcripts:
+        raise DatasetError(f"{root}: no *.trans.txt files (not a LibriSpeech-style directory)")
+    entries = [_Entry(utt, by_stem[utt], transcripts.get(utt), utt.split("-")[0], "en")
+               for utt in _selected(sorted(by_stem), limit, shard)]
+    return _build(f"librispeech:{root.name}{_suffix(limit, shard)}", f"librispeech {root}", entries)
+
+
+def _aishell_transcripts(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*transcript*.txt") if p.is_file())
+
+
+def load_aishell(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+    """AISHELL-1: `wav/<split>/<speaker>/<id>.wav` and a transcript file of `<id> <words...>` lines.
+    Transcripts are word-segmented with spaces, which Mandarin text does not have: they are joined.
+    Utterances without a transcript line (AISHELL-1 has a few) are kept, transcript unknown."""
+    files = _aishell_transcripts(root)
+    if not files:
+        raise DatasetError(f"{root}: no *transcript*.txt file (not an AISHELL-style directory)")
+    transcripts: dict[str, str] = {}
+    for trans in files:
+        for line in _read_lines(trans):
+            utt, _, words = line.strip().partition(" ")
+            if utt:
+                transcripts[utt] = "".join(words.split())
+    by_stem = {p.stem: p for p in _audio_files(root)}
+    if not by_stem:
+        raise DatasetError(f"{root}: no .wav or .flac files found")
+    entries = []
+    for utt in _selected(sorted(by_stem), limit, shard):
+        match = _AISHELL_ID.match(utt)
+        speaker = match[1] if match else by_stem[utt].parent.name
+        entries.append(_Entry(utt, by_stem[utt], transcripts.get(utt), speaker, "zh"))
+    return _build(f"aishell:{root.name}{_suffix(limit, shard)}", f"aishell {root}", entries)
+
+
+def detect_layout(root: Path) -> str:
+    if (root / "wav.scp").is_file():
+        return "kaldi"
+    if (root / "manifest.json").is_file():
+        return "plain"
+    if next(root.rglob("*.trans.txt"), None) is not None:
+        return "librispeech"
+    if _aishell_transcripts(root):
+        return "aishell"
+    return "plain"
+
+
+def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise DatasetError(f"{root}: input folder does not exist or is not a directory")
+    if layout not in CORPUS_LAYOUTS:
+        raise DatasetError(f"unknown corpus layout {layout!r}; expected one of {CORPUS_LAYOUTS}")
+    chosen = detect_layout(root) if layout == "auto" else layout
+    try:
+        if chosen == "kaldi":
+            return load_kaldi(root, limit, shard)
+        if chosen == "librispeech":
+            return load_librispeech(root, limit, shard)
+        if chosen == "aishell":
+            return load_aishell(root, limit, shard)
+        # A plain folder (optionally with manifest.json) is small: load it, then select.
+        return select(load_input_dir(root), limit, shard)
+    except ValueError as exc:  # a --limit/--shard selection that leaves nothing
+        raise DatasetError(str(exc)) from None

@@ -1,0 +1,280 @@
+"""Scale-out: corpus readers, --limit/--shard, warm mode, the local pool, crash recovery and Ray."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import soundfile as sf
+
+from codecarena.corpora import detect_layout, load_corpus, parse_shard
+from codecarena.datasets import DatasetError
+from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
+
+
+def _wav(path: Path, seconds: float = 0.5, rate: int = 16000, seed: int = 0) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    noise = np.random.default_rng(seed).standard_normal(int(seconds * rate)) * 0.1
+    sf.write(path, noise, rate, subtype="PCM_16")
+
+
+# ---------------------------------------------------------------------------------------- corpora
+
+
+def test_kaldi_dir_reads_scp_text_and_speakers(tmp_path: Path) -> None:
+    for i in range(3):
+        _wav(tmp_path / "audio" / f"u{i}.wav", seed=i)
+    (tmp_path / "wav.scp").write_text("u2 audio/u2.wav\nu0 audio/u0.wav\nu1 " + str(tmp_path / "audio/u1.wav") + "\n")
+    (tmp_path / "text").write_text("u0 HELLO THERE\nu1 ONE TWO\nu2 NOT THIS\n")
+    (tmp_path / "utt2spk").write_text("u0 spkA\nu1 spkB\nu2 spkA\n")
+    assert detect_layout(tmp_path) == "kaldi"
+    evalset = load_corpus(tmp_path)
+    assert [u.id for u in evalset.utterances] == ["u0", "u1", "u2"]
+    assert [u.transcript for u in evalset.utterances] == ["HELLO THERE", "ONE TWO", "NOT THIS"]
+    assert [u.speaker for u in evalset.utterances] == ["spkA", "spkB", "spkA"]
+    assert evalset.name == f"kaldi:{tmp_path.name}"
+
+
+def test_kaldi_refuses_pipes_and_missing_transcripts(tmp_path: Path) -> None:
+    _wav(tmp_path / "a.wav")
+    (tmp_path / "wav.scp").write_text("a sox a.flac -t wav - |\n")
+    (tmp_path / "text").write_text("a X\n")
+    with pytest.raises(DatasetError, match="is a command"):
+        load_corpus(tmp_path)
+    (tmp_path / "wav.scp").write_text("a a.wav\nb a.wav\n")
+    with pytest.raises(DatasetError, match="no transcript for 1 utterances"):
+        load_corpus(tmp_path)
+    (tmp_path / "text").write_text("a X\na Y\n")
+    with pytest.raises(DatasetError, match="appears twice"):
+        load_corpus(tmp_path)
+
+
+def test_librispeech_layout(tmp_path: Path) -> None:
+    chapter = tmp_path / "test-clean" / "1089" / "134686"
+    for i in range(3):
+        _wav(chapter / f"1089-134686-000{i}.flac", seed=i)
+    (chapter / "1089-134686.trans.txt").write_text(
+        "1089-134686-0000 HE HOPED\n1089-134686-0001 STUFF IT\n1089-134686-0002 AFTER EARLY\n")
+    evalset = load_corpus(tmp_path, "auto")
+    assert evalset.name.startswith("librispeech:")
+    assert [(u.id, u.transcript, u.speaker, u.language) for u in evalset.utterances][1] == \
+        ("1089-134686-0001", "STUFF IT", "1089", "en")
+
+
+def test_aishell_layout_joins_words_and_keeps_untranscribed(tmp_path: Path) -> None:
+    _wav(tmp_path / "wav" / "test" / "S0764" / "BAC009S0764W0121.wav", seed=1)
+    _wav(tmp_path / "wav" / "test" / "S0764" / "BAC009S0764W0122.wav", seed=2)
+    (tmp_path / "transcript").mkdir()
+    (tmp_path / "transcript" / "aishell_transcript_v0.8.txt").write_text(
+        "BAC009S0764W0121 甚至 出现 交易 几乎 停滞 的 情况\n", encoding="utf-8")
+    evalset = load_corpus(tmp_path)
+    assert evalset.name.startswith("aishell:")
+    first, second = evalset.utterances
+    assert (first.transcript, first.speaker, first.language) == ("甚至出现交易几乎停滞的情况", "S0764", "zh")
+    assert second.transcript is None
+
+
+def test_limit_and_shard_select_before_reading_audio(tmp_path: Path) -> None:
+    for i in range(7):
+        _wav(tmp_path / f"c{i}.wav", seed=i)
+    (tmp_path / "wav.scp").write_text("".join(f"c{i} c{i}.wav\n" for i in range(7)))
+    (tmp_path / "text").write_text("".join(f"c{i} W{i}\n" for i in range(7)))
+    # A broken file outside the selection is never opened.
+    (tmp_path / "c6.wav").write_bytes(b"RIFF not audio")
+    limited = load_corpus(tmp_path, "kaldi", limit=6)
+    assert [u.id for u in limited.utterances] == [f"c{i}" for i in range(6)]
+    shards = [load_corpus(tmp_path, "kaldi", limit=6, shard=parse_shard(f"{k}/3")) for k in range(3)]
+    assert [[u.id for u in s.utterances] for s in shards] == [["c0", "c3"], ["c1", "c4"], ["c2", "c5"]]
+    assert len({s.manifest_sha256 for s in shards} | {limited.manifest_sha256}) == 4
+    assert shards[1].name.endswith("[limit=6,shard=1/3]")
+    with pytest.raises(DatasetError, match="unreadable audio"):
+        load_corpus(tmp_path, "kaldi")
+    for bad in ("3/3", "1", "a/b", "-1/2"):
+        with pytest.raises(ValueError, match="--shard"):
+            parse_shard(bad)
+
+
+def test_plain_folder_with_limit(tmp_path: Path) -> None:
+    for i in range(3):
+        _wav(tmp_path / f"x{i}.wav", seed=i)
+    assert detect_layout(tmp_path) == "plain"
+    evalset = load_corpus(tmp_path, limit=2)
+    assert [u.id for u in evalset.utterances] == ["x0", "x1"]
+    with pytest.raises(DatasetError, match="leaves no utterances"):
+        load_corpus(tmp_path, shard=parse_shard("3/4"), limit=3)
+
+
+# ----------------------------------------------------------------------------- warm mode and pools
+
+
+def _by_key(run_dir: Path) -> dict[tuple[str, str], dict]:  # type: ignore[type-arg]
+    return {(r["codec"], r["utterance"]): r for r in rows_of(run_dir)}
+
+
+def _identical(a: Path, b: Path) -> None:
+    rows_a, rows_b = _by_key(a), _by_key(b)
+    assert rows_a.keys() == rows_b.keys()
+    for key, row in rows_a.items():
+        assert row["status"] == rows_b[key]["status"] == "ok", (key, row["error"], rows_b[key]["error"])
+        assert row["payload_sha256"] == rows_b[key]["payload_sha256"], key
+        assert row["decoded_sha256"] == rows_b[key]["decoded_sha256"], key
+        assert (a / row["payload"]).read_bytes() == (b / rows_b[key]["payload"]).read_bytes()
+        assert (a / row["decoded"]).read_bytes() == (b / rows_b[key]["decoded"]).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference: today's behaviour, every stage in a fresh process, one row at a time."""
+    need_mirror()
+    out = tmp_path_factory.mktemp("cold") / "run"
+    result = codecarena("run", "--codec", "opus:12k", "--codec", "codec2:3200", "--metrics", "none",
+                        "--workers", "1", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_warm_pool_matches_cold_byte_for_byte(cold_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "warm"
+    result = codecarena("run", "--codec", "opus:12k", "--codec", "codec2:3200", "--metrics", "none",
+                        "--mode", "warm", "--workers", "2", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    _identical(out, cold_run)
+    rows = rows_of(out)
+    by_codec: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+    for row in rows:
+        by_codec.setdefault(row["codec"], []).append(row)
+    for codec, group in by_codec.items():
+        assert sum(r["mode"] == "cold" for r in group) == 1, codec  # the cold-start sample
+        assert all(r["replay_sampled"] and r["replay_identical"] for r in group)  # smoke set: all replayed
+        warm = [r for r in group if r["mode"] == "warm"]
+        encode = [next(s for s in r["stages"] if s["name"] == "encode") for r in warm]
+        assert all(s["process_start_s"] == 0.0 and s["cold_rtf"] is None for s in encode)
+        # One model load per pool process: most warm rows find the model already loaded.
+        assert sum(s["load_s"] == 0.0 for s in encode) >= len(encode) - 2
+    # Codec 2's decoder has process-wide state, so even in warm mode it decodes in a fresh process.
+    codec2_decodes = [s for r in by_codec["codec2:3200"] for s in r["stages"] if s["name"] == "decode"]
+    assert all(s["process_start_s"] > 0 for s in codec2_decodes)
+    import json
+
+    execution = json.loads((out / "run.json").read_text())["execution"]
+    assert execution["executor"] == "local" and execution["workers"] == 2 and execution["rows_computed"] == 20
+    assert codecarena("audit", out).returncode == 0
+
+
+@pytest.mark.slow
+def test_warm_replay_sample_outside_the_smoke_set(tmp_path: Path, speech_dir: Path) -> None:
+    out = tmp_path / "run"
+    result = codecarena("run", "--input", speech_dir, "--codec", "opus:6k", "--metrics", "none", "--mode", "warm",
+                        "--workers", "1", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = sorted(rows_of(out), key=lambda r: r["utterance"])
+    assert [(r["mode"], r["replay_sampled"], r["replay_identical"]) for r in rows] == \
+        [("cold", True, True), ("warm", False, None)]
+    assert [s["name"] for s in rows[1]["stages"]] == ["encode", "decode"]
+    assert codecarena("audit", out).returncode == 0
+    assert codecarena("audit", out, "--replay").returncode == 0
+
+
+def _persistent_workers(root: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for proc in root.children(recursive=True):
+        try:
+            if "--persistent" in proc.cmdline():
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_killed_warm_worker_fails_only_its_row_and_a_rerun_completes_it(tmp_path: Path) -> None:
+    mirror = need_mirror()
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(24):
+        shutil.copy(mirror / SHORT_CLIPS[i % 2], corpus / f"c{i:02d}.wav")
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "codecarena", "run", "--input", str(corpus), "--codec", "opus:12k",
+            "--metrics", "none", "--mode", "warm", "--workers", "1", "--out", str(out)]
+    harness = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    try:
+        root = psutil.Process(harness.pid)
+        deadline = time.monotonic() + 120
+        victims: list[psutil.Process] = []
+        while time.monotonic() < deadline and harness.poll() is None:
+            lines = (out / "rows.jsonl").read_text().count("\n") if (out / "rows.jsonl").exists() else 0
+            victims = _persistent_workers(root)
+            if victims and lines >= 3:
+                break
+            time.sleep(0.02)
+        assert victims, "the warm run never started a persistent worker"
+        os.killpg(victims[0].pid, signal.SIGKILL)
+        assert harness.wait(timeout=300) == 1
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    first = rows_of(out)
+    failed = [r for r in first if r["status"] == "failed"]
+    assert len(first) == 24 and len(failed) == 1, [r["error"] for r in failed]
+    assert "persistent worker exited while running" in failed[0]["error"]
+    ok_before = {r["utterance"]: r["payload_sha256"] for r in first if r["status"] == "ok"}
+
+    rerun = codecarena("run", "--input", corpus, "--codec", "opus:12k", "--metrics", "none", "--mode", "warm",
+                       "--workers", "1", "--out", out)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    second = rows_of(out)
+    assert len(second) == 24 and all(r["status"] == "ok" for r in second)
+    assert {r["utterance"]: r["payload_sha256"] for r in second if r["utterance"] in ok_before} == ok_before
+    assert "23 complete rows resumed" in rerun.stdout
+
+
+# --------------------------------------------------------------------------------------------- Ray
+
+RAY_SCRIPT = """
+set -e
+ip link set lo up
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0
+trap '"$RAY" stop --force >/dev/null 2>&1 || true' EXIT
+"$RAY" start --head --node-ip-address=127.0.0.1 --port=6391 --num-cpus=2 --include-dashboard=false \
+  --object-store-memory=104857600 --temp-dir="$TEMP" --disable-usage-stats >/dev/null
+"$PY" -m codecarena run --codec opus:12k --codec codec2:3200 --metrics none --executor ray \
+  --ray-address 127.0.0.1:6391 --out "$OUT"
+"""
+
+
+@pytest.mark.slow
+def test_ray_executor_matches_local_byte_for_byte(cold_run: Path, tmp_path: Path) -> None:
+    """A Ray cluster started on 127.0.0.1 inside a network namespace that has only a loopback
+    interface (Ray probes cloud metadata addresses; nothing may leave the machine)."""
+    ray_bin = Path(sys.executable).parent / "ray"
+    pytest.importorskip("ray")
+    probe = subprocess.run(["unshare", "--net", "true"], capture_output=True)
+    if probe.returncode != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run the Ray test in a loopback-only namespace: unshare failed: {probe.stderr!r}")
+        pytest.skip("unshare --net is not permitted here (needs root)")
+    out = tmp_path / "ray"
+    temp = Path("/tmp") / f"ccray-test-{os.getpid()}"
+    env = {**os.environ, "RAY": str(ray_bin), "PY": sys.executable, "OUT": str(out), "TEMP": str(temp)}
+    try:
+        result = subprocess.run(["unshare", "--net", "sh", "-c", RAY_SCRIPT], env=env, capture_output=True,
+                                text=True, timeout=600, cwd=REPO)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _identical(out, cold_run)
+    import json
+
+    execution = json.loads((out / "run.json").read_text())["execution"]
+    assert execution["executor"] == "ray" and execution["address"] == "127.0.0.1:6391"
+    assert execution["workers"] == 2 and execution["rows_computed"] == 20
+    assert codecarena("audit", out).returncode == 0
