@@ -125,3 +125,27 @@ except ValueError as exc:
 """
     proc = subprocess.run([runtime_python(dac_env, "dac"), "-c", script], capture_output=True, text=True, check=False)
     assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_24_and_44_khz_configurations_pack_their_own_frame_rates(dac_env: dict[str, str], speech_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = codecarena("run", "--input", speech_dir, "--weights", "synthetic", "--codec", "dac:24khz,n_quantizers=8",
+                        "--codec", "dac:44khz", "--metrics", "none", "--warm-repeats", "0", "--out", out, env=dac_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # (codec rate, hop, codebooks): upstream conf/final/24khz.yml and 44khz.yml.
+    expected = {"dac:24khz,n_quantizers=8": (24000, 320, 8), "dac:44khz": (44100, 512, 9)}
+    rows = rows_of(out)
+    assert len(rows) == 4
+    for row in rows:
+        rate, hop, n_q = expected[row["codec"]]
+        assert row["status"] == "ok" and row["replay_identical"] and row["decoded_samples"] == row["num_samples"]
+        assert row["codec_facts"]["resampled_to"] == rate and row["model"]["frame_rate_hz"] == rate / hop
+        (stream,) = read_payload(out / row["payload"]).streams
+        resampled = int(row["num_samples"] * rate / 16000 + 0.5)  # soxr rounds to the nearest sample
+        assert stream.shape == (n_q, math.ceil(resampled / hop)) and stream.bit_width == 10
+        assert row["representation_bits"] == stream.shape[1] * n_q * 10
+        assert row["checkpoint"]["file"] == f"dac_{row['codec'][4:9]}-v1-seed0.pt"
+    too_many = codecarena("run", "--input", speech_dir, "--weights", "synthetic", "--codec", "dac:44khz,n_quantizers=12",
+                          "--out", tmp_path / "bad", env=dac_env)
+    assert too_many.returncode != 0 and "n_quantizers=12 is above 9" in too_many.stderr

@@ -48,7 +48,7 @@ def _format(value: OptionValue) -> str:
     return str(value)
 
 
-def _coerce(spec: str, option: Option, raw: str) -> OptionValue:
+def _coerce(spec: str, option: Option, raw: str, config: str) -> OptionValue:
     try:
         value: OptionValue = option.kind(raw)
     except ValueError:
@@ -60,8 +60,9 @@ def _coerce(spec: str, option: Option, raw: str) -> OptionValue:
     if isinstance(value, (int, float)):
         if option.minimum is not None and value < option.minimum:
             raise SpecError(f"{spec}: option {option.name}={raw} is below {_format(option.minimum)}")
-        if option.maximum is not None and value > option.maximum:
-            raise SpecError(f"{spec}: option {option.name}={raw} is above {_format(option.maximum)}")
+        maximum = option.maximum_for(config)
+        if maximum is not None and value > maximum:
+            raise SpecError(f"{spec}: option {option.name}={raw} is above {_format(maximum)}")
     return value
 
 
@@ -105,8 +106,8 @@ def parse_spec(spec: str) -> CodecSpec:
             raise SpecError(f"{spec}: unknown option {key!r} for {family.name} (options: {known})")
         if key in explicit:
             raise SpecError(f"{spec}: option {key!r} given twice")
-        explicit[key] = _coerce(spec, option, raw.strip())
-    resolved = {o.name: explicit.get(o.name, o.default) for o in family.options}
+        explicit[key] = _coerce(spec, option, raw.strip(), config)
+    resolved = {o.name: explicit.get(o.name, o.default_for(config)) for o in family.options}
     return CodecSpec(
         family=family.name,
         config=config,

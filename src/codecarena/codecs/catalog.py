@@ -19,6 +19,16 @@ class Option:
     choices: tuple[int | float | str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
+    # Per-config overrides (config, value): where one knob's default and upper bound depend on the
+    # configuration (DAC's codebook count is 12, 32 or 9).
+    config_defaults: tuple[tuple[str, int | float | str], ...] = ()
+    config_maximum: tuple[tuple[str, float], ...] = ()
+
+    def default_for(self, config: str) -> int | float | str:
+        return dict(self.config_defaults).get(config, self.default)
+
+    def maximum_for(self, config: str) -> float | None:
+        return dict(self.config_maximum).get(config, self.maximum)
 
 
 @dataclass(frozen=True)
@@ -108,12 +118,16 @@ ENCODEC = Family(
 DAC = Family(
     name="dac",
     module="codecarena.codecs.dac",
-    description="Descript Audio Codec 16 kHz (descript-audio-codec 1.0.0, own runtime): 50 Hz frames, 12 x 10-bit codebooks",
-    configs=("16khz",),
+    description="Descript Audio Codec (descript-audio-codec 1.0.0, own runtime): 16 kHz 50 Hz x 12, 24 kHz 75 Hz x 32, "
+                "44.1 kHz 86.1 Hz x 9 codebooks of 10 bits",
+    configs=("16khz", "24khz", "44khz"),
     default_config="16khz",
     weights="real_or_synthetic",
     variants=("eager_snake_v1",),
-    options=(Option("n_quantizers", int, 12, "codebooks sent (the rate knob: 500 bps each)", minimum=1, maximum=12),
+    options=(Option("n_quantizers", int, 12, "codebooks sent, the rate knob (default all: 12, 32 or 9; each adds "
+                    "500, 750 or 861 bps)", minimum=1, maximum=32,
+                    config_defaults=(("24khz", 32), ("44khz", 9)),
+                    config_maximum=(("16khz", 12), ("24khz", 32), ("44khz", 9))),
              Option("threads", int, 1, "torch threads (fixed and recorded: thread count changes DAC's decoded bits)",
                     minimum=1, maximum=64)),
 )

@@ -1,11 +1,15 @@
-"""Descript Audio Codec 16 kHz (descript-audio-codec 1.0.0): 50 Hz frames, 12 x 10-bit codebooks, 6 kbps.
+"""Descript Audio Codec (descript-audio-codec 1.0.0) at 16, 24 and 44.1 kHz, 10-bit codebooks.
+
+16khz: hop 320, 50 Hz, 12 codebooks (6 kbps); 24khz: hop 320, 75 Hz, 32 codebooks (24 kbps);
+44khz: hop 512, 44100/512 = 86.13 Hz, 9 codebooks (7.75 kbps). The number of codebooks sent is the
+rate knob (`n_quantizers`, default: all of the configuration's).
 
 Weights go through DAC's own loader, `dac.DAC.load(path)`, which reads a `torch.save`d dict
 `{"state_dict": ..., "metadata": {"kwargs": {...}}}` with `torch.load`'s defaults (weights_only=True
 since torch 2.6: no pickled code runs). Synthetic weights are written in exactly that format. DAC's
 loader is lenient (`strict=False` by default, and its architecture comes from the file's metadata),
-so the adapter checks the file itself too: the metadata must describe the 16 kHz architecture below
-and every missing or unexpected state-dict key is an error.
+so the adapter checks the file itself too: the metadata must describe the configuration's architecture
+below and every missing or unexpected state-dict key is an error.
 
 The codes are DAC's raw RVQ indices (`DAC.encode` on the hop-padded input, `quantizer.from_codes` and
 `DAC.decode` back), without the `.dac` file container's chunking and loudness side value. DAC returns
@@ -29,8 +33,7 @@ from codecarena.codecs.torch_weights import checkpoint_file, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "dac"
-RATE = 16000
-# Model hyper-parameters of the 16 kHz model, from the upstream repository's `conf/final/16khz.yml`
+# Model hyper-parameters from the upstream repository's `conf/final/{16,24,44}khz.yml`
 # (descriptinc/descript-audio-codec); the wheel does not ship its configurations.
 # quantizer_dropout only acts in training mode (it is recorded because DAC.save records it).
 CONFIG_16KHZ: dict[str, Any] = {
@@ -44,51 +47,62 @@ CONFIG_16KHZ: dict[str, Any] = {
     "codebook_dim": 8,
     "quantizer_dropout": 0.5,
 }
-HOP = 320  # 2 * 4 * 5 * 8: 50 Hz frames at 16 kHz
+CONFIGS: dict[str, dict[str, Any]] = {
+    "16khz": CONFIG_16KHZ,
+    "24khz": {**CONFIG_16KHZ, "sample_rate": 24000, "n_codebooks": 32},
+    "44khz": {**CONFIG_16KHZ, "sample_rate": 44100, "encoder_rates": [2, 4, 8, 8], "decoder_rates": [8, 8, 4, 2],
+              "n_codebooks": 9},
+}
 BITS = 10  # log2(codebook_size)
 # Part of the synthetic checkpoint's name: bump it whenever synthetic_state changes, so a cached
 # file made by older code is never mistaken for the current generator's output.
 SYNTHETIC_VERSION = 1
 
 
-def build_model() -> DAC:
-    return DAC(**{k: (list(v) if isinstance(v, list) else v) for k, v in CONFIG_16KHZ.items()}).eval()
+def hop(config: dict[str, Any]) -> int:
+    return math.prod(config["encoder_rates"])
 
 
-def synthetic_checkpoint_dict(seed: int) -> dict[str, Any]:
+def build_model(config: dict[str, Any] = CONFIG_16KHZ) -> DAC:
+    return DAC(**{k: (list(v) if isinstance(v, list) else v) for k, v in config.items()}).eval()
+
+
+def synthetic_checkpoint_dict(seed: int, config: dict[str, Any] = CONFIG_16KHZ) -> dict[str, Any]:
     """Seeded random weights in the format `DAC.load` reads. Each codebook is a draw of its own
     quantizer's projected latents (the 8-dim `in_proj` output, where DAC's L2-normalised lookup
     happens) of real speech (the smoke set), layer by layer on the residual: with plain random
     init the codes are far less varied, and packing or replay tests would prove less."""
     torch.manual_seed(seed)
-    model = build_model()
+    model = build_model(config)
+    rate = config["sample_rate"]
     generator = torch.Generator().manual_seed(seed)
-    speech = torch.from_numpy(training_audio(RATE).astype(np.float32))[None, None, :]
+    speech = torch.from_numpy(training_audio(rate).astype(np.float32))[None, None, :]
     with torch.no_grad():
-        residual = model.encoder(model.preprocess(speech, RATE))
+        residual = model.encoder(model.preprocess(speech, rate))
         for layer in model.quantizer.quantizers:
             projected = layer.in_proj(residual)[0].T  # frames x codebook_dim
             pick = torch.randint(0, projected.shape[0], (layer.codebook_size,), generator=generator)
             layer.codebook.weight.copy_(projected[pick])
             z_q, _, _, _, _ = layer(residual)
             residual = residual - z_q
-    return {"state_dict": model.state_dict(), "metadata": {"kwargs": dict(CONFIG_16KHZ)}}
+    return {"state_dict": model.state_dict(), "metadata": {"kwargs": dict(config)}}
 
 
-def check_checkpoint(path: Path) -> None:
-    """What DAC's lenient loader does not check: the file must describe the 16 kHz architecture and
-    match it key for key (any missing or unexpected state-dict key is an error naming the keys)."""
+def check_checkpoint(path: Path, config: dict[str, Any] = CONFIG_16KHZ) -> None:
+    """What DAC's lenient loader does not check: the file must describe the configuration's
+    architecture and match it key for key (any missing or unexpected state-dict key is an error
+    naming the keys)."""
     saved = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict) \
             or not isinstance(saved.get("metadata", {}).get("kwargs"), dict):
         raise ValueError(f"{path}: not a DAC checkpoint (a dict with state_dict and metadata.kwargs)")  # noqa: TRY004 (a bad file, reported as ValueError like every load failure)
     kwargs = saved["metadata"]["kwargs"]
-    wrong = sorted(k for k in CONFIG_16KHZ if k != "quantizer_dropout" and kwargs.get(k) != CONFIG_16KHZ[k])
+    wrong = sorted(k for k in config if k != "quantizer_dropout" and kwargs.get(k) != config[k])
     if wrong:
-        raise ValueError(f"{path}: checkpoint metadata is not the 16 kHz configuration: "
-                         + ", ".join(f"{k}={kwargs.get(k)!r} (expected {CONFIG_16KHZ[k]!r})" for k in wrong))
+        raise ValueError(f"{path}: checkpoint metadata is not the {config['sample_rate'] / 1000:g} kHz configuration: "
+                         + ", ".join(f"{k}={kwargs.get(k)!r} (expected {config[k]!r})" for k in wrong))
     state = saved["state_dict"]
-    expected = set(build_model().state_dict())
+    expected = set(build_model(config).state_dict())
     missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
     if missing or unexpected:
         raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
@@ -96,33 +110,39 @@ def check_checkpoint(path: Path) -> None:
                          f"{'...' if len(unexpected) > 5 else ''}")
 
 
-def load_checkpoint(path: Path) -> DAC:
+def load_checkpoint(path: Path, config: dict[str, Any] = CONFIG_16KHZ) -> DAC:
     """The strict check, then DAC's real loader (with strict=True on its state-dict load)."""
-    check_checkpoint(path)
+    check_checkpoint(path, config)
     return DAC.load(str(path), strict=True).eval()
 
 
 class DacAdapter(TorchAdapter):
-    input_rate = RATE
+    def __init__(self, spec: Any, weights: str = "real") -> None:
+        super().__init__(spec, weights)
+        self.config = CONFIGS[spec.config]
+        self.input_rate = self.config["sample_rate"]
+        self.hop = hop(self.config)
 
     def load(self) -> dict[str, Any]:
         options = self.spec.options()
         torch.set_num_threads(int(options["threads"]))
         self.quantizers = int(options["n_quantizers"])
-        if not 1 <= self.quantizers <= CONFIG_16KHZ["n_codebooks"]:
-            raise ValueError(f"n_quantizers must be 1..{CONFIG_16KHZ['n_codebooks']}, got {self.quantizers}")
+        if not 1 <= self.quantizers <= self.config["n_codebooks"]:
+            raise ValueError(f"n_quantizers must be 1..{self.config['n_codebooks']} for {self.spec.config}, "
+                             f"got {self.quantizers}")
         kind, _ = parse_weights(self.weights)
-        path, identity = checkpoint_file(REGISTRY_ID, self.weights, f"dac_16khz-v{SYNTHETIC_VERSION}",
-                                              synthetic_checkpoint_dict)
-        self.model = load_checkpoint(path)
-        return {"weights": kind, "checkpoint": identity, **self.side_facts(), "frame_rate_hz": RATE / HOP,
+        path, identity = checkpoint_file(REGISTRY_ID, self.weights, f"dac_{self.spec.config}-v{SYNTHETIC_VERSION}",
+                                         lambda seed: synthetic_checkpoint_dict(seed, self.config))
+        self.model = load_checkpoint(path, self.config)
+        return {"weights": kind, "checkpoint": identity, **self.side_facts(),
+                "frame_rate_hz": self.input_rate / self.hop,
                 "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
                 "threads": torch.get_num_threads()}
 
     def encode(self, audio: np.ndarray) -> Encoded:
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
         with torch.no_grad():
-            _, codes, _, _, _ = self.model.encode(self.model.preprocess(x, RATE), self.quantizers)
+            _, codes, _, _, _ = self.model.encode(self.model.preprocess(x, self.input_rate), self.quantizers)
         return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
@@ -130,11 +150,11 @@ class DacAdapter(TorchAdapter):
         with torch.no_grad():
             z, _, _ = self.model.quantizer.from_codes(codes)
             audio = self.model.decode(z)
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+        return Decoded(audio[0, 0].numpy().astype(np.float64), self.input_rate)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # Up to one hop of padding (the last partial frame) plus DAC's few missing samples.
-        return math.ceil(HOP * arena_rate / RATE) + 16
+        return math.ceil(self.hop * arena_rate / self.input_rate) + 16
 
 
 ADAPTER = DacAdapter

@@ -29,7 +29,7 @@ from transformers.utils import logging as transformers_logging
 from codecarena.checkpoints import cache_dir, resolve
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import synthetic_identity, training_audio
+from codecarena.codecs.torch_weights import generation_lock, synthetic_identity, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "mimi"
@@ -128,13 +128,16 @@ def synthetic_dir(seed: int) -> Path:
     folder = cache_dir() / "synthetic" / REGISTRY_ID / f"mimi-v{SYNTHETIC_VERSION}-seed{seed}"
     if (folder / WEIGHTS_FILE).is_file():
         return folder
-    quiet_transformers()
-    torch.manual_seed(seed)
-    model = build_model()
-    draw_codebooks(model, seed)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-    model.save_pretrained(str(tmp))
-    os.replace(tmp, folder)
+    with generation_lock(folder):
+        if (folder / WEIGHTS_FILE).is_file():
+            return folder
+        quiet_transformers()
+        torch.manual_seed(seed)
+        model = build_model()
+        draw_codebooks(model, seed)
+        tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+        model.save_pretrained(str(tmp))
+        os.replace(tmp, folder)
     return folder
 
 

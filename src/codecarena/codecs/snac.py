@@ -25,7 +25,13 @@ from snac import SNAC
 from codecarena.checkpoints import cache_dir
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter
-from codecarena.codecs.torch_weights import load_strict, synthetic_identity, training_audio
+from codecarena.codecs.torch_weights import (
+    generation_lock,
+    load_strict,
+    save_deterministic,
+    synthetic_identity,
+    training_audio,
+)
 from codecarena.payload import CodeStream, Payload
 
 REGISTRY_ID = "snac"
@@ -44,14 +50,15 @@ def synthetic_dir(seed: int) -> Path:
     folder = cache_dir() / "synthetic" / REGISTRY_ID / f"snac_24khz-v{SYNTHETIC_VERSION}-seed{seed}"
     if (folder / "pytorch_model.bin").is_file():
         return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    model = SNAC(**CONFIG_24KHZ).eval()
-    draw_codebooks(model, seed)
-    (folder / "config.json").write_text(json.dumps(CONFIG_24KHZ, sort_keys=True), encoding="utf-8")
-    tmp = folder / ".pytorch_model.bin.tmp"
-    torch.save(model.state_dict(), tmp)
-    tmp.replace(folder / "pytorch_model.bin")
+    with generation_lock(folder):
+        if (folder / "pytorch_model.bin").is_file():
+            return folder
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(seed)
+        model = SNAC(**CONFIG_24KHZ).eval()
+        draw_codebooks(model, seed)
+        (folder / "config.json").write_text(json.dumps(CONFIG_24KHZ, sort_keys=True), encoding="utf-8")
+        save_deterministic(model.state_dict(), folder / "pytorch_model.bin")
     return folder
 
 

@@ -8,7 +8,10 @@ by its sha256, which the payload records; a decoder whose file differs refuses t
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,15 +37,35 @@ def load_strict(model: torch.nn.Module, path: Path) -> None:
     model.load_state_dict(state, strict=True)
 
 
+@contextmanager
+def generation_lock(target: Path) -> Iterator[None]:
+    """Serialise the generation of one cached synthetic checkpoint across processes: workers that
+    miss the cache at once (a process pool) must not each write it, or a worker could hash one file
+    and load another."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def save_deterministic(obj: Any, path: Path) -> None:
+    """torch.save through a file object, atomically. Given a path, torch names the archive's root
+    folder after the file, so a temporary name (with a pid) would make every save a different file;
+    through a file object the root is always "archive" and equal weights give equal bytes."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        torch.save(obj, fh)
+    os.replace(tmp, path)
+
+
 def synthetic_checkpoint(registry_id: str, name: str, seed: int, build: Callable[[], dict[str, Any]]) -> Path:
     """The cached synthetic checkpoint file, generated with `build()` (seeded by the caller) if absent."""
     path = cache_dir() / "synthetic" / registry_id / f"{name}-seed{seed}.pt"
     if path.is_file():
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(build(), tmp)
-    os.replace(tmp, path)
+    with generation_lock(path):
+        if not path.is_file():
+            save_deterministic(build(), path)
     return path
 
 
