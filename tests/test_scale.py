@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -110,6 +111,47 @@ def test_plain_folder_with_limit(tmp_path: Path) -> None:
     assert [u.id for u in evalset.utterances] == ["x0", "x1"]
     with pytest.raises(DatasetError, match="leaves no utterances"):
         load_corpus(tmp_path, shard=parse_shard("3/4"), limit=3)
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def _set(tmp_path: Path, n: int):  # type: ignore[no-untyped-def]
+    for i in range(n):
+        _wav(tmp_path / f"u{i}.wav", seed=i)
+    return load_corpus(tmp_path)
+
+
+def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
+    from codecarena.pipeline import RunOptions, plan_tasks, prepare_reference
+    from codecarena.specs import parse_spec
+
+    evalset = _set(tmp_path / "in", 4)
+    specs = (parse_spec("opus:12k"), parse_spec("pcm:16"))
+    opts = RunOptions(out=tmp_path / "run", codecs=specs, memory_limit=1 << 30, mode="warm", cold_sample=1,
+                      replay_sample=2)
+    tasks = plan_tasks(evalset, opts, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, opts.out))
+    got = [(t.spec.canonical, t.ref.utterance.id, t.mode, t.replay) for t in tasks]
+    assert got == [("opus:12k", "u0", "cold", True), ("opus:12k", "u1", "warm", True),
+                   ("opus:12k", "u2", "warm", False), ("opus:12k", "u3", "warm", False),
+                   # A resumed row is skipped; the others keep the sample membership of their index.
+                   ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False), ("pcm:16", "u3", "warm", False)]
+    cold = dataclasses.replace(opts, mode="cold", replay_sample=None)
+    assert {(t.mode, t.replay) for t in plan_tasks(evalset, cold, (), lambda u: prepare_reference(u, opts.out))} \
+        == {("cold", True)}
+
+
+def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: Path) -> None:
+    from codecarena.pipeline import RunOptions, Task, failed_row, prepare_reference
+    from codecarena.results.schema import parse_row
+    from codecarena.specs import parse_spec
+
+    evalset = _set(tmp_path / "in", 1)
+    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("opus:12k"),), memory_limit=1 << 30)
+    task = Task(opts.codecs[0], prepare_reference(evalset.utterances[0], opts.out), "warm", False)
+    row = parse_row(failed_row(task, opts, "a local executor process died before the row finished").to_dict())
+    assert (row.status, row.mode, row.replay_sampled, row.stages) == ("failed", "warm", False, [])
+    assert row.error == "a local executor process died before the row finished" and row.payload is None
 
 
 # ----------------------------------------------------------------------------- warm mode and pools

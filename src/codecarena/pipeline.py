@@ -381,6 +381,7 @@ def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
         "payload", "payload_bytes", "payload_sha256", "representation_bits", "representation_bps", "payload_bps",
         "decoded", "decoded_sha256", "replay_sha256", "replay_identical", "decoded_samples", "trimmed_samples",
         "padded_samples", "length_tolerance", "finite", "silent", "clipped_samples")}
+    # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
     return Row(version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
                registry=_runtime_of(opts, spec.family)[0], checkpoint={}, runtime={}, weights="none",
                variant=opts.variant, mode=task.mode, utterance=ref.utterance.id, language=ref.utterance.language,
