@@ -154,6 +154,20 @@ def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: 
     assert row.error == "a local executor process died before the row finished" and row.payload is None
 
 
+def test_a_runtime_that_cannot_start_fails_its_rows_not_the_run(tmp_path: Path) -> None:
+    from codecarena.executors.local import LocalExecutor
+    from codecarena.pipeline import RunOptions, plan_tasks, prepare_reference
+    from codecarena.specs import parse_spec
+
+    evalset = _set(tmp_path / "in", 2)
+    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), memory_limit=1 << 30,
+                      python=str(tmp_path / "missing" / "python"))
+    tasks = plan_tasks(evalset, opts, (), lambda u: prepare_reference(u, opts.out))
+    rows = list(LocalExecutor(workers=1).rows(tasks, opts, None))
+    assert [r.status for r in rows] == ["failed", "failed"]
+    assert all("FileNotFoundError" in r.error and "missing/python" in r.error for r in rows)
+
+
 # ----------------------------------------------------------------------------- warm mode and pools
 
 

@@ -37,6 +37,10 @@ def _run(task: Task) -> Row:
     return _RUNNER.run(task)
 
 
+def _reason(exc: BaseException) -> str:
+    return f"row runner failed: {type(exc).__name__}: {exc}".splitlines()[0]
+
+
 class LocalExecutor:
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or default_workers()
@@ -54,7 +58,11 @@ class LocalExecutor:
             runner = RowRunner(opts, scorer)
             try:
                 for task in tasks:
-                    yield runner.run(task)
+                    try:
+                        row = runner.run(task)
+                    except Exception as exc:  # e.g. a runtime's interpreter that cannot be started
+                        row = failed_row(task, opts, _reason(exc))
+                    yield row
             finally:
                 runner.close()
             return
@@ -74,5 +82,5 @@ class LocalExecutor:
                         # A pool process died (not a codec worker: those fail their own row). Every row it
                         # had not finished fails with this reason; a rerun computes them.
                         yield failed_row(task, opts, "a local executor process died before the row finished")
-                    except Exception as exc:  # a harness bug in one row must not lose the others
-                        yield failed_row(task, opts, f"row runner failed: {type(exc).__name__}: {exc}".splitlines()[0])
+                    except Exception as exc:  # e.g. a runtime's interpreter that cannot be started
+                        yield failed_row(task, opts, _reason(exc))
