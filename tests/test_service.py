@@ -152,6 +152,36 @@ def test_a_killed_codec_worker_is_replaced(opus_service: str, clip: bytes) -> No
     assert status == 200 and get_json(opus_service + "/health")["worker_pid"] not in (pid, None)
 
 
+def test_bounded_load_has_no_errors_and_reports_latency_percentiles(opus_service: str, clip: bytes) -> None:
+    """200 requests (encode and decode alternating) from 8 concurrent clients."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, _, payload = post(opus_service + "/v1/encode", clip)
+
+    def one(i: int) -> tuple[int, float]:
+        start = time.perf_counter()
+        status, _, _ = post(opus_service + ("/v1/encode" if i % 2 == 0 else "/v1/decode"), clip if i % 2 == 0 else payload)
+        return status, time.perf_counter() - start
+
+    wall = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(200)))
+    wall = time.perf_counter() - wall
+    statuses = [status for status, _ in results]
+    assert statuses == [200] * 200, {code: statuses.count(code) for code in set(statuses)}
+    latency_ms = np.array([seconds for _, seconds in results]) * 1000
+    report = {"requests": 200, "clients": 8, "errors": 0, "wall_s": wall, "requests_per_s": 200 / wall,
+              **{f"p{q}_ms": float(np.percentile(latency_ms, q)) for q in (50, 95, 99)},
+              "max_ms": float(latency_ms.max())}
+    print("service load test:", json.dumps(report))
+    artifacts = os.environ.get("CODECARENA_ARTIFACTS")
+    if artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
+        (Path(artifacts) / "service-load.json").write_text(json.dumps(report, indent=1))
+    assert report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"] <= report["max_ms"]
+    assert get_json(opus_service + "/health")["status"] == "ok"
+
+
 def test_service_check_verifies_a_local_service(opus_service: str, tmp_path: Path) -> None:
     result = codecarena("service-check", opus_service, "--json", tmp_path / "c.json")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -201,6 +231,11 @@ def test_stable_codec_activations_are_declared_and_off_by_default(runtime_env, c
         status, headers, payload = post(url + "/v1/encode", clip)
         assert status == 200 and headers["x-codecarena-variant"] == "eager_snake_v1"
         assert decode_payload(payload).variant == "eager_snake_v1"
+        # The first request is the model's first call on speech of this length (start-up only encoded
+        # 0.1 s of silence); ten more in the same warm worker must give the very same bytes.
+        warm = [post(url + "/v1/encode", clip) for _ in range(10)]
+        assert [w[0] for w in warm] == [200] * 10
+        assert all(w[2] == payload for w in warm), "a warm encode differs from the first (cold) one"
         assert post(url + "/v1/decode", payload)[0] == 200
     finally:
         stop(proc)
