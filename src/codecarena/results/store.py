@@ -32,7 +32,9 @@ def append_row(run_dir: Path, row: Row) -> None:
 
 
 def load_rows(run_dir: Path) -> tuple[list[Row], bool]:
-    """Rows in file order, and whether a torn final line (an interrupted append) was dropped."""
+    """Rows in the plan's order (codec, then utterance; rows.jsonl itself is in completion order,
+    since rows run in parallel; rows outside the plan come last, in file order), and whether a torn
+    final line (an interrupted append) was dropped."""
     path = run_dir / ROWS
     if not path.exists():
         return [], False
@@ -46,7 +48,17 @@ def load_rows(run_dir: Path) -> tuple[list[Row], bool]:
             rows.append(parse_row(json.loads(raw)))
         except (ValueError, SchemaError) as exc:
             raise StoreError(f"{path}: line {number} is not a valid row ({exc})") from None
-    return rows, torn
+    return _in_plan_order(rows, run_dir), torn
+
+
+def _in_plan_order(rows: list[Row], run_dir: Path) -> list[Row]:
+    try:
+        plan = json.loads((run_dir / RUN).read_text(encoding="utf-8")).get("plan") or {}
+        order = {(c["codec"], u[0]): i for i, (c, u) in enumerate(
+            (c, u) for c in plan.get("codecs", []) for u in plan.get("utterances", []))}
+    except (OSError, ValueError, AttributeError, KeyError, TypeError, IndexError):
+        return rows  # no readable plan: file order (the audit reports the missing or broken run.json)
+    return sorted(rows, key=lambda row: order.get(row.key, len(order)))
 
 
 def rewrite_rows(run_dir: Path, rows: list[Row]) -> None:
