@@ -17,8 +17,8 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
 import dataclasses
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +36,7 @@ from codecarena.results import store
 from codecarena.results.schema import ROW_VERSION, Guard, Row, Stage
 from codecarena.results.summary import summarize
 from codecarena.runtime.guard import run_guarded
-from codecarena.runtime.persistent import WorkerFailed, WorkerSet
+from codecarena.runtime.persistent import PersistentWorker, WorkerFailed, WorkerSet
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
 from codecarena.specs import CodecSpec
 
@@ -135,6 +135,11 @@ def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
     return "", opts.python
 
 
+def _report_times(report: StageReport | None) -> dict[str, float]:
+    """A stage's timing split as its worker reported it (zeros when no report came back)."""
+    return {key: getattr(report, key) if report else 0.0 for key in ("imports_s", "load_s", "io_s", "compute_s")}
+
+
 def run_stage(name: str, job: Job, opts: RunOptions, work: Path,
                python: str | None = None) -> tuple[Stage, StageReport | None]:
     job_path = work / f"{name}.job.json"
@@ -178,16 +183,14 @@ def run_stage(name: str, job: Job, opts: RunOptions, work: Path,
     stage = Stage(
         name=name, exit_status=result.returncode, ok=not error, error=error, wall_s=result.wall_s,
         process_start_s=process_start,
-        imports_s=report.imports_s if report else 0.0, load_s=report.load_s if report else 0.0,
-        io_s=report.io_s if report else 0.0, compute_s=report.compute_s if report else 0.0,
+        **_report_times(report),
         warm_compute_s=list(report.warm_compute_s) if report else [],
         cold_rtf=cold_rtf, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
     )
     return stage, report
 
 
-def run_stage_warm(name: str, job: Job, opts: RunOptions, work: Path,
-                   worker: Any) -> tuple[Stage, StageReport | None]:
+def run_stage_warm(name: str, job: Job, work: Path, worker: PersistentWorker) -> tuple[Stage, StageReport | None]:
     """The same stage through a persistent worker: no process start, the model already loaded after
     its first job. A worker that dies fails this stage only; the next job starts a new worker."""
     job_path = work / f"{name}.job.json"
@@ -206,8 +209,7 @@ def run_stage_warm(name: str, job: Job, opts: RunOptions, work: Path,
     warm_rtf = report.compute_s / report.audio_s if report is not None and report.audio_s > 0 else None
     stage = Stage(
         name=name, exit_status=0 if not error else 2, ok=not error, error=error, wall_s=wall, process_start_s=0.0,
-        imports_s=report.imports_s if report else 0.0, load_s=report.load_s if report else 0.0,
-        io_s=report.io_s if report else 0.0, compute_s=report.compute_s if report else 0.0,
+        **_report_times(report),
         warm_compute_s=[], cold_rtf=None, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
     )
     return stage, report
@@ -250,14 +252,14 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
                    arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats if mode == "cold" else 0,
                    weights=opts.weights, variant=opts.variant)
 
-    registry_id, python = _runtime_of(opts, spec.family)
+    _, python = _runtime_of(opts, spec.family)
 
     fresh_decode = FAMILIES[spec.family].fresh_process_decode
 
     def stage(name: str, stage_job: Job) -> tuple[Stage, StageReport | None]:
         if mode == "warm" and not (name == "decode" and fresh_decode):
             assert workers is not None
-            return run_stage_warm(name, stage_job, opts, work, workers.get(python))
+            return run_stage_warm(name, stage_job, work, workers.get(python))
         return run_stage(name, stage_job, opts, work, python)
 
     stages: list[Stage] = []
@@ -332,23 +334,27 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
     checks_passed = (status == "ok" and fields.get("finite") is True and fields.get("silent") is False)
     if status == "ok" and not checks_passed:
         error = "checks failed: decoded audio is silent"
-    return Row(
-        version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
-        registry=registry_id, checkpoint=checkpoint, runtime=runtime, weights=str(model.get("weights", "none")),
-        variant=opts.variant, mode=mode, utterance=utt.id, language=utt.language, sample_rate=ARENA_RATE,
-        num_samples=ref.num_samples, duration_s=duration, reference=_rel(ref.path, run_dir),
-        reference_sha256=ref.sha256, reference_resampled_from=ref.resampled_from,
-        payload=fields.get("payload"), payload_bytes=fields.get("payload_bytes"),
-        payload_sha256=fields.get("payload_sha256"), representation_bits=fields.get("representation_bits"),
-        representation_bps=fields.get("representation_bps"), payload_bps=fields.get("payload_bps"),
-        decoded=fields.get("decoded"), decoded_sha256=fields.get("decoded_sha256"),
-        replay_sampled=replay, replay_sha256=fields.get("replay_sha256"), replay_identical=fields.get("replay_identical"),
-        decoded_samples=fields.get("decoded_samples"), trimmed_samples=fields.get("trimmed_samples"),
-        padded_samples=fields.get("padded_samples"), length_tolerance=fields.get("length_tolerance"),
-        finite=fields.get("finite"), silent=fields.get("silent"), clipped_samples=fields.get("clipped_samples"),
-        checks_passed=checks_passed, codec_facts=codec_facts, metrics=metrics, scoring_s=scoring_s, model=model, stages=stages,
-        status=status, error=error,
-    )
+    return _row(spec, ref, opts, run_dir, mode, replay, fields, checkpoint=checkpoint, runtime=runtime,
+                weights=str(model.get("weights", "none")), checks_passed=checks_passed, codec_facts=codec_facts,
+                metrics=metrics, scoring_s=scoring_s, model=model, stages=stages, status=status, error=error)
+
+
+# Row fields that only a stage can produce: None until it did.
+_OUTCOME_FIELDS = ("payload", "payload_bytes", "payload_sha256", "representation_bits", "representation_bps",
+                   "payload_bps", "decoded", "decoded_sha256", "replay_sha256", "replay_identical", "decoded_samples",
+                   "trimmed_samples", "padded_samples", "length_tolerance", "finite", "silent", "clipped_samples")
+
+
+def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path, mode: str, replay: bool,
+         fields: dict[str, Any], **rest: Any) -> Row:
+    """A row: identity and reference from the task, outcome fields from `fields`, the rest as given."""
+    return Row(version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
+               registry=_runtime_of(opts, spec.family)[0], variant=opts.variant, mode=mode,
+               utterance=ref.utterance.id, language=ref.utterance.language, sample_rate=ARENA_RATE,
+               num_samples=ref.num_samples, duration_s=ref.num_samples / ARENA_RATE,
+               reference=_rel(ref.path, run_dir), reference_sha256=ref.sha256,
+               reference_resampled_from=ref.resampled_from, replay_sampled=replay,
+               **{name: fields.get(name) for name in _OUTCOME_FIELDS}, **rest)
 
 
 def row_files_verify(row: Row, run_dir: Path) -> bool:
@@ -376,20 +382,10 @@ class Executor(Protocol):
 
 def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
     """A row that never reached a worker (its executor process died): failed, with the reason."""
-    ref, spec = task.ref, task.spec
-    nothing: dict[str, Any] = {name: None for name in (
-        "payload", "payload_bytes", "payload_sha256", "representation_bits", "representation_bps", "payload_bps",
-        "decoded", "decoded_sha256", "replay_sha256", "replay_identical", "decoded_samples", "trimmed_samples",
-        "padded_samples", "length_tolerance", "finite", "silent", "clipped_samples")}
     # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
-    return Row(version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
-               registry=_runtime_of(opts, spec.family)[0], checkpoint={}, runtime={}, weights="none",
-               variant=opts.variant, mode=task.mode, utterance=ref.utterance.id, language=ref.utterance.language,
-               sample_rate=ARENA_RATE, num_samples=ref.num_samples, duration_s=ref.num_samples / ARENA_RATE,
-               reference=_rel(ref.path, opts.out), reference_sha256=ref.sha256,
-               reference_resampled_from=ref.resampled_from, replay_sampled=task.replay, checks_passed=False,
-               codec_facts={}, metrics={}, scoring_s=None, model={}, stages=[], status="failed", error=error,
-               **nothing)
+    return _row(task.spec, task.ref, opts, opts.out, task.mode, task.replay, {}, checkpoint={}, runtime={},
+                weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None, model={}, stages=[],
+                status="failed", error=error)
 
 
 def plan_tasks(evalset: EvalSet, opts: RunOptions, skip: Iterable[tuple[str, str]],
@@ -482,7 +478,7 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     missing = wanted - done.keys()
     if missing:
         raise RunError(f"{run_dir}: the executor returned no row for {len(missing)} tasks, e.g. {sorted(missing)[0]}")
-    rows = [done[(s.canonical, u.id)] for s in opts.codecs for u in evalset.utterances if (s.canonical, u.id) in done]
+    rows = [done[(s.canonical, u.id)] for s in opts.codecs for u in evalset.utterances]
     store.write_json(run_dir / store.SUMMARY, summarize(rows))
     execution = {**executor.describe(), "rows_computed": len(tasks), "rows_resumed": len(kept),
                  "rows_wall_s": rows_wall}

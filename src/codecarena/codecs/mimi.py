@@ -29,7 +29,7 @@ from transformers.utils import logging as transformers_logging
 from codecarena.checkpoints import cache_dir, resolve
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import generation_lock, synthetic_identity, training_audio
+from codecarena.codecs.torch_weights import generate_once, synthetic_identity, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "mimi"
@@ -126,11 +126,8 @@ def draw_codebooks(model: MimiModel, seed: int) -> None:
 def synthetic_dir(seed: int) -> Path:
     """A folder laid out as from_pretrained reads it (config.json + model.safetensors), once per seed."""
     folder = cache_dir() / "synthetic" / REGISTRY_ID / f"mimi-v{SYNTHETIC_VERSION}-seed{seed}"
-    if (folder / WEIGHTS_FILE).is_file():
-        return folder
-    with generation_lock(folder):
-        if (folder / WEIGHTS_FILE).is_file():
-            return folder
+
+    def make() -> None:
         quiet_transformers()
         torch.manual_seed(seed)
         model = build_model()
@@ -138,6 +135,8 @@ def synthetic_dir(seed: int) -> Path:
         tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
         model.save_pretrained(str(tmp))
         os.replace(tmp, folder)
+
+    generate_once(folder, folder / WEIGHTS_FILE, make)
     return folder
 
 

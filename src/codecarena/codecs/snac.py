@@ -26,7 +26,7 @@ from codecarena.checkpoints import cache_dir
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter
 from codecarena.codecs.torch_weights import (
-    generation_lock,
+    generate_once,
     load_strict,
     save_deterministic,
     synthetic_identity,
@@ -48,17 +48,16 @@ SYNTHETIC_VERSION = 1
 def synthetic_dir(seed: int) -> Path:
     """A folder laid out as SNAC.from_pretrained reads it, generated once per seed."""
     folder = cache_dir() / "synthetic" / REGISTRY_ID / f"snac_24khz-v{SYNTHETIC_VERSION}-seed{seed}"
-    if (folder / "pytorch_model.bin").is_file():
-        return folder
-    with generation_lock(folder):
-        if (folder / "pytorch_model.bin").is_file():
-            return folder
+
+    def make() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(seed)
         model = SNAC(**CONFIG_24KHZ).eval()
         draw_codebooks(model, seed)
         (folder / "config.json").write_text(json.dumps(CONFIG_24KHZ, sort_keys=True), encoding="utf-8")
         save_deterministic(model.state_dict(), folder / "pytorch_model.bin")
+
+    generate_once(folder, folder / "pytorch_model.bin", make)
     return folder
 
 

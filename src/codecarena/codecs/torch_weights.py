@@ -48,6 +48,15 @@ def generation_lock(target: Path) -> Iterator[None]:
         yield
 
 
+def generate_once(lock_target: Path, ready: Path, make: Callable[[], None]) -> None:
+    """Run `make` unless `ready` exists, at most once across processes (checked again under the lock)."""
+    if ready.is_file():
+        return
+    with generation_lock(lock_target):
+        if not ready.is_file():
+            make()
+
+
 def save_deterministic(obj: Any, path: Path) -> None:
     """torch.save through a file object, atomically. Given a path, torch names the archive's root
     folder after the file, so a temporary name (with a pid) would make every save a different file;
@@ -61,11 +70,7 @@ def save_deterministic(obj: Any, path: Path) -> None:
 def synthetic_checkpoint(registry_id: str, name: str, seed: int, build: Callable[[], dict[str, Any]]) -> Path:
     """The cached synthetic checkpoint file, generated with `build()` (seeded by the caller) if absent."""
     path = cache_dir() / "synthetic" / registry_id / f"{name}-seed{seed}.pt"
-    if path.is_file():
-        return path
-    with generation_lock(path):
-        if not path.is_file():
-            save_deterministic(build(), path)
+    generate_once(path, path, lambda: save_deterministic(build(), path))
     return path
 
 

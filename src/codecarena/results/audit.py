@@ -167,7 +167,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> lis
     if not run.get("finished"):
         problems.append(f"{run_dir / store.RUN}: the run did not finish (rerun the same command to resume)")
     plan = run.get("plan") or {}
-    wanted = [(c["codec"], u[0]) for c in plan.get("codecs", []) for u in plan.get("utterances", [])]
+    wanted = store.plan_keys(plan)
     seen: dict[tuple[str, str], int] = {}
     for row in rows:
         seen[row.key] = seen.get(row.key, 0) + 1

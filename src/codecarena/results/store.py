@@ -51,11 +51,15 @@ def load_rows(run_dir: Path) -> tuple[list[Row], bool]:
     return _in_plan_order(rows, run_dir), torn
 
 
+def plan_keys(plan: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (codec, utterance) of every planned row, in plan order."""
+    return [(c["codec"], u[0]) for c in plan.get("codecs", []) for u in plan.get("utterances", [])]
+
+
 def _in_plan_order(rows: list[Row], run_dir: Path) -> list[Row]:
     try:
         plan = json.loads((run_dir / RUN).read_text(encoding="utf-8")).get("plan") or {}
-        order = {(c["codec"], u[0]): i for i, (c, u) in enumerate(
-            (c, u) for c in plan.get("codecs", []) for u in plan.get("utterances", []))}
+        order = {key: i for i, key in enumerate(plan_keys(plan))}
     except (OSError, ValueError, AttributeError, KeyError, TypeError, IndexError):
         return rows  # no readable plan: file order (the audit reports the missing or broken run.json)
     return sorted(rows, key=lambda row: order.get(row.key, len(order)))
