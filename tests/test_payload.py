@@ -6,11 +6,15 @@ directly from docs/payload-format.md, not with the code under test.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
 import os
+import pickle
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -649,6 +653,40 @@ def test_huge_declared_sizes_do_not_allocate():
         decode_payload(huge_header)
 
 
+def test_astronomical_shape_gives_a_short_one_line_message():
+    # 64 dimensions of 2**64 - 1: (2**64 - 1)**64 lies in [2**4095, 2**4096), so at one bit per
+    # code the section needs that many bits, i.e. a byte count in [2**4092, 2**4093).
+    header = valid_header(streams=[{"bit_width": 1, "kind": "codes", "name": "c", "shape": [2**64 - 1] * 64}])
+    with pytest.raises(PayloadError) as info:
+        decode_payload(build_file(header, b""))
+    assert str(info.value) == "truncated: stream 'c' needs at least 2**4092 bytes, 32 left"
+    # A zero anywhere makes it an empty stream, however large the other dimensions.
+    shape = [2**64 - 1, 0, 2**64 - 1]
+    header = valid_header(streams=[{"bit_width": 64, "kind": "codes", "name": "c", "shape": shape}])
+    parsed = decode_payload(build_file(header, b""))
+    assert parsed.representation_bits() == 0
+    assert parsed.stream("c").values.tolist() == []
+
+
+@pytest.mark.parametrize(("bit_width", "count"), [(1, 9), (3, 5), (10, 3), (63, 1)])
+def test_every_padding_bit_is_checked_at_parse_time(bit_width, count):
+    # Set each bit of the section in turn: a code bit gives another valid stream, a padding bit
+    # (the last 8 * ceil(count * bit_width / 8) - count * bit_width) a rejection, before any value is read.
+    size = math.ceil(count * bit_width / 8)
+    header = valid_header(streams=[{"bit_width": bit_width, "kind": "codes", "name": "c", "shape": [count]}])
+    for bit in range(8 * size):
+        body = bytearray(size)
+        body[bit // 8] = 0x80 >> (bit % 8)
+        data = build_file(header, bytes(body))
+        if bit < count * bit_width:
+            codes = [0] * count
+            codes[bit // bit_width] = 1 << (bit_width - 1 - bit % bit_width)
+            assert decode_payload(data).stream("c").values.tolist() == codes
+        else:
+            with pytest.raises(PayloadError, match="^stream 'c': packed codes: padding bits"):
+                decode_payload(data)
+
+
 def test_nonzero_padding_in_file():
     with pytest.raises(PayloadError, match="^stream 'c': packed codes: padding bits"):
         decode_payload(build_file(valid_header(), bytes.fromhex("1231") + VALID_BODY[2:]))
@@ -915,3 +953,106 @@ def test_overlong_varint_is_rejected():
         decode_payload(build_file(header, bytes.fromhex("808080808001") + bytes(40)))
     with pytest.raises(PayloadError, match="is more than 4294967295"):
         decode_payload(build_file(header, bytes.fromhex("8080808010") + bytes(40)))
+
+
+# --- memory: parsing materialises no codes and no packets ------------------------------
+
+# Runs in a fresh interpreter so that nothing else in the test session shows in its peak RSS.
+# Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS; a small file is parsed
+# first so that first-use costs (lazy imports, allocator arenas) are not counted against the big one.
+PEAK_CHILD = """
+import sys
+from codecarena.payload import read_payload
+
+def kib(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+read_payload(sys.argv[1]).representation_bits()
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+before = kib("VmHWM")
+payload = read_payload(sys.argv[2])
+bits = payload.representation_bits()
+print((kib("VmHWM") - before) * 1024, bits)
+"""
+
+
+def parse_peak(small: Path, big: Path) -> tuple[int, int]:
+    """(peak RSS increase in bytes, representation bits) of read_payload(big) in a fresh process."""
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", PEAK_CHILD, str(small), str(big)], env=env,
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    peak, bits = out.split()
+    return int(peak), int(bits)
+
+
+WORST_CASE_BYTES = 2 * 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="measures peak RSS through Linux /proc")
+@pytest.mark.parametrize("kind", ["one-bit codes", "empty packets"])
+def test_parsing_worst_case_payload_peaks_under_4x_its_size(tmp_path: Path, kind: str):
+    # The densest encodings per byte: 8 codes per byte, or one empty packet per (length) byte.
+    n = WORST_CASE_BYTES
+    if kind == "one-bit codes":
+        spec = {"bit_width": 1, "kind": "codes", "name": "c", "shape": [8 * n]}
+        body, bits = bytes(range(256)) * (n // 256), 8 * n
+    else:
+        spec = {"count": n, "kind": "packets", "name": "p"}
+        body, bits = bytes(n), 0
+    big = tmp_path / "big.ccap"
+    big.write_bytes(build_file(valid_header(streams=[spec]), body))
+    small = tmp_path / "small.ccap"
+    small.write_bytes(build_file(valid_header(), VALID_BODY))
+    peak, parsed_bits = parse_peak(small, big)
+    assert parsed_bits == bits
+    size = big.stat().st_size
+    assert peak < 4 * size, f"parsing a {size}-byte payload of {kind} raised peak RSS by {peak} bytes"
+
+
+@pytest.mark.parametrize("bit_width", [1, 3, 11, 57, 64])
+def test_parsed_values_match_across_unpack_blocks(bit_width):
+    # 200_003 codes span several of the reader's blocks, the last one partial.
+    values = rng_codes(bit_width, bit_width, 200_003)
+    stream = CodeStream("c", bit_width, (200_003,), values)
+    data = encode_payload(make_payload([stream]))
+    parsed = decode_payload(data).stream("c")
+    assert parsed.values.dtype == np.uint64 and not parsed.values.flags.writeable
+    assert np.array_equal(parsed.values, values)
+    assert parsed == stream and hash(parsed) == hash(stream)
+
+
+def test_pack_codes_across_blocks_matches_reference():
+    values = rng_codes(9, 3, 70_001)
+    assert pack_codes(values, 3) == ref_pack(values, 3)
+
+
+def test_parsed_packets_and_reencoding():
+    packets = tuple(bytes([i % 251]) * (i % 300) for i in range(2000)) + (b"",) * 100
+    p = make_payload([PacketStream("p", packets), CodeStream("c", 5, (2, 7), rng_codes(3, 5, 14))])
+    data = encode_payload(p)
+    parsed = decode_payload(data)
+    assert parsed.representation_bits() == 8 * sum(map(len, packets)) + 5 * 14
+    assert encode_payload(parsed) == data
+    assert parsed.stream("p").packets == packets
+    assert all(type(x) is bytes for x in parsed.stream("p").packets)
+    assert parsed == p and hash(parsed.stream("p")) == hash(p.stream("p"))
+
+
+def test_parsed_payload_copies_and_pickles():
+    p = rich_payload()
+    data = encode_payload(p)
+    for clone in (copy.deepcopy(decode_payload(data)), pickle.loads(pickle.dumps(decode_payload(data)))):
+        assert_same_payload(p, clone)
+        assert encode_payload(clone) == encode_payload(p)
+
+
+def test_mutable_input_buffer_is_not_read_after_parsing():
+    p = rich_payload()
+    buffer = bytearray(encode_payload(p))
+    parsed = [decode_payload(buffer), decode_payload(memoryview(buffer))]
+    buffer[:] = bytes(len(buffer))
+    for q in parsed:
+        assert_same_payload(p, q)

@@ -17,8 +17,8 @@ import numbers
 import os
 import secrets
 import struct
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias, Union
 
@@ -230,13 +230,53 @@ def _as_codes(values: object, bit_width: int, what: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class _Section:
+    """Where a parsed stream's bytes lie in the (immutable) file they were validated in."""
+
+    data: bytes
+    start: int
+    end: int
+    count: int  # codes or packets
+
+    def view(self) -> memoryview:
+        return memoryview(self.data)[self.start : self.end]
+
+
+def _without_init(cls: type[Any], **attrs: object) -> Any:
+    obj = object.__new__(cls)
+    for key, value in attrs.items():
+        object.__setattr__(obj, key, value)
+    return obj
+
+
+@dataclass(frozen=True)
 class CodeStream:
-    """Integer codes of a fixed bit width, e.g. RVQ indices; stored bit-packed."""
+    """Integer codes of a fixed bit width, e.g. RVQ indices; stored bit-packed.
+
+    A stream parsed from a file keeps the file's validated section and unpacks
+    `values` from it on first access, so parsing costs no memory per code.
+    """
 
     name: str
     bit_width: int
     shape: tuple[int, ...]
     values: np.ndarray
+    _section: _Section | None = field(default=None, init=False, repr=False, compare=False)
+
+    @classmethod
+    def _parsed(cls, name: str, bit_width: int, shape: tuple[int, ...], section: _Section) -> CodeStream:
+        """Only for a section whose length and padding decode_payload has checked."""
+        stream: CodeStream = _without_init(cls, name=name, bit_width=bit_width, shape=shape, _section=section)
+        return stream
+
+    def __getattr__(self, attr: str) -> Any:
+        # Reached only when ordinary lookup fails: `values` of a parsed stream nobody has read yet.
+        if attr != "values" or self._section is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+        values = _unpack_blocks(self._section.view(), self.bit_width, self._section.count)
+        values.flags.writeable = False
+        object.__setattr__(self, "values", values)
+        return values
 
     def __post_init__(self) -> None:
         name = _check_text(self.name, "stream name", allow_empty=False)
@@ -276,10 +316,33 @@ class CodeStream:
 
 @dataclass(frozen=True)
 class PacketStream:
-    """Opaque variable-length packets, e.g. Opus frames, stored as they are."""
+    """Opaque variable-length packets, e.g. Opus frames, stored as they are.
+
+    A stream parsed from a file keeps the file's validated section and splits
+    it into `packets` on first access, so parsing costs no memory per packet.
+    """
 
     name: str
     packets: tuple[bytes, ...]
+    _section: _Section | None = field(default=None, init=False, repr=False, compare=False)
+    _content_bytes: int = field(default=0, init=False, repr=False, compare=False)
+
+    @classmethod
+    def _parsed(cls, name: str, section: _Section, content_bytes: int) -> PacketStream:
+        """Only for a section whose packet lengths decode_payload has walked and checked."""
+        stream: PacketStream = _without_init(cls, name=name, _section=section, _content_bytes=content_bytes)
+        return stream
+
+    def __getattr__(self, attr: str) -> Any:
+        # Reached only when ordinary lookup fails: `packets` of a parsed stream nobody has read yet.
+        if attr != "packets" or self._section is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+        packets = tuple(_split_packets(self._section))
+        object.__setattr__(self, "packets", packets)
+        return packets
+
+    def _packet_count(self) -> int:
+        return len(self.packets) if self._section is None else self._section.count
 
     def __post_init__(self) -> None:
         name = _check_text(self.name, "stream name", allow_empty=False)
@@ -302,6 +365,7 @@ class PacketStream:
             packets.append(packet)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "packets", tuple(packets))
+        object.__setattr__(self, "_content_bytes", sum(map(len, packets)))
 
 
 Stream = CodeStream | PacketStream
@@ -350,10 +414,11 @@ class Payload:
         """
         bits = 0
         for stream in self.streams:
+            # From the shape and the packet sizes: a parsed stream's values or packets are not materialised.
             if isinstance(stream, CodeStream):
-                bits += stream.values.size * stream.bit_width
+                bits += math.prod(stream.shape) * stream.bit_width
             else:
-                bits += 8 * sum(len(p) for p in stream.packets)
+                bits += 8 * stream._content_bytes
         return bits
 
     def stream(self, name: str) -> Stream:
@@ -363,36 +428,75 @@ class Payload:
         have = ", ".join(_q(s.name) for s in self.streams[:10]) or "none"
         raise PayloadError(f"no stream named {_q(name)} (streams: {have})")
 
+    def code_stream(self, name: str) -> CodeStream:
+        """The code stream `name`; a packet stream of that name is a malformed payload, not a bug."""
+        stream = self.stream(name)
+        if not isinstance(stream, CodeStream):
+            raise PayloadError(f"stream {_q(name)} holds packets, this codec expects codes")
+        return stream
+
+    def packet_stream(self, name: str) -> PacketStream:
+        """The packet stream `name`; a code stream of that name is a malformed payload, not a bug."""
+        stream = self.stream(name)
+        if not isinstance(stream, PacketStream):
+            raise PayloadError(f"stream {_q(name)} holds codes, this codec expects packets")
+        return stream
+
 
 # --- bit packing --------------------------------------------------------------
+
+# Codes are converted this many at a time, with one row of 64 bits (bytes) per code as the
+# intermediate: about 8 MiB of temporaries whatever the stream's length, where converting a whole
+# stream at once took some 80 bytes per code (650 times the section at 1 bit per code). A multiple
+# of 8, so that every block starts and ends on a byte boundary of the packed section.
+_BLOCK_CODES = 1 << 16
 
 
 def pack_codes(values: np.ndarray, bit_width: int) -> bytes:
     """Codes as bit_width-bit big-endian fields, back to back, last byte zero-padded."""
     bit_width = _check_int(bit_width, "bit_width", 1, MAX_BIT_WIDTH)
     codes = _as_codes(values, bit_width, "pack_codes")
-    # One row of 64 bits per code, most significant first; keep the low bit_width columns.
-    bits = np.unpackbits(codes.astype(">u8").view(np.uint8).reshape(-1, 8), axis=1)
-    return np.packbits(bits[:, 64 - bit_width :]).tobytes()
+    blocks = []
+    for first in range(0, codes.size, _BLOCK_CODES):
+        block = codes[first : first + _BLOCK_CODES]
+        # One row of 64 bits per code, most significant first; keep the low bit_width columns.
+        bits = np.unpackbits(block.astype(">u8").view(np.uint8).reshape(-1, 8), axis=1)
+        blocks.append(np.packbits(bits[:, 64 - bit_width :]).tobytes())
+    return b"".join(blocks)
 
 
-def unpack_codes(data: bytes, bit_width: int, count: int) -> np.ndarray:
-    """Inverse of pack_codes; the length must be exact and the padding bits zero."""
-    bit_width = _check_int(bit_width, "bit_width", 1, MAX_BIT_WIDTH)
-    count = _check_int(count, "count", 0)
+def _check_code_section(data: bytes | memoryview, bit_width: int, count: int) -> None:
+    """The length must be exact and the padding bits zero: that makes the encoding of a stream unique."""
     nbits = count * bit_width
     need = (nbits + 7) // 8
     if len(data) != need:
         raise PayloadError(
             f"packed codes: {count} codes of {bit_width} bits need {need} bytes, got {len(data)}"
         )
-    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8))
-    # Zero padding makes the encoding of a stream unique.
-    if bits[nbits:].any():
+    pad = 8 * need - nbits
+    if pad and data[-1] & ((1 << pad) - 1):
         raise PayloadError("packed codes: padding bits after the last code are not zero")
-    rows = np.zeros((count, 64), dtype=np.uint8)
-    rows[:, 64 - bit_width :] = bits[:nbits].reshape(count, bit_width)
-    return np.packbits(rows, axis=1).view(">u8").reshape(-1).astype(np.uint64)
+
+
+def _unpack_blocks(data: bytes | memoryview, bit_width: int, count: int) -> np.ndarray:
+    raw = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty(count, dtype=np.uint64)
+    for first in range(0, count, _BLOCK_CODES):
+        n = min(_BLOCK_CODES, count - first)
+        start = first * bit_width // 8
+        bits = np.unpackbits(raw[start : start + (n * bit_width + 7) // 8], count=n * bit_width)
+        rows = np.zeros((n, 64), dtype=np.uint8)
+        rows[:, 64 - bit_width :] = bits.reshape(n, bit_width)
+        out[first : first + n] = np.packbits(rows, axis=1).view(">u8").reshape(-1)
+    return out
+
+
+def unpack_codes(data: bytes | memoryview, bit_width: int, count: int) -> np.ndarray:
+    """Inverse of pack_codes; the length must be exact and the padding bits zero."""
+    bit_width = _check_int(bit_width, "bit_width", 1, MAX_BIT_WIDTH)
+    count = _check_int(count, "count", 0)
+    _check_code_section(data, bit_width, count)
+    return _unpack_blocks(data, bit_width, count)
 
 
 # --- encoding -----------------------------------------------------------------
@@ -407,7 +511,7 @@ def _canonical_json(obj: object) -> bytes:
 def _stream_header(stream: Stream) -> dict[str, JSON]:
     if isinstance(stream, CodeStream):
         return {"name": stream.name, "kind": "codes", "bit_width": stream.bit_width, "shape": list(stream.shape)}
-    return {"name": stream.name, "kind": "packets", "count": len(stream.packets)}
+    return {"name": stream.name, "kind": "packets", "count": stream._packet_count()}
 
 
 def encode_payload(p: Payload) -> bytes:
@@ -418,9 +522,12 @@ def encode_payload(p: Payload) -> bytes:
     header_bytes = _canonical_json(header)
     if len(header_bytes) > MAX_HEADER_BYTES:
         raise PayloadError(f"header is {len(header_bytes)} bytes, more than {MAX_HEADER_BYTES}")
-    parts = [_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes]
+    parts: list[bytes | memoryview] = [_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes]
     for stream in p.streams:
-        if isinstance(stream, CodeStream):
+        if stream._section is not None:
+            # A parsed stream's section is already in its one valid encoding.
+            parts.append(stream._section.view())
+        elif isinstance(stream, CodeStream):
             parts.append(pack_codes(stream.values, stream.bit_width))
         else:
             for packet in stream.packets:
@@ -563,37 +670,66 @@ def _read_varint(data: bytes, pos: int, what: str) -> tuple[int, int]:
     raise PayloadError(f"corrupted: {what} varint is longer than {_MAX_VARINT_BYTES} bytes")
 
 
-def _locate_sections(
-    data: bytes, pos: int, specs: list[dict[str, Any]]
-) -> tuple[list[memoryview | tuple[memoryview, ...]], int]:
-    """Slices of every stream section; sizes are checked before anything is read."""
-    view = memoryview(data)
-    sections: list[memoryview | tuple[memoryview, ...]] = []
+def _walk_packets(data: bytes, pos: int, count: int, name: str) -> tuple[int, int]:
+    """End of `count` packet records starting at pos, and their packet bytes; allocates nothing per packet."""
+    n = len(data)
+    content = 0
+    for i in range(count):
+        # One-byte lengths (every packet under 128 bytes) inline: this loop runs once per packet.
+        size = data[pos] if pos < n else 0x80
+        if size < 0x80:
+            pos += 1
+        else:
+            size, pos = _read_varint(data, pos, f"stream {_q(name)} packet {i} length")
+        if size > n - pos:
+            raise PayloadError(f"truncated: stream {_q(name)} packet {i} needs {size} bytes, {n - pos} left")
+        pos += size
+        content += size
+    return pos, content
+
+
+def _split_packets(section: _Section) -> Iterator[bytes]:
+    data, pos = section.data, section.start
+    for i in range(section.count):
+        size = data[pos]
+        if size < 0x80:
+            pos += 1
+        else:
+            size, pos = _read_varint(data, pos, f"packet {i} length")
+        yield data[pos : pos + size]
+        pos += size
+
+
+def _amount(n: int) -> str:
+    # A hostile shape can declare a 1234-digit byte count; the message stays one short line.
+    return str(n) if n < 10**40 else f"at least 2**{n.bit_length() - 1}"
+
+
+def _locate_sections(data: bytes, pos: int, specs: list[dict[str, Any]]) -> tuple[list[tuple[_Section, int]], int]:
+    """Every stream's section, with its packet bytes for a packet stream; sizes are checked before
+    anything is read, and nothing is allocated per code or per packet."""
+    sections: list[tuple[_Section, int]] = []
     for spec in specs:
         name = spec["name"]
         left = len(data) - pos
         if spec["kind"] == "codes":
-            need = (math.prod(spec["shape"]) * spec["bit_width"] + 7) // 8
+            # Exact, and cheap even for a hostile shape: at most MAX_NDIM factors, each below 2**64.
+            count = math.prod(spec["shape"])
+            need = (count * spec["bit_width"] + 7) // 8
             if need > left:
-                raise PayloadError(f"truncated: stream {_q(name)} needs {need} bytes, {left} left")
-            sections.append(view[pos : pos + need])
+                raise PayloadError(f"truncated: stream {_q(name)} needs {_amount(need)} bytes, {left} left")
+            sections.append((_Section(data, pos, pos + need, count), 0))
             pos += need
             continue
         count = spec["count"]
-        # Every packet costs at least its one-byte length; this bounds the loop below.
+        # Every packet costs at least its one-byte length; this bounds the walk.
         if count > left:
             raise PayloadError(
                 f"truncated: stream {_q(name)} needs at least {count} bytes for {count} packets, {left} left"
             )
-        packets = []
-        for i in range(count):
-            size, pos = _read_varint(data, pos, f"stream {_q(name)} packet {i} length")
-            left = len(data) - pos
-            if size > left:
-                raise PayloadError(f"truncated: stream {_q(name)} packet {i} needs {size} bytes, {left} left")
-            packets.append(view[pos : pos + size])
-            pos += size
-        sections.append(tuple(packets))
+        end, content = _walk_packets(data, pos, count, name)
+        sections.append((_Section(data, pos, end, count), content))
+        pos = end
     return sections, pos
 
 
@@ -612,7 +748,10 @@ def decode_payload(data: bytes) -> Payload:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"decode_payload needs bytes, got {type(data).__name__}")
-    data = bytes(data)
+    # Parsed streams go on reading `data` after the checks, so it must be immutable; bytes
+    # (what files and request bodies arrive as) is used as it is, anything else copied once.
+    if not isinstance(data, bytes):
+        data = bytes(data)
     n = len(data)
     if n == 0:
         raise PayloadError("empty file")
@@ -651,18 +790,17 @@ def decode_payload(data: bytes) -> Payload:
         raise PayloadError(f"trailing bytes: {left - _DIGEST_SIZE} bytes after the checksum")
     # From here on the bytes are exactly what a writer produced, so any
     # complaint is about that writer, not about damage.
+    # Every check is done here; values and packets are only materialised when a decoder reads them.
     streams: list[Stream] = []
-    for spec, section in zip(specs, sections):
+    for spec, (section, content_bytes) in zip(specs, sections):
         if spec["kind"] == "codes":
-            assert isinstance(section, memoryview)
             try:
-                values = unpack_codes(section, spec["bit_width"], math.prod(spec["shape"]))
+                _check_code_section(section.view(), spec["bit_width"], section.count)
             except PayloadError as e:
                 raise PayloadError(f"stream {_q(spec['name'])}: {e}") from None
-            streams.append(CodeStream(spec["name"], spec["bit_width"], spec["shape"], values))
+            streams.append(CodeStream._parsed(spec["name"], spec["bit_width"], spec["shape"], section))
         else:
-            assert isinstance(section, tuple)
-            streams.append(PacketStream(spec["name"], tuple(bytes(p) for p in section)))
+            streams.append(PacketStream._parsed(spec["name"], section, content_bytes))
     return Payload(streams=tuple(streams), **meta)
 
 

@@ -59,8 +59,7 @@ class Codec2Adapter(Adapter):
         )
 
     def decode(self, payload: Payload) -> Decoded:
-        stream = payload.stream("frames")
-        assert isinstance(stream, CodeStream)
+        stream = payload.code_stream("frames")
         if stream.bit_width != self.bits_per_frame:
             raise ValueError(f"frames are {stream.bit_width} bits, codec2:{self.spec.config} uses {self.bits_per_frame}")
         codec = self._codec()

@@ -107,8 +107,7 @@ class OpusAdapter(Adapter):
         )
 
     def decode(self, payload: Payload) -> Decoded:
-        stream = payload.stream("opus")
-        assert isinstance(stream, PacketStream)
+        stream = payload.packet_stream("opus")
         head = payload.side_info.get("opus_head")
         if not isinstance(head, str):
             raise ValueError("payload side info lacks opus_head")

@@ -22,8 +22,7 @@ class PcmAdapter(Adapter):
         return Encoded(streams=(CodeStream("pcm", 16, (len(codes),), codes),), side_info={})
 
     def decode(self, payload: Payload) -> Decoded:
-        stream = payload.stream("pcm")
-        assert isinstance(stream, CodeStream)
+        stream = payload.code_stream("pcm")
         samples = stream.values.astype(np.uint16).view(np.int16)
         return Decoded(from_int16(samples), self.input_rate)
 
