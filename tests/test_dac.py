@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -104,27 +105,120 @@ def test_a_decoder_with_other_weights_refuses_the_payload(dac_run: Path, dac_env
 
 @pytest.mark.parametrize("damage, needle", [("drop", "missing keys ['decoder."),
                                             ("add", "unexpected keys ['extra.key']"),
+                                            ("reshape", "wrong shapes ['decoder."),
                                             ("config", "not the 16 kHz configuration: encoder_rates=")])
-def test_strict_loading_rejects_a_missing_or_unexpected_key_or_another_config(
+def test_strict_loading_rejects_a_missing_unexpected_or_reshaped_key_or_another_config(
         dac_env: dict[str, str], tmp_path: Path, damage: str, needle: str) -> None:
     script = f"""
 import torch
+from pathlib import Path
 from codecarena.codecs.dac import CONFIG_16KHZ, build_model, load_checkpoint
+from codecarena.codecs.torch_weights import Weights, weights_only_load
 saved = {{"state_dict": build_model().state_dict(), "metadata": {{"kwargs": dict(CONFIG_16KHZ)}}}}
+first_decoder_key = sorted(k for k in saved["state_dict"] if k.startswith("decoder."))[0]
 if {damage!r} == "drop":
-    saved["state_dict"].pop(sorted(k for k in saved["state_dict"] if k.startswith("decoder."))[0])
+    saved["state_dict"].pop(first_decoder_key)
 elif {damage!r} == "add":
     saved["state_dict"]["extra.key"] = torch.zeros(1)
+elif {damage!r} == "reshape":
+    saved["state_dict"][first_decoder_key] = torch.zeros(1)
 else:
     saved["metadata"]["kwargs"]["encoder_rates"] = [2, 4, 8, 8]
-torch.save(saved, {str(tmp_path / 'ckpt.pt')!r})
+path = Path({str(tmp_path / 'ckpt.pt')!r})
+torch.save(saved, path)
 try:
-    load_checkpoint({str(tmp_path / 'ckpt.pt')!r})
+    load_checkpoint(Weights(path, weights_only_load(path, path.read_bytes()), {{}}))
 except ValueError as exc:
     print("REFUSED", exc)
 """
     proc = subprocess.run([runtime_python(dac_env, "dac"), "-c", script], capture_output=True, text=True, check=False)
     assert "REFUSED" in proc.stdout and needle in proc.stdout, proc.stdout + proc.stderr
+
+
+# Loads the 16 kHz adapter as the worker does, with `FILE` (built by the caller's code) in place of
+# the cached synthetic checkpoint, and reports what happened: whether the planted object's code ran
+# (it creates MARKER), how often the file was opened through Python, and the outcome.
+LOAD_WITH_FILE = """
+import builtins, io, json, os, torch
+from pathlib import Path
+from codecarena.checkpoints import cache_dir
+from codecarena.codecs.dac import ADAPTER, CONFIG_16KHZ, SYNTHETIC_VERSION, build_model
+from codecarena.specs import parse_spec
+
+MARKER = Path(os.environ["MARKER"])
+
+class Planted:
+    def __reduce__(self):
+        return (open, (str(MARKER), "w"))
+
+FILE = cache_dir() / "synthetic" / "dac" / f"dac_16khz-v{SYNTHETIC_VERSION}-seed0.pt"
+FILE.parent.mkdir(parents=True)
+MAKE
+opened = []
+real_open = builtins.open
+def spy(file, *args, **kwargs):
+    if isinstance(file, (str, os.PathLike)) and Path(file) == FILE:
+        opened.append(str(file))
+    return real_open(file, *args, **kwargs)
+builtins.open = io.open = spy
+try:
+    outcome = "loaded " + ADAPTER(parse_spec("dac:16khz"), "synthetic:0").load()["checkpoint"]["sha256"]
+except Exception as exc:
+    outcome = f"{type(exc).__name__}: {exc}"
+builtins.open = io.open = real_open
+print(json.dumps({"outcome": outcome, "opens": len(opened), "ran": MARKER.exists(), "file": str(FILE)}))
+"""
+WEIGHTS = 'weights = io.BytesIO(); torch.save({"state_dict": build_model().state_dict(), ' \
+          '"metadata": {"kwargs": dict(CONFIG_16KHZ)}}, weights)'
+PACKAGE = 'package = io.BytesIO()\nwith torch.package.PackageExporter(package) as exporter:\n' \
+          '    exporter.extern("io")\n    exporter.save_pickle("DAC", "DAC.pth", Planted())'
+# One zip holding both: torch.load reads archive/data.pkl, torch.package reads archive/DAC/DAC.pth.
+BOTH = f"""{WEIGHTS}
+{PACKAGE}
+import zipfile
+with zipfile.ZipFile(FILE, "w") as both:
+    for part in (weights, package):
+        with zipfile.ZipFile(part) as zipped:
+            for name in zipped.namelist():
+                if name not in both.namelist():
+                    both.writestr(name, zipped.read(name))
+"""
+
+
+def load_with_file(dac_env: dict[str, str], tmp_path: Path, make: str) -> dict[str, object]:
+    env = {**os.environ, **dac_env, "XDG_CACHE_HOME": str(tmp_path / "cache"), "MARKER": str(tmp_path / "ran")}
+    proc = subprocess.run([runtime_python(dac_env, "dac"), "-c", LOAD_WITH_FILE.replace("MAKE", make)],
+                          capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_a_package_hidden_in_a_weights_file_never_runs_and_the_file_is_read_once(
+        dac_env: dict[str, str], tmp_path: Path) -> None:
+    # DAC.load tries torch.package first: it would run the package even though the same file
+    # passes a weights-only check. The adapter loads the weights and never looks at the package.
+    result = load_with_file(dac_env, tmp_path, BOTH)
+    assert result["ran"] is False
+    assert result["outcome"] == "loaded " + hashlib.sha256(Path(str(result["file"])).read_bytes()).hexdigest()
+    # Hashed and loaded from one read: no second open could see another file.
+    assert result["opens"] == 1
+
+
+@pytest.mark.parametrize("make", [
+    # A DAC-format file carrying an object only an unpickler that runs code could load.
+    'torch.save({"state_dict": build_model().state_dict(), '
+    '"metadata": {"kwargs": {**CONFIG_16KHZ, "note": Planted()}}}, FILE)',
+    # A torch.package, DAC.load's preferred format.
+    f'{PACKAGE}\nFILE.write_bytes(package.getvalue())',
+], ids=["pickled-object", "package"])
+def test_a_checkpoint_that_is_not_plain_weights_is_refused_in_one_line(dac_env: dict[str, str], tmp_path: Path,
+                                                                      make: str) -> None:
+    result = load_with_file(dac_env, tmp_path, make)
+    assert result["ran"] is False
+    outcome = str(result["outcome"])
+    assert outcome.startswith(f"ValueError: {result['file']}: not a plain weights file "
+                              f"(torch.load with weights_only=True refused it: "), outcome
+    assert "\n" not in outcome and outcome.endswith("; refusing to load")
 
 
 def test_24_and_44_khz_configurations_pack_their_own_frame_rates(dac_env: dict[str, str], speech_dir: Path,

@@ -106,16 +106,18 @@ def test_strict_loading_rejects_a_missing_and_an_unexpected_key(encodec_env: dic
                                                                damage: str, needle: str) -> None:
     script = f"""
 import torch
+from pathlib import Path
 from codecarena.codecs.encodec import build_model
-from codecarena.codecs.torch_weights import load_strict
+from codecarena.codecs.torch_weights import Weights, load_strict, weights_only_load
 state = build_model().state_dict()
 if {damage!r} == "drop":
     state.pop(sorted(k for k in state if k.startswith("decoder."))[0])
 else:
     state["extra.key"] = torch.zeros(1)
-torch.save(state, {str(tmp_path / 'ckpt.pt')!r})
+path = Path({str(tmp_path / 'ckpt.pt')!r})
+torch.save(state, path)
 try:
-    load_strict(build_model(), {str(tmp_path / 'ckpt.pt')!r})
+    load_strict(build_model(), Weights(path, weights_only_load(path, path.read_bytes()), {{}}))
 except ValueError as exc:
     print("REFUSED", exc)
 """

@@ -83,7 +83,7 @@ def test_strict_loading_rejects_what_from_pretrained_would_let_through(
     script = f"""
 import shutil, torch
 from safetensors.torch import load_file, save_file
-from codecarena.codecs.mimi import load_model
+from codecarena.codecs.mimi import load_model, safetensors_weights
 state = load_file({str(synthetic / 'model.safetensors')!r})
 if {damage!r} == "drop":
     state.pop("decoder.layers.11.conv.weight")
@@ -94,7 +94,8 @@ else:
 shutil.copy({str(synthetic / 'config.json')!r}, {str(tmp_path)!r})
 save_file(state, {str(tmp_path / 'model.safetensors')!r}, metadata={{"format": "pt"}})
 try:
-    load_model(__import__("pathlib").Path({str(tmp_path)!r}))
+    path = __import__("pathlib").Path({str(tmp_path / 'model.safetensors')!r})
+    load_model(safetensors_weights(path, path.read_bytes(), {{}}))
 except ValueError as exc:
     print("REFUSED", exc)
 """

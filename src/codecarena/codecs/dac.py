@@ -4,12 +4,17 @@
 44khz: hop 512, 44100/512 = 86.13 Hz, 9 codebooks (7.75 kbps). The number of codebooks sent is the
 rate knob (`n_quantizers`, default: all of the configuration's).
 
-Weights go through DAC's own loader, `dac.DAC.load(path)`, which reads a `torch.save`d dict
-`{"state_dict": ..., "metadata": {"kwargs": {...}}}` with `torch.load`'s defaults (weights_only=True
-since torch 2.6: no pickled code runs). Synthetic weights are written in exactly that format. DAC's
-loader is lenient (`strict=False` by default, and its architecture comes from the file's metadata),
-so the adapter checks the file itself too: the metadata must describe the configuration's architecture
-below and every missing or unexpected state-dict key is an error.
+Weights are DAC's own checkpoint format, a `torch.save`d dict `{"state_dict": ..., "metadata":
+{"kwargs": {...}}}` (synthetic weights are written in exactly that format), but the adapter never
+calls DAC's loader: `DAC.load` (audiotools' `BaseModel.load`) first opens the file as a
+`torch.package`, whose unpickling runs code from the file, and only when that fails reads it with
+`torch.load`. A file can be both (one zip holding a valid weights dict and a package), so checking
+it with a safe reader and then calling `DAC.load` would still run the package. The adapter does what
+the weights branch of `DAC.load` does, on the bytes read once (and hashed) and with
+`torch.load(weights_only=True)` only: the metadata must describe the configuration's architecture
+below, every state-dict key and shape must match it (DAC's own default is `strict=False`), and the
+state dict is loaded with `strict=True` into the model built from the configuration. A file that is
+anything else is refused in one line; nothing falls back to a loader that can run pickled code.
 
 The codes are DAC's raw RVQ indices (`DAC.encode` on the hop-padded input, `quantizer.from_codes` and
 `DAC.decode` back), without the `.dac` file container's chunking and loudness side value. DAC returns
@@ -20,7 +25,6 @@ hop); the pipeline restores the exact length within `length_tolerance`.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +33,7 @@ from dac import DAC
 
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import checkpoint_file, training_audio
+from codecarena.codecs.torch_weights import Weights, checkpoint_weights, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "dac"
@@ -88,32 +92,36 @@ def synthetic_checkpoint_dict(seed: int, config: dict[str, Any] = CONFIG_16KHZ) 
     return {"state_dict": model.state_dict(), "metadata": {"kwargs": dict(config)}}
 
 
-def check_checkpoint(path: Path, config: dict[str, Any] = CONFIG_16KHZ) -> None:
-    """What DAC's lenient loader does not check: the file must describe the configuration's
-    architecture and match it key for key (any missing or unexpected state-dict key is an error
-    naming the keys)."""
-    saved = torch.load(path, map_location="cpu", weights_only=True)
+def load_checkpoint(weights: Weights, config: dict[str, Any] = CONFIG_16KHZ) -> DAC:
+    """The weights branch of `DAC.load` on a checkpoint parsed weights-only, made strict: the metadata
+    must describe the configuration's architecture (`quantizer_dropout` acts only in training) and
+    every key and shape must match; any difference is a one-line error naming the file."""
+    path, saved = weights.path, weights.state
     if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict) \
-            or not isinstance(saved.get("metadata", {}).get("kwargs"), dict):
+            or not isinstance(saved.get("metadata"), dict) or not isinstance(saved["metadata"].get("kwargs"), dict):
         raise ValueError(f"{path}: not a DAC checkpoint (a dict with state_dict and metadata.kwargs)")  # noqa: TRY004 (a bad file, reported as ValueError like every load failure)
-    kwargs = saved["metadata"]["kwargs"]
-    wrong = sorted(k for k in config if k != "quantizer_dropout" and kwargs.get(k) != config[k])
+    # Every argument DAC takes (DAC.load drops the rest). latent_dim None, or absent, is DAC's default:
+    # derived from the encoder, the value DAC.save records.
+    expected = {**config, "latent_dim": config["encoder_dim"] * 2 ** len(config["encoder_rates"])}
+    kwargs = dict(saved["metadata"]["kwargs"])
+    if kwargs.get("latent_dim") is None:
+        kwargs["latent_dim"] = expected["latent_dim"]
+    wrong = sorted(k for k in expected if k != "quantizer_dropout" and kwargs.get(k) != expected[k])
     if wrong:
         raise ValueError(f"{path}: checkpoint metadata is not the {config['sample_rate'] / 1000:g} kHz configuration: "
-                         + ", ".join(f"{k}={kwargs.get(k)!r} (expected {config[k]!r})" for k in wrong))
+                         + ", ".join(f"{k}={kwargs.get(k)!r} (expected {expected[k]!r})" for k in wrong))
+    model = build_model(config)
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     state = saved["state_dict"]
-    expected = set(build_model(config).state_dict())
-    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
-    if missing or unexpected:
+    missing, unexpected = sorted(shapes.keys() - state.keys()), sorted(state.keys() - shapes.keys())
+    reshaped = sorted(k for k in shapes.keys() & state.keys()
+                      if not isinstance(state[k], torch.Tensor) or tuple(state[k].shape) != shapes[k])
+    if missing or unexpected or reshaped:
         raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
                          f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
-                         f"{'...' if len(unexpected) > 5 else ''}")
-
-
-def load_checkpoint(path: Path, config: dict[str, Any] = CONFIG_16KHZ) -> DAC:
-    """The strict check, then DAC's real loader (with strict=True on its state-dict load)."""
-    check_checkpoint(path, config)
-    return DAC.load(str(path), strict=True).eval()
+                         f"{'...' if len(unexpected) > 5 else ''}, wrong shapes {reshaped[:5]}")
+    model.load_state_dict(state, strict=True)
+    return model.eval()
 
 
 class DacAdapter(TorchAdapter):
@@ -131,10 +139,10 @@ class DacAdapter(TorchAdapter):
             raise ValueError(f"n_quantizers must be 1..{self.config['n_codebooks']} for {self.spec.config}, "
                              f"got {self.quantizers}")
         kind, _ = parse_weights(self.weights)
-        path, identity = checkpoint_file(REGISTRY_ID, self.weights, f"dac_{self.spec.config}-v{SYNTHETIC_VERSION}",
-                                         lambda seed: synthetic_checkpoint_dict(seed, self.config))
-        self.model = load_checkpoint(path, self.config)
-        return {"weights": kind, "checkpoint": identity, **self.side_facts(),
+        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"dac_{self.spec.config}-v{SYNTHETIC_VERSION}",
+                                     lambda seed: synthetic_checkpoint_dict(seed, self.config))
+        self.model = load_checkpoint(weights, self.config)
+        return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(),
                 "frame_rate_hz": self.input_rate / self.hop,
                 "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
                 "threads": torch.get_num_threads()}

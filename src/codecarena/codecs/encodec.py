@@ -2,8 +2,9 @@
 
 The model is built exactly as `EncodecModel.encodec_model_24khz` builds it; weights are loaded with
 `torch.load(weights_only=True)` and a strict state-dict load, for the real checkpoint (when the
-registry pins it) and for synthetic weights alike. EnCodec's own loader is bypassed because it
-accepts only its genuine file name; the registry's size and sha256 check replaces its prefix check.
+registry pins it) and for synthetic weights alike, from the bytes that were hashed (the file is read
+once). EnCodec's own loader is bypassed because it accepts only its genuine file name and reads the
+file itself; the registry's size and sha256 check replaces its prefix check.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from encodec import EncodecModel
 
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import checkpoint_file, load_strict, training_audio
+from codecarena.codecs.torch_weights import checkpoint_weights, load_strict, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "encodec"
@@ -63,14 +64,16 @@ class EncodecAdapter(TorchAdapter):
     def load(self) -> dict[str, Any]:
         torch.set_num_threads(int(self.spec.options()["threads"]))
         kind, _ = parse_weights(self.weights)
+        # Parsed before the model is built: the file's bytes are dropped first, which keeps the peak
+        # memory at two copies of the weights (parsed tensors and model).
+        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}", synthetic_state)
         self.model = build_model()
-        path, identity = checkpoint_file(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}",
-                                              synthetic_state)
-        load_strict(self.model, path)
+        load_strict(self.model, weights)
         self.model.set_target_bandwidth(BANDWIDTHS[self.spec.config])
         self.quantizers = self.model.quantizer.get_num_quantizers_for_bandwidth(
             self.model.frame_rate, BANDWIDTHS[self.spec.config])
-        return {"weights": kind, "checkpoint": identity, **self.side_facts(), "frame_rate_hz": self.model.frame_rate,
+        return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(),
+                "frame_rate_hz": self.model.frame_rate,
                 "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
                 "threads": torch.get_num_threads()}
 

@@ -68,9 +68,9 @@ class LyraAdapter(Adapter):
         entry = load_entry(REGISTRY_ID)
         assert entry.checkpoint is not None
         checkpoint = entry.checkpoint.identity(REGISTRY_ID)
-        folder = checkpoints.resolve(entry.checkpoint)
-        # Bytes are read once after verification; every stream builds fresh interpreters from them.
-        self.models = {f.name: (folder / f.name).read_bytes() for f in entry.checkpoint.files}
+        # Each file is read once and verified on those bytes; every stream builds fresh interpreters
+        # from them (model_content), so what runs is what was hashed, whatever happens to the files.
+        folder, self.models = checkpoints.read_checkpoint(entry.checkpoint)
         sides = {"encoder": 0, "decoder": 0}
         for f in entry.checkpoint.files:
             for side in sides:

@@ -5,10 +5,13 @@ The number of quantizers is the rate knob and part of the configuration name (`m
 `MimiConfig()` defaults, carried explicitly below: built from it, the model saves to a
 `model.safetensors` of exactly 384,649,828 bytes, the size the census records for the released file.
 
-Weights load through `MimiModel.from_pretrained(folder, local_files_only=True)`, the real loader,
-for synthetic weights too. That loader silently ignores unexpected keys under `encoder.`/`decoder.`
-(its `_keys_to_ignore_on_load_unexpected`), so before it runs, the file's key set and shapes are
-checked against the architecture: any missing, unexpected or reshaped tensor is an error.
+Weights load through `MimiModel.from_pretrained`, the real loader, for synthetic weights too, given
+the configuration below and the state dict parsed (safetensors: tensors only, no pickle) from the
+bytes that were hashed: the file is read once, so a file replaced after hashing is never what is
+loaded (given a folder, from_pretrained would open the file itself, and its config.json). That
+loader silently ignores unexpected keys under `encoder.`/`decoder.` (its
+`_keys_to_ignore_on_load_unexpected`), so before it runs, the key set and shapes are checked against
+the architecture: any missing, unexpected or reshaped tensor is an error.
 """
 
 from __future__ import annotations
@@ -17,19 +20,19 @@ import json
 import math
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
 from transformers import MimiConfig, MimiModel
 from transformers.utils import logging as transformers_logging
 
-from codecarena.checkpoints import cache_dir, resolve
+from codecarena.checkpoints import cache_dir, read_checkpoint
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import generate_once, synthetic_identity, training_audio
+from codecarena.codecs.torch_weights import Weights, generate_once, synthetic_identity, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "mimi"
@@ -49,6 +52,10 @@ CONFIG: dict[str, Any] = {
     "attention_dropout": 0.0, "layer_scale_initial_scale": 0.01, "attention_bias": False,
 }
 SYNTHETIC_VERSION = 1
+# The safetensors format's dtype names.
+SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                      "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                      "U8": torch.uint8, "BOOL": torch.bool}
 # save_pretrained writes the layout of the released file (transformers 4.x names); from_pretrained
 # renames on load. The same renaming, in reverse, gives the key set a checkpoint must hold.
 SAVED_NAMES = ((r"^encoder\.encoder_seanet\.", "encoder."), (r"^encoder\.encoder_transformer\.", "encoder_transformer."),
@@ -73,29 +80,73 @@ def saved_name(key: str) -> str:
     return key
 
 
-def check_keys(path: Path) -> None:
+def safetensors_weights(path: Path, data: bytes, identity: dict[str, str]) -> Weights:
+    """The tensors of a safetensors file as views of its bytes, not copies (safetensors.torch.load
+    copies every tensor, and the file's bytes plus a copy would double the worker's peak memory).
+    The format holds tensors only: a little-endian u64 header length, a JSON header {name: {dtype,
+    shape, data_offsets}} and the data. Every entry is checked before any view is made; anything
+    else is refused in one line naming the file."""
+
+    def refuse(problem: str) -> ValueError:
+        return ValueError(f"{path}: not a safetensors file ({problem}); refusing to load")
+
+    size = int.from_bytes(data[:8], "little")
+    if len(data) < 8 or size > len(data) - 8:
+        raise refuse(f"header length {size} does not fit in {len(data)} bytes")
+    try:
+        header = json.loads(data[8:8 + size])
+    except ValueError:
+        raise refuse("the header is not JSON") from None
+    if not isinstance(header, dict):
+        raise refuse("the header is not a JSON object")
+    header.pop("__metadata__", None)
+    start, available = 8 + size, len(data) - 8 - size
+    state: dict[str, torch.Tensor] = {}
+    for name, entry in header.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("dtype"), str) \
+                or entry["dtype"] not in SAFETENSORS_DTYPES or not _ints(entry.get("shape")) \
+                or not _ints(entry.get("data_offsets")) or len(entry["data_offsets"]) != 2:
+            raise refuse(f"tensor {name!r}: not a dtype, shape and data_offsets entry")
+        dtype, shape, offsets = SAFETENSORS_DTYPES[entry["dtype"]], entry["shape"], entry["data_offsets"]
+        count = math.prod(shape)
+        if not 0 <= offsets[0] <= offsets[1] <= available or offsets[1] - offsets[0] != count * dtype.itemsize:
+            raise refuse(f"tensor {name!r}: data_offsets {offsets} do not hold {shape} {entry['dtype']}")
+        with warnings.catch_warnings():
+            # bytes are read-only to Python; the views are only read (inference), never written.
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")
+            view = torch.frombuffer(data, dtype=dtype, count=count, offset=start + offsets[0]) if count else \
+                torch.empty(0, dtype=dtype)
+        state[name] = view.reshape(shape)
+    return Weights(path, state, identity)
+
+
+def _ints(value: object) -> bool:
+    return isinstance(value, list) and all(type(v) is int and v >= 0 for v in value)
+
+
+def check_keys(weights: Weights) -> None:
     """Every tensor the architecture needs, none it does not, each of the right shape (the model is
     built on the meta device: shapes without memory)."""
     with torch.device("meta"):
         model = build_model()
     expected = {saved_name(k): tuple(v.shape) for k, v in model.state_dict().items()}
-    with safe_open(str(path), framework="pt") as handle:
-        found = {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}
+    found = {k: tuple(v.shape) for k, v in weights.state.items()}
     missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
     reshaped = sorted(k for k in set(expected) & set(found) if expected[k] != found[k])
     if missing or unexpected or reshaped:
-        raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
+        raise ValueError(f"{weights.path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
                          f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
                          f"{'...' if len(unexpected) > 5 else ''}, wrong shapes {reshaped[:5]}")
 
 
-def load_model(folder: Path) -> MimiModel:
+def load_model(weights: Weights) -> MimiModel:
     quiet_transformers()
-    check_keys(folder / WEIGHTS_FILE)
-    model, info = MimiModel.from_pretrained(str(folder), local_files_only=True, output_loading_info=True)
+    check_keys(weights)
+    model, info = MimiModel.from_pretrained(None, config=MimiConfig(**CONFIG), state_dict=weights.state,
+                                            output_loading_info=True)
     problems = {k: sorted(v) for k, v in info.items() if v}
     if problems:
-        raise ValueError(f"{folder / WEIGHTS_FILE}: transformers reports {problems}")
+        raise ValueError(f"{weights.path}: transformers reports {problems}")
     return model.eval()
 
 
@@ -140,19 +191,25 @@ def synthetic_dir(seed: int) -> Path:
     return folder
 
 
-def checkpoint_folder(weights: str) -> tuple[Path, dict[str, str]]:
+def checkpoint_weights(weights: str) -> Weights:
+    """The weights file parsed from the bytes its identity hashes: the synthetic file, or the
+    registry's pinned one verified on those bytes."""
     from codecarena.registry.entries import load_entry
 
     kind, seed = parse_weights(weights)
     if kind == "synthetic":
         assert seed is not None
-        folder = synthetic_dir(seed)
-        return folder, synthetic_identity(REGISTRY_ID, folder / WEIGHTS_FILE, seed)
+        path = synthetic_dir(seed) / WEIGHTS_FILE
+        data = path.read_bytes()
+        return safetensors_weights(path, data, synthetic_identity(REGISTRY_ID, path, data, seed))
     entry = load_entry(REGISTRY_ID)
     if entry.checkpoint is None:
         raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
                          f"({entry.status_reason}); use --weights synthetic")
-    return resolve(entry.checkpoint), entry.checkpoint.identity(REGISTRY_ID)
+    folder, files = read_checkpoint(entry.checkpoint)
+    if WEIGHTS_FILE not in files:
+        raise ValueError(f"registry entry {REGISTRY_ID} pins no {WEIGHTS_FILE}")
+    return safetensors_weights(folder / WEIGHTS_FILE, files.pop(WEIGHTS_FILE), entry.checkpoint.identity(REGISTRY_ID))
 
 
 class MimiAdapter(TorchAdapter):
@@ -162,11 +219,11 @@ class MimiAdapter(TorchAdapter):
         torch.set_num_threads(int(self.spec.options()["threads"]))
         kind, _ = parse_weights(self.weights)
         self.quantizers = int(self.spec.config)
-        folder, identity = checkpoint_folder(self.weights)
-        self.model = load_model(folder)
+        weights = checkpoint_weights(self.weights)
+        self.model = load_model(weights)
         config = self.model.config
         self.frame_size = int(RATE / config.frame_rate)
-        return {"weights": kind, "checkpoint": identity, "config": json.loads(json.dumps(CONFIG)),
+        return {"weights": kind, "checkpoint": weights.identity, "config": json.loads(json.dumps(CONFIG)),
                 **self.side_facts(), "frame_rate_hz": float(config.frame_rate), "quantizers": self.quantizers,
                 "bits_per_code": BITS, "torch": torch.__version__, "threads": torch.get_num_threads(),
                 "attention": str(config._attn_implementation)}

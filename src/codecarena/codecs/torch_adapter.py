@@ -35,6 +35,5 @@ def rvq_encoded(codes: torch.Tensor, bits: int) -> Encoded:
 
 def rvq_codes(payload: Payload) -> torch.Tensor:
     """The payload's code stream back as a (1, quantizers, frames) int64 tensor."""
-    stream = payload.stream("codes")
-    assert isinstance(stream, CodeStream)
+    stream = payload.code_stream("codes")
     return torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]

@@ -4,28 +4,63 @@ Synthetic weights are seeded random weights *saved to a checkpoint file in the f
 loader reads* and loaded back through that same loader, so packing, replay and determinism code runs
 offline. The file is generated deterministically from (family, config, seed), cached, and identified
 by its sha256, which the payload records; a decoder whose file differs refuses the payload.
+
+Every checkpoint file is read once into memory: its sha256 (the pin check, or the synthetic
+identity) and the parser use exactly those bytes, which are dropped once parsed (peak memory: the
+bytes plus the parsed tensors, then the tensors plus the model). The only parser is torch.load with
+weights_only=True; a file it refuses is refused, and no loader falls back to one that can run
+pickled code.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import io
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from codecarena.checkpoints import cache_dir, resolve
-from codecarena.datasets import sha256_file
+from codecarena.checkpoints import cache_dir, read_checkpoint
+
+# torch's refusal wraps its one-line reason in paragraphs of advice (one of which is to retry with
+# weights_only=False); these lines are dropped from the reason codecarena reports.
+_ADVICE = ("Weights only load failed", "In PyTorch 2.6", "(1) In PyTorch", "(2) Alternatively",
+           "Re-running `torch.load`", "Check the documentation of torch.load")
+_ISSUE = "Please file an issue with the following so that we can make `weights_only=True` compatible with your use case: "
 
 
-def load_strict(model: torch.nn.Module, path: Path) -> None:
-    """torch.load with weights_only (no pickled code runs), then a strict load: any missing or
-    unexpected key is an error naming the keys."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+@dataclass(frozen=True)
+class Weights:
+    """A checkpoint parsed from the bytes its identity's sha256 was computed from (the file was read
+    once; the bytes are not kept). `path` only names the file in messages."""
+
+    path: Path
+    state: Any
+    identity: dict[str, str]
+
+
+def weights_only_load(path: Path, data: bytes) -> Any:
+    """torch.load with weights_only=True on a file's bytes: tensors, dicts, lists and primitives
+    only, no pickled code runs. Anything else is refused in one line naming the file."""
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 (untrusted bytes: the unpickler fails on junk with KeyError, EOFError, ...)
+        lines = [line.strip() for line in str(exc).splitlines()]
+        reason = " ".join(line.removeprefix(_ISSUE) for line in lines if line and not line.startswith(_ADVICE))
+        raise ValueError(f"{path}: not a plain weights file (torch.load with weights_only=True refused it: "
+                         f"{type(exc).__name__}{': ' + reason[:200] if reason else ''}); refusing to load") from None
+
+
+def load_strict(model: torch.nn.Module, weights: Weights) -> None:
+    """A strict load of a parsed state dict: any missing or unexpected key is an error naming the keys."""
+    path, state = weights.path, weights.state
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a state dict")
     expected = set(model.state_dict())
@@ -74,11 +109,10 @@ def synthetic_checkpoint(registry_id: str, name: str, seed: int, build: Callable
     return path
 
 
-def checkpoint_file(registry_id: str, weights: str, name: str,
-                    build: Callable[[int], dict[str, Any]]) -> tuple[Path, dict[str, str]]:
-    """The checkpoint file a torch family loads, and the identity its payloads record: the cached
-    synthetic file for `synthetic:SEED`, else the registry's pinned, verified checkpoint (refused
-    while the registry pins none completely)."""
+def checkpoint_weights(registry_id: str, weights: str, name: str, build: Callable[[int], dict[str, Any]]) -> Weights:
+    """The checkpoint a torch family loads, parsed weights-only, with the identity its payloads record:
+    the cached synthetic file for `synthetic:SEED`, else the registry's pinned checkpoint, verified
+    on the bytes parsed (refused while the registry pins none completely)."""
     from codecarena.codecs.base import parse_weights
     from codecarena.registry.entries import load_entry
 
@@ -86,18 +120,25 @@ def checkpoint_file(registry_id: str, weights: str, name: str,
     if kind == "synthetic":
         assert seed is not None
         path = synthetic_checkpoint(registry_id, name, seed, lambda: build(seed))
-        return path, synthetic_identity(registry_id, path, seed)
+        return synthetic_weights(registry_id, path, seed)
     entry = load_entry(registry_id)
     if entry.checkpoint is None:
         raise ValueError(f"registry entry {registry_id} pins no complete checkpoint "
                          f"({entry.status_reason}); use --weights synthetic")
-    folder = resolve(entry.checkpoint)
-    return folder / entry.checkpoint.files[0].name, entry.checkpoint.identity(registry_id)
+    folder, files = read_checkpoint(entry.checkpoint)
+    path = folder / entry.checkpoint.files[0].name
+    return Weights(path, weights_only_load(path, files.pop(path.name)), entry.checkpoint.identity(registry_id))
 
 
-def synthetic_identity(registry_id: str, path: Path, seed: int) -> dict[str, str]:
+def synthetic_weights(registry_id: str, path: Path, seed: int) -> Weights:
+    data = path.read_bytes()
+    return Weights(path, weights_only_load(path, data), synthetic_identity(registry_id, path, data, seed))
+
+
+def synthetic_identity(registry_id: str, path: Path, data: bytes, seed: int) -> dict[str, str]:
+    """What a payload records of a synthetic checkpoint; `data` is the file's bytes as loaded."""
     return {"registry": registry_id, "weights": "synthetic", "seed": str(seed), "file": path.name,
-            "sha256": sha256_file(path)}
+            "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def parameter_stats(*modules: torch.nn.Module) -> dict[str, int]:
