@@ -37,7 +37,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import soundfile as sf
 import soxr
 

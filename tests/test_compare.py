@@ -31,7 +31,8 @@ from codecarena.results.compare import (
     run,
 )
 from codecarena.results.schema import parse_row
-from codecarena.results.store import load_rows, read_json, rewrite_rows, write_json
+from codecarena.files import write_json
+from codecarena.results.store import load_rows, read_json, rewrite_rows
 
 DATA = Path(os.environ.get("CODECARENA_DATA", "/work/shared/data/speech"))
 CLIPS = ("en_ljspeech_LJ002-0020.wav", "en_ljspeech_LJ002-0035.wav")
@@ -398,7 +399,7 @@ def add_noise(run_dir: Path, out: Path, snr_db: float = 15.0, seed: int = 0) -> 
         noise = rng.standard_normal(decoded.size) * np.sqrt(np.mean(decoded ** 2)) * 10 ** (-snr_db / 20)
         sf.write(path, np.clip(decoded + noise, -1.0, 32767 / 32768), rate, subtype="PCM_16")
         noisy, _ = sf.read(path, dtype="float64")  # score what is on disk
-        reference, _ = sf.read(row.reference, dtype="float64")
+        reference, _ = sf.read(out / row.reference, dtype="float64")
         metrics = dict(row.metrics)
         metrics.update(score_signal(reference, noisy, {"pesq_wb", "stoi"}))
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -449,7 +450,7 @@ def test_added_noise_shows_a_pesq_drop_whose_interval_excludes_zero(two_runs: tu
     from codecarena.metrics.signal import score_signal
 
     for row in load_rows(noisy)[0]:
-        ref, _ = sf.read(row.reference, dtype="float64")
+        ref, _ = sf.read(noisy / row.reference, dtype="float64")
         dec, _ = sf.read(noisy / row.decoded, dtype="float64")
         assert score_signal(ref, dec, {"pesq_wb"})["pesq_wb"]["value"] == row.metrics["pesq_wb"]["value"]
     text = render_text(result)

@@ -377,15 +377,15 @@ def test_load_input_dir_with_transcripts(tmp_path: Path) -> None:
 
 
 def test_input_manifest_naming_unknown_file_is_rejected(tmp_path: Path) -> None:
-    sf.write(str(tmp_path / "a.wav"), _tone(800), 16000)
+    sf.write(str(tmp_path / "a.wav"), _tone(1600), 16000)
     (tmp_path / "manifest.json").write_text(json.dumps([{"file": "b.wav", "transcript": "x"}]), encoding="utf-8")
     with pytest.raises(DatasetError, match=r"manifest\.json: entry 0: 'b\.wav'"):
         load_input_dir(tmp_path)
 
 
 def test_stereo_input_is_rejected(tmp_path: Path) -> None:
-    sf.write(str(tmp_path / "mono.wav"), _tone(800), 16000)
-    sf.write(str(tmp_path / "stereo.wav"), _tone(800, channels=2), 16000)
+    sf.write(str(tmp_path / "mono.wav"), _tone(1600), 16000)
+    sf.write(str(tmp_path / "stereo.wav"), _tone(1600, channels=2), 16000)
     with pytest.raises(DatasetError, match=r"stereo\.wav: 2 channels"):
         load_input_dir(tmp_path)
 

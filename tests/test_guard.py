@@ -17,7 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from codecarena.runtime.guard import parse_size, run_guarded
+from codecarena.runtime.guard import run_guarded
+from codecarena.runtime.limits import parse_size
 
 MiB = 1 << 20
 

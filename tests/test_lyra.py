@@ -207,7 +207,7 @@ def test_shuffled_packets_decode_far_worse(lyra_run: Path, tmp_path: Path) -> No
     write_job(tmp_path / "job.json", job)
     subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "job.json")], check=True,
                    capture_output=True, env={**os.environ, "CODECARENA_MODELS": str(MODELS)})
-    reference, _ = sf.read(row["reference"], dtype="float64")
+    reference, _ = sf.read(lyra_run / row["reference"], dtype="float64")
     decoded, _ = sf.read(lyra_run / row["decoded"], dtype="float64")
     garbled, _ = sf.read(tmp_path / "s.wav", dtype="float64")
     intact, broken = pesq_wb(reference, decoded), pesq_wb(reference, garbled)

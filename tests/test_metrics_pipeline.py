@@ -10,6 +10,7 @@ import pytest
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.metrics.registry import METRICS, select
+from codecarena.metrics.scorer import metrics_code_sha256
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +79,13 @@ def test_summary_averages_successes_and_counts_failures(pcm_smoke: Path) -> None
             assert model["sha256"] == model["pinned_sha256"]
     assert declared["asr"]["asr_models"]["en"]["temperature"] == 0.0
     assert codecarena("audit", pcm_smoke).returncode == 0
+
+
+def test_every_metric_of_the_smoke_run_rescores_from_its_files(pcm_smoke: Path) -> None:
+    """Model-based metrics too recompute within their declared tolerance, in another process."""
+    assert {row["metrics_code_sha256"] for row in rows_of(pcm_smoke)} == {metrics_code_sha256()}
+    result = codecarena("audit", pcm_smoke, "--rescore", "all")
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:

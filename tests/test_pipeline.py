@@ -77,7 +77,7 @@ def test_pcm_control_is_bit_exact_at_256_kbps(input_run: Path) -> None:
     for row in rows_of(input_run):
         if row["codec"] != "pcm:16":
             continue
-        reference, _ = sf.read(row["reference"], dtype="int16")
+        reference, _ = sf.read(input_run / row["reference"], dtype="int16")
         decoded, _ = sf.read(input_run / row["decoded"], dtype="int16")
         assert np.array_equal(reference, decoded)
         assert row["representation_bps"] == 256000.0
@@ -179,6 +179,12 @@ def test_memory_guard_fails_the_row_and_says_why(speech_dir: Path, tmp_path: Pat
         stage = row["stages"][0]
         assert stage["guard"]["fired"] is True and stage["exit_status"] == -signal.SIGKILL
         assert row["payload"] is None
+    assert codecarena("audit", out).returncode == 0
+    # Limits are not the plan: the same run, given room, completes in the same directory.
+    result = codecarena("run", "--input", speech_dir, "--codec", "opus:12k", "--out", out, "--memory-limit", "2G")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [row["status"] for row in rows_of(out)] == ["ok", "ok"]
+    assert {row["limits"]["memory_limit_bytes"] for row in rows_of(out)} == {2 << 30}
     assert codecarena("audit", out).returncode == 0
 
 

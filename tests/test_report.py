@@ -31,7 +31,8 @@ from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror
 from codecarena.results import leaderboard as lb
 from codecarena.results import report
 from codecarena.results.schema import parse_row
-from codecarena.results.store import append_row, write_json
+from codecarena.files import write_json
+from codecarena.results.store import append_row
 from codecarena.results.summary import summarize
 
 MODELS = Path(os.environ.get("CODECARENA_MODELS", REPO.parent / "shared" / "models"))

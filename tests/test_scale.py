@@ -18,6 +18,8 @@ import soundfile as sf
 
 from codecarena.corpora import detect_layout, load_corpus, parse_shard
 from codecarena.datasets import DatasetError
+from codecarena.rundir import RunDir
+from codecarena.runtime.limits import StageLimits
 from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
 
 
@@ -128,16 +130,16 @@ def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
 
     evalset = _set(tmp_path / "in", 4)
     specs = (parse_spec("opus:12k"), parse_spec("pcm:16"))
-    opts = RunOptions(out=tmp_path / "run", codecs=specs, memory_limit=1 << 30, mode="warm", cold_sample=1,
+    opts = RunOptions(out=tmp_path / "run", codecs=specs, limits=StageLimits(1 << 30), mode="warm", cold_sample=1,
                       replay_sample=2)
-    tasks = plan_tasks(evalset, opts, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, opts.out))
+    tasks = plan_tasks(evalset, opts, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, RunDir(opts.out)))
     got = [(t.spec.canonical, t.ref.utterance.id, t.mode, t.replay) for t in tasks]
     assert got == [("opus:12k", "u0", "cold", True), ("opus:12k", "u1", "warm", True),
                    ("opus:12k", "u2", "warm", False), ("opus:12k", "u3", "warm", False),
                    # A resumed row is skipped; the others keep the sample membership of their index.
                    ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False), ("pcm:16", "u3", "warm", False)]
     cold = dataclasses.replace(opts, mode="cold", replay_sample=None)
-    assert {(t.mode, t.replay) for t in plan_tasks(evalset, cold, (), lambda u: prepare_reference(u, opts.out))} \
+    assert {(t.mode, t.replay) for t in plan_tasks(evalset, cold, (), lambda u: prepare_reference(u, RunDir(opts.out)))} \
         == {("cold", True)}
 
 
@@ -147,8 +149,8 @@ def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: 
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 1)
-    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("opus:12k"),), memory_limit=1 << 30)
-    task = Task(opts.codecs[0], prepare_reference(evalset.utterances[0], opts.out), "warm", False)
+    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("opus:12k"),), limits=StageLimits(1 << 30))
+    task = Task(opts.codecs[0], prepare_reference(evalset.utterances[0], RunDir(opts.out)), "warm", False)
     row = parse_row(failed_row(task, opts, "a local executor process died before the row finished").to_dict())
     assert (row.status, row.mode, row.replay_sampled, row.stages) == ("failed", "warm", False, [])
     assert row.error == "a local executor process died before the row finished" and row.payload is None
@@ -160,9 +162,9 @@ def test_a_runtime_that_cannot_start_fails_its_rows_not_the_run(tmp_path: Path) 
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 2)
-    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), memory_limit=1 << 30,
+    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), limits=StageLimits(1 << 30),
                       python=str(tmp_path / "missing" / "python"))
-    tasks = plan_tasks(evalset, opts, (), lambda u: prepare_reference(u, opts.out))
+    tasks = plan_tasks(evalset, opts, (), lambda u: prepare_reference(u, RunDir(opts.out)))
     rows = list(LocalExecutor(workers=1).rows(tasks, opts, None))
     assert [r.status for r in rows] == ["failed", "failed"]
     assert all("FileNotFoundError" in r.error and "missing/python" in r.error for r in rows)

@@ -316,6 +316,28 @@ def test_pesqs_own_error_is_passed_on_and_others_still_score(speech: np.ndarray)
     assert scores["lsd"]["value"] == 0.0 and scores["mel_distance"]["value"] == 0.0
 
 
+def test_pesq_is_refused_above_its_safe_length_and_never_called(speech: np.ndarray,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import pesq as pesq_lib
+
+    from codecarena.metrics.registry import BY_NAME, PESQ_MAX_AUDIO_S
+
+    limit = int(PESQ_MAX_AUDIO_S * ARENA_RATE)
+    at_limit = np.resize(speech, limit)
+    over = np.resize(speech, limit + 1)
+    assert score_signal(at_limit, at_limit.copy(), {"pesq_wb"})["pesq_wb"]["value"] > 4.4
+    calls: list[int] = []
+    monkeypatch.setattr(pesq_lib, "pesq", lambda fs, ref, deg, mode: calls.append(len(ref)) or 4.5)
+    scores = score_signal(over, over.copy(), ALL)
+    for name in ("pesq_wb", "pesq_nb"):
+        assert scores[name]["value"] is None and scores[name]["status"] == "failed"
+        assert scores[name]["error"].startswith(f"ValueError: PESQ is refused above {PESQ_MAX_AUDIO_S:g} s "
+                                                f"(this audio is {(limit + 1) / ARENA_RATE:.2f} s)")
+        assert BY_NAME[name].max_audio_s == PESQ_MAX_AUDIO_S
+    assert calls == []
+    assert scores["stoi"]["value"] > 0.99
+
+
 @pytest.mark.parametrize("make, reason", [
     (lambda x: (x, x[:-1]), "differ in length"),
     (lambda x: (x, np.where(np.arange(x.size) == 1000, np.nan, x)), "non-finite"),

@@ -7,10 +7,11 @@ import argparse
 import dataclasses
 import hashlib
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
-import soundfile as sf
 
 from codecarena.checkpoints import CheckpointError
 from codecarena.codecs.base import parse_weights
@@ -19,15 +20,17 @@ from codecarena.determinism import command as determinism_command
 from codecarena.service import command as service_command
 from codecarena.corpora import CORPUS_LAYOUTS, load_corpus, parse_shard, select
 from codecarena.datasets import DatasetError, EvalSet, load_input_dir, load_smoke
+from codecarena.diskspace import DiskFullError, is_disk_full
 from codecarena.metrics.registry import MetricError
 from codecarena.metrics.registry import select as select_metrics
 from codecarena.metrics.scorer import Scorer
 from codecarena.payload import PayloadError
 from codecarena.pipeline import Executor, RunError, RunOptions, execute, plan_of, sha256_json
 from codecarena.registry.entries import Entry, RegistryError
+from codecarena.results.rescore import DEFAULT_ROWS_PER_CODEC, parse_sample
 from codecarena.results.store import StoreError
 from codecarena.runtime.envs import RuntimeMissing
-from codecarena.runtime.guard import default_memory_limit, parse_size
+from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, default_memory_limit, parse_limits
 from codecarena.specs import SpecError, parse_spec
 
 DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
@@ -62,9 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
     run.add_argument("--memory-limit", default=None,
                      help="kill a worker whose process tree RSS passes this (e.g. 4G; default half of RAM)")
-    run.add_argument("--guard-poll", type=float, default=0.25, help="memory guard poll period in seconds")
+    run.add_argument("--guard-poll", default=str(DEFAULT_POLL_S),
+                     help=f"memory guard poll period in seconds (default {DEFAULT_POLL_S:g})")
     run.add_argument("--warm-repeats", type=int, default=2, help="timed in-process repeats after the cold call")
-    run.add_argument("--stage-timeout", type=float, default=600.0, help="seconds before a stage is killed")
+    run.add_argument("--stage-timeout", default=str(DEFAULT_TIMEOUT_S),
+                     help=f"seconds before a stage is killed (default {DEFAULT_TIMEOUT_S:g})")
     run.add_argument("--corpus", default="auto", choices=CORPUS_LAYOUTS,
                      help="layout of --input: librispeech (*.trans.txt), aishell (transcript file), kaldi (wav.scp + "
                           "text), plain, or auto (detect; see docs/performance.md)")
@@ -89,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="re-derive a run from its files; non-zero exit on any disagreement")
     audit.add_argument("run_dir", type=Path)
     audit.add_argument("--replay", action="store_true", help="also decode every payload again in a fresh process")
+    audit.add_argument("--rescore", nargs="?", const=str(DEFAULT_ROWS_PER_CODEC), default=None, metavar="N|all",
+                       help="also recompute the metric values of the first N ok rows of each codec configuration "
+                            f"(default {DEFAULT_ROWS_PER_CODEC}) or of all ok rows, and compare them within each "
+                            "metric's declared tolerance")
 
     sub.add_parser("codecs", help="list the codec specs codecarena accepts")
 
@@ -230,6 +239,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from codecarena.environment import describe
     from codecarena.results.summary import summarize
 
+    limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
     specs = tuple(parse_spec(s) for s in (args.codecs or DEFAULT_CODECS))
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
@@ -258,9 +268,6 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         raise CliError("--ray-address needs --executor ray")
     if args.warm_repeats < 0:
         raise CliError("--warm-repeats must be >= 0")
-    if args.guard_poll <= 0:
-        raise CliError("--guard-poll must be > 0")
-    limit = parse_size(args.memory_limit) if args.memory_limit else default_memory_limit()
     scorer = _scorer(args)
     metric_opts = {"metrics": scorer.metrics if scorer else (),
                    "asr_models": tuple((k, str(v)) for k, v in sorted(scorer.asr_models.items())) if scorer else ()}
@@ -274,16 +281,14 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     metric_opts["variant"] = _variant(args.variant, specs)
     metric_opts["runtimes"] = tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items())
     metric_opts.update(mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample)
-    opts = RunOptions(out=Path("."), codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
-                      warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
+    opts = RunOptions(out=Path("."), codecs=specs, limits=limits, warm_repeats=args.warm_repeats, **metric_opts)
     if args.out is None:
         digest = sha256_json(plan_of(evalset, opts))[:10]
         name = evalset.name.replace(":", "-").replace("/", "_")
         out = Path("runs") / f"{name}-{digest}"
     else:
         out = args.out
-    opts = RunOptions(out=out, codecs=specs, memory_limit=limit, poll_s=args.guard_poll,
-                      warm_repeats=args.warm_repeats, timeout_s=args.stage_timeout, **metric_opts)
+    opts = dataclasses.replace(opts, out=out)
     total = len(specs) * len(evalset.utterances)
     console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
                   f"{len(specs)} codec configurations; run directory {out}")
@@ -330,32 +335,44 @@ def _executor(args: argparse.Namespace) -> Executor:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
+    from codecarena.audio_input import AudioInputError, check_audio_file
     from codecarena.console import console, print_quality
+    from codecarena.metrics.guarded import GuardedScorer
     from codecarena.metrics.scorer import UtteranceInfo
-    from codecarena.results.store import write_json
+    from codecarena.files import write_json
     from codecarena.results.summary import metric_stats
 
     scorer = _scorer(args)
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")
     refs = load_input_dir(args.ref_dir)
-    scored = []
+    pairs = []
     for utt in refs.utterances:
         relative = utt.path.relative_to(args.ref_dir.resolve())
         candidates = [args.dec_dir / relative.with_suffix(s) for s in (".wav", ".flac")]
         dec_path = next((c for c in candidates if c.is_file()), None)
         if dec_path is None:
             raise CliError(f"{args.dec_dir}: no decoded file for {relative}")
-        reference, ref_rate = sf.read(utt.path, dtype="float64")
-        decoded, dec_rate = sf.read(dec_path, dtype="float64")
-        if decoded.ndim != 1:
+        try:
+            decoded = check_audio_file(dec_path)
+        except AudioInputError as exc:
+            raise CliError(str(exc)) from None
+        if decoded.channels != 1:
             raise CliError(f"{dec_path}: expected mono audio")
-        if (ref_rate, len(reference)) != (dec_rate, len(decoded)) or ref_rate != 16000:
-            raise CliError(f"{dec_path}: {len(decoded)} samples at {dec_rate} Hz, its reference has "
-                           f"{len(reference)} at {ref_rate} Hz; both must be 16 kHz and of equal length")
-        info = UtteranceInfo(utt.id, utt.language, utt.transcript, utt.critical)
-        scored.append({"utterance": utt.id, "reference": str(utt.path), "decoded": str(dec_path),
-                       "metrics": scorer.score(info, reference, decoded, 16000)})
+        if (utt.sample_rate, utt.num_samples) != (decoded.sample_rate, decoded.num_samples) or utt.sample_rate != 16000:
+            raise CliError(f"{dec_path}: {decoded.num_samples} samples at {decoded.sample_rate} Hz, its reference has "
+                           f"{utt.num_samples} at {utt.sample_rate} Hz; both must be 16 kHz and of equal length")
+        pairs.append((utt, dec_path))
+    # A metric's native crash fails that metric in a scoring process, never this command.
+    guarded = GuardedScorer(scorer.metrics, scorer.asr_models, parse_limits(None), log_path=None)
+    scored = []
+    try:
+        for utt, dec_path in pairs:
+            info = UtteranceInfo(utt.id, utt.language, utt.transcript, utt.critical)
+            scored.append({"utterance": utt.id, "reference": str(utt.path), "decoded": str(dec_path),
+                           "metrics": guarded.score_files(info, utt.path, dec_path)})
+    finally:
+        guarded.close()
     print_quality({args.dec_dir.name: metric_stats([s["metrics"] for s in scored])})
     if args.json:
         write_json(args.json, {"version": 1, "metrics": scorer.describe(), "scores": scored})
@@ -368,7 +385,7 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     import tempfile
 
     from codecarena.console import console
-    from codecarena.results.store import write_json
+    from codecarena.files import write_json
     from codecarena.runtime.guard import run_guarded
     from codecarena.runtime.protocol import Job, read_report, write_job
 
@@ -487,7 +504,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     if not args.run_dir.is_dir():
         raise CliError(f"{args.run_dir}: not a run directory")
-    problems = audit(args.run_dir, replay=args.replay)
+    problems = audit(args.run_dir, replay=args.replay,
+                     rescore=parse_sample(args.rescore) if args.rescore is not None else None)
     for problem in problems:
         console.print(f"[red]{problem}[/red]", soft_wrap=True)
     if problems:
@@ -509,9 +527,18 @@ def _export_model_settings(args: argparse.Namespace) -> None:
         os.environ[NO_DOWNLOAD_ENV] = "1"
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the run stops, keeps its finished rows and can be resumed."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         _export_model_settings(args)
         if args.command == "codecs":
@@ -540,10 +567,17 @@ def main(argv: list[str] | None = None) -> None:
             code = {"compare": compare, "report": report, "leaderboard": leaderboard}[args.command].run(args)
         else:
             code = _cmd_audit(args)
-    except (CliError, MetricError, RegistryError, RuntimeMissing, CheckpointError, DatasetError, SpecError, RunError, StoreError, PayloadError, ValueError) as exc:
+    except (CliError, MetricError, RegistryError, RuntimeMissing, CheckpointError, DatasetError, SpecError, RunError,
+            StoreError, PayloadError, DiskFullError, ValueError) as exc:
         print(f"codecarena: error: {exc}", file=sys.stderr)
         code = 2
-    except KeyboardInterrupt:
-        print("codecarena: interrupted; rerun the same command to resume", file=sys.stderr)
-        code = 130
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        print(f"codecarena: error: {DiskFullError(Path(exc.filename or '.'), 0)}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt as exc:
+        resumable = "; rerun the same command to resume" if args.command == "run" else ""
+        print(f"codecarena: interrupted{resumable}", file=sys.stderr)
+        code = 128 + (signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT)
     sys.exit(code)

@@ -24,6 +24,7 @@ from codecarena.datasets import (
     load_input_dir,
     sha256_file,
 )
+from codecarena.rundir import unsafe_id_reason
 
 CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")
 # AISHELL-1 utterance ids: BAC009 + speaker S0002 + W + 4-digit index.
@@ -79,6 +80,14 @@ class _Entry:
     language: str
 
 
+def _safe_ids(ids: list[str], where: Path) -> list[str]:
+    """Ids become file names in the run directory: refuse, with the file they came from, any that is not safe."""
+    for utt in ids:
+        if reason := unsafe_id_reason(utt):
+            raise DatasetError(f"{where}: utterance id {reason}")
+    return ids
+
+
 def _build(name: str, source: str, entries: list[_Entry]) -> EvalSet:
     utterances = []
     for e in entries:
@@ -122,10 +131,22 @@ def _audio_files(root: Path) -> list[Path]:
                   key=lambda p: p.relative_to(root).as_posix())
 
 
+def _audio_by_stem(root: Path) -> dict[str, Path]:
+    """Audio files by their stem, the utterance id of LibriSpeech and AISHELL; ids must be unique and safe."""
+    by_stem: dict[str, Path] = {}
+    for path in _audio_files(root):
+        if path.stem in by_stem:
+            raise DatasetError(f"{path}: id {path.stem!r} already used by {by_stem[path.stem]}")
+        _safe_ids([path.stem], path)
+        by_stem[path.stem] = path
+    return by_stem
+
+
 def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
     """wav.scp (`utt path`; relative paths from the data directory), text, and optional utt2spk.
     Pipe entries (`cmd |`) are refused: codecarena hashes the audio it scores, so it needs a file."""
     scp, text, spk = _table(root / "wav.scp"), _table(root / "text"), _table(root / "utt2spk", required=False)
+    _safe_ids(list(scp), root / "wav.scp")
     for utt, value in scp.items():
         if value.endswith("|") or " " in value:
             raise DatasetError(f"{root / 'wav.scp'}: {utt}: {value!r} is a command or has extra fields; "
@@ -144,15 +165,13 @@ def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None)
 
 def load_librispeech(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
     """`SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt` beside `SPEAKER-CHAPTER-NNNN.flac`; English."""
-    by_stem: dict[str, Path] = {}
-    for path in _audio_files(root):
-        if path.stem in by_stem:
-            raise DatasetError(f"{path}: id {path.stem!r} already used by {by_stem[path.stem]}")
-        by_stem[path.stem] = path
+    by_stem = _audio_by_stem(root)
     transcripts: dict[str, str] = {}
     for trans in sorted(root.rglob("*.trans.txt")):
-        for line in _read_lines(trans):
+        for number, line in enumerate(_read_lines(trans), 1):
             utt, _, words = line.strip().partition(" ")
+            if utt in transcripts:
+                raise DatasetError(f"{trans}:{number}: a second transcript for {utt!r}")
             if utt:
                 transcripts[utt] = words.strip()
     if not transcripts:
@@ -175,11 +194,13 @@ def load_aishell(root: Path, limit: int | None = None, shard: Shard | None = Non
         raise DatasetError(f"{root}: no *transcript*.txt file (not an AISHELL-style directory)")
     transcripts: dict[str, str] = {}
     for trans in files:
-        for line in _read_lines(trans):
+        for number, line in enumerate(_read_lines(trans), 1):
             utt, _, words = line.strip().partition(" ")
+            if utt in transcripts:
+                raise DatasetError(f"{trans}:{number}: a second transcript for {utt!r}")
             if utt:
                 transcripts[utt] = "".join(words.split())
-    by_stem = {p.stem: p for p in _audio_files(root)}
+    by_stem = _audio_by_stem(root)
     if not by_stem:
         raise DatasetError(f"{root}: no .wav or .flac files found")
     entries = []

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import struct
 import tempfile
 import urllib.error
 import urllib.request
@@ -26,6 +25,9 @@ from typing import Any, Callable
 import numpy as np
 import soundfile as sf
 import soxr
+
+from codecarena.audio_input import AudioInputError, check_audio_file
+from codecarena.rundir import unsafe_id_reason
 
 __all__ = [
     "DatasetError",
@@ -135,48 +137,16 @@ def download_verified(url: str, dest: Path, sha256: str, size: int | None = None
     return dest
 
 
-def _wav_truncation(path: Path) -> str | None:
-    """Describe a RIFF/WAVE file whose data chunk is cut short, else None.
-
-    libsndfile silently clamps the frame count to what is present, so a truncated WAV reads "fine".
-    """
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(12)
-        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-            return None  # RF64/RIFX/other: left to libsndfile
-        pos = 12
-        while pos + 8 <= size:
-            f.seek(pos)
-            chunk_id, chunk_size = struct.unpack("<4sI", f.read(8))
-            if chunk_id == b"data":
-                present = size - pos - 8
-                if chunk_size != 0xFFFFFFFF and chunk_size > present:  # 0xFFFFFFFF: "unknown" (streamed)
-                    return f"truncated: data chunk declares {chunk_size} bytes but only {present} are present"
-                return None
-            pos += 8 + chunk_size + (chunk_size & 1)  # chunks are padded to even sizes
-    return None
-
-
 def _probe_audio(path: Path) -> tuple[int, int]:
-    """(sample rate, frames) after soundfile.info plus a full decode, so bad files fail here, not mid-benchmark."""
+    """(sample rate, frames) of a mono file that passed the shared input validation (`audio_input`), so
+    bad files fail here, not mid-benchmark."""
     try:
-        info = sf.info(str(path))
-        if info.channels != 1:
-            raise DatasetError(f"{path}: {info.channels} channels; only mono audio is supported")
-        frames = 0
-        with sf.SoundFile(str(path)) as f:
-            for block in f.blocks(blocksize=1 << 16, dtype="float32", always_2d=True):
-                frames += block.shape[0]
-    except (sf.LibsndfileError, RuntimeError, OSError) as e:
-        raise DatasetError(f"{path}: unreadable audio ({e})") from e
-    if frames != info.frames:
-        raise DatasetError(f"{path}: truncated: header says {info.frames} frames, decoded {frames}")
-    if path.suffix.lower() == ".wav" and (problem := _wav_truncation(path)):
-        raise DatasetError(f"{path}: {problem}")
-    if info.frames == 0:
-        raise DatasetError(f"{path}: no audio samples")
-    return info.samplerate, info.frames
+        facts = check_audio_file(path)
+    except AudioInputError as exc:
+        raise DatasetError(str(exc)) from None
+    if facts.channels != 1:
+        raise DatasetError(f"{path}: {facts.channels} channels; only mono audio is supported")
+    return facts.sample_rate, facts.num_samples
 
 
 # ----------------------------------------------------------------------------------------- manifest
@@ -214,8 +184,10 @@ def _validate_set(doc: Any, where: str) -> dict[str, Any]:
         for key in ("id", "file", "language", "speaker", "license", "attribution"):
             if not isinstance(u.get(key), str):
                 raise fail(f"{at}.{key}", "expected a string")
-        if not u["id"] or u["id"] in seen:
-            raise fail(f"{at}.id", f"empty or duplicate id {u['id']!r}")
+        if unsafe_id_reason(u["id"]):
+            raise fail(f"{at}.id", f"utterance id {unsafe_id_reason(u['id'])}")
+        if u["id"] in seen:
+            raise fail(f"{at}.id", f"duplicate id {u['id']!r}")
         seen.add(u["id"])
         # `file` is joined onto a mirror/cache folder: it must be a bare file name.
         if u["file"] in ("", ".", "..") or Path(u["file"]).name != u["file"] or "\\" in u["file"]:
@@ -380,9 +352,11 @@ def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]
             lines = trans.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as e:
             raise DatasetError(f"{trans}: unreadable ({e})") from e
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             utt_id, _, text = line.strip().partition(" ")
             if utt_id and (p := by_dir_stem.get((trans.parent, utt_id))):
+                if "transcript" in meta[p]:
+                    raise DatasetError(f"{trans}:{number}: a second transcript for {utt_id!r}")
                 meta[p]["transcript"] = text.strip()
 
     manifest_path = root / "manifest.json"
@@ -393,6 +367,7 @@ def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]
             raise DatasetError(f"{manifest_path}: not valid JSON ({e})") from e
         if not isinstance(items, list):
             raise DatasetError(f"{manifest_path}: expected a list of objects with 'file'")
+        listed: dict[Path, int] = {}
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("file"), str):
                 raise DatasetError(f"{manifest_path}: entry {i}: expected an object with a 'file' string")
@@ -400,6 +375,10 @@ def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]
             # Strict: a typo would otherwise silently drop a transcript.
             if p not in meta:
                 raise DatasetError(f"{manifest_path}: entry {i}: {item['file']!r} is not an audio file in {root}")
+            # Two entries for one file would silently keep the last one's transcript.
+            if p in listed:
+                raise DatasetError(f"{manifest_path}: entry {i}: {item['file']!r} is already listed by entry {listed[p]}")
+            listed[p] = i
             for key in ("transcript", "language", "id", "speaker", "license"):
                 if key in item:
                     if not isinstance(item[key], str):
@@ -441,6 +420,9 @@ def load_input_dir(path: Path) -> EvalSet:
     for p in audio:
         m = meta[p]
         utt_id = m.get("id") or p.relative_to(root).with_suffix("").as_posix().replace("/", "__")
+        if reason := unsafe_id_reason(utt_id):
+            source = f"{root / 'manifest.json'} (entry for {p.relative_to(root)})" if m.get("id") else str(p)
+            raise DatasetError(f"{source}: utterance id {reason}; rename the file or give it an 'id' in manifest.json")
         if utt_id in seen:
             raise DatasetError(f"{p}: id {utt_id!r} already used by {seen[utt_id]}")
         seen[utt_id] = p

@@ -11,14 +11,16 @@ files still verify is not computed again.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
+import os
+import shutil
 import statistics
 import sys
 import time
-import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,12 +32,16 @@ from codecarena import variants
 from codecarena.codecs.base import to_int16
 from codecarena.codecs.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance, sha256_file
-from codecarena.metrics.scorer import Scorer, UtteranceInfo
+from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full, row_bytes
+from codecarena.files import write_json
+from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import store
 from codecarena.results.schema import ROW_VERSION, Guard, Row, Stage
 from codecarena.results.summary import summarize
+from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.runtime.guard import run_guarded
+from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import PersistentWorker, WorkerFailed, WorkerSet
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
 from codecarena.specs import CodecSpec
@@ -53,10 +59,8 @@ class RunError(RuntimeError):
 class RunOptions:
     out: Path
     codecs: tuple[CodecSpec, ...]
-    memory_limit: int
-    poll_s: float = 0.25
+    limits: StageLimits  # recorded per row, not part of the plan
     warm_repeats: int = 2
-    timeout_s: float | None = 600.0
     python: str = sys.executable
     # codec family -> (registry id, interpreter of its runtime); families absent use `python`.
     runtimes: tuple[tuple[str, str, str], ...] = ()
@@ -81,14 +85,15 @@ class Task:
 @dataclass(frozen=True)
 class Reference:
     utterance: Utterance
-    path: Path  # 16 kHz mono wav the codecs see
+    path: Path  # the run's copy (references/<id>.<suffix>) of the 16 kHz mono audio the codecs see
     num_samples: int
     sha256: str
     resampled_from: int | None
 
 
 def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
-    """What determines the rows; a rerun into the same directory must have the same plan."""
+    """What determines the rows; a rerun into the same directory must have the same plan. Resource
+    limits are not in it: they decide whether a stage may finish, not what it computes (rows record them)."""
     return {
         "set": evalset.name,
         "manifest_sha256": evalset.manifest_sha256,
@@ -101,31 +106,53 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "mode": opts.mode,
         "cold_sample": opts.cold_sample if opts.mode == "warm" else None,
         "replay_sample": opts.replay_sample,
-        "memory_limit_bytes": opts.memory_limit,
-        "guard_poll_s": opts.poll_s,
-        "stage_timeout_s": opts.timeout_s,
         "metrics": list(opts.metrics),
         "runtimes": [list(r) for r in opts.runtimes],
         "asr_models": [list(pair) for pair in opts.asr_models],
     }
 
 
-def prepare_reference(utt: Utterance, run_dir: Path) -> Reference:
+def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
+    """The run's own copy of the reference, so that the run re-derives from its own files: the input
+    file's bytes when it is at the arena rate, else its soxr (VHQ) resampling as 16-bit PCM wav. An
+    existing copy with the right bytes is kept (resume)."""
     if utt.sample_rate == ARENA_RATE:
-        return Reference(utt, utt.path, utt.num_samples, utt.sha256, None)
+        path = run.reference(utt.id, utt.path.suffix.lower())
+        if not (path.is_file() and sha256_file(path) == utt.sha256):
+            _atomic_copy(utt.path, path)
+            if sha256_file(path) != utt.sha256:
+                raise RunError(f"{utt.path}: changed while it was copied into {path} (sha256 differs)")
+        return Reference(utt, path, utt.num_samples, utt.sha256, None)
     audio, rate = sf.read(utt.path, dtype="float64")
     resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ")
-    path = run_dir / "references" / f"{utt.id}.wav"
+    path = run.reference(utt.id, ".wav")
     path.parent.mkdir(parents=True, exist_ok=True)
-    sf.write(path, to_int16(resampled), ARENA_RATE, subtype="PCM_16", format="WAV")
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        sf.write(tmp, to_int16(resampled), ARENA_RATE, subtype="PCM_16", format="WAV")
+        os.replace(tmp, path)
+    except (OSError, sf.LibsndfileError, RuntimeError) as exc:
+        # libsndfile reports a full disk as its own error, without an errno.
+        if is_disk_full(exc) or free_bytes(path.parent) < 2 * len(resampled) + 44:
+            raise DiskFullError(path, 2 * len(resampled) + 44) from None
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
     return Reference(utt, path, len(resampled), sha256_file(path), rate)
 
 
-def _rel(path: Path, run_dir: Path) -> str:
+def _atomic_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp")
     try:
-        return str(path.resolve().relative_to(run_dir.resolve()))
-    except ValueError:
-        return str(path.resolve())
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFullError(dst, src.stat().st_size) from None
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
@@ -140,14 +167,13 @@ def _report_times(report: StageReport | None) -> dict[str, float]:
     return {key: getattr(report, key) if report else 0.0 for key in ("imports_s", "load_s", "io_s", "compute_s")}
 
 
-def run_stage(name: str, job: Job, opts: RunOptions, work: Path,
-               python: str | None = None) -> tuple[Stage, StageReport | None]:
+def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str) -> tuple[Stage, StageReport | None]:
     job_path = work / f"{name}.job.json"
     write_job(job_path, job)
     Path(job.report).unlink(missing_ok=True)
     result = run_guarded(
-        [python or opts.python, "-m", "codecarena.worker", str(job_path)],
-        limit_bytes=opts.memory_limit, poll_s=opts.poll_s, timeout_s=opts.timeout_s,
+        [python, "-m", "codecarena.worker", str(job_path)],
+        limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s, timeout_s=limits.stage_timeout_s,
         log_path=work / f"{name}.log",
     )
     guard = Guard(**asdict(result.guard))
@@ -163,7 +189,7 @@ def run_stage(name: str, job: Job, opts: RunOptions, work: Path,
         error = (f"memory guard killed the {name} worker: process tree RSS {peak / 2**20:.0f} MiB "
                  f"passed the limit {guard.limit_bytes / 2**20:.0f} MiB")
     elif guard.timed_out:
-        error = f"{name} worker killed after the {opts.timeout_s:g} s stage timeout"
+        error = f"{name} worker killed after the {limits.stage_timeout_s:g} s stage timeout"
     elif report is None:
         error = report_error or f"{name} worker exited with status {result.returncode} and no report (see {work / (name + '.log')})"
     elif not report.ok:
@@ -215,30 +241,30 @@ def run_stage_warm(name: str, job: Job, work: Path, worker: PersistentWorker) ->
     return stage, report
 
 
-def _score(scorer: Scorer | None, ref: Reference, decoded_path: Path | None, failure: str) -> dict[str, Any]:
+def _score(scorer: RowScorer | None, ref: Reference, decoded_path: Path | None, failure: str) -> dict[str, Any]:
+    """The row's metric records. A RowRunner's scorer is a GuardedScorer: the metrics run in its
+    scoring process, so none of them can kill this one."""
     if scorer is None:
         return {}
     if failure or decoded_path is None:
         return scorer.failed_all(f"no decoded audio to score: {failure}")
     utt = ref.utterance
-    reference, _ = sf.read(ref.path, dtype="float64")
-    decoded, rate = sf.read(decoded_path, dtype="float64")
     info = UtteranceInfo(utt.id, utt.language, utt.transcript, utt.critical)
-    return scorer.score(info, reference, decoded, rate)
+    return scorer.score_files(info, ref.path, decoded_path)
 
 
-def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
-            scorer: Scorer | None = None, mode: str = "cold", replay: bool = True,
+def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
+            scorer: RowScorer | None = None, mode: str = "cold", replay: bool = True,
             workers: WorkerSet | None = None) -> Row:
     """One row. mode "warm" sends encode and decode to `workers` (one persistent worker per
     runtime); the replay, when this row is in the replay sample, always runs in a fresh process."""
     if mode == "warm" and workers is None:
         raise ValueError("warm mode needs a WorkerSet")
     utt = ref.utterance
-    work = run_dir / "work" / spec.slug / utt.id
+    work = run.work(spec.slug, utt.id)
     work.mkdir(parents=True, exist_ok=True)
-    payload_path = run_dir / "payloads" / spec.slug / f"{utt.id}.ccap"
-    decoded_path = run_dir / "decoded" / spec.slug / f"{utt.id}.wav"
+    payload_path = run.payload(spec.slug, utt.id)
+    decoded_path = run.decoded(spec.slug, utt.id)
     replay_path = work / "replay.wav"
     for path in (payload_path, decoded_path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,7 +286,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
         if mode == "warm" and not (name == "decode" and fresh_decode):
             assert workers is not None
             return run_stage_warm(name, stage_job, work, workers.get(python))
-        return run_stage(name, stage_job, opts, work, python)
+        return run_stage(name, stage_job, opts.limits, work, python)
 
     stages: list[Stage] = []
     fields: dict[str, Any] = {}
@@ -289,7 +315,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
             bits = payload.representation_bits()
             size = payload_path.stat().st_size
             fields.update(
-                payload=_rel(payload_path, run_dir), payload_bytes=size, payload_sha256=sha256_file(payload_path),
+                payload=run.relative(payload_path), payload_bytes=size, payload_sha256=sha256_file(payload_path),
                 representation_bits=bits, representation_bps=bits / duration if duration else None,
                 payload_bps=size * 8 / duration if duration else None,
             )
@@ -304,7 +330,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
             info = sf.info(decoded_path)
             rms = facts.get("rms_dbfs")
             fields.update(
-                decoded=_rel(decoded_path, run_dir), decoded_sha256=sha256_file(decoded_path),
+                decoded=run.relative(decoded_path), decoded_sha256=sha256_file(decoded_path),
                 decoded_samples=info.frames, trimmed_samples=facts["trimmed_samples"],
                 padded_samples=facts["padded_samples"], length_tolerance=facts["length_tolerance"],
                 finite=True, silent=rms is None or rms < SILENCE_DBFS,
@@ -319,7 +345,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
     if not error and replay:
-        rep_stage, _ = run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts, work, python)
+        rep_stage, _ = run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts.limits, work, python)
         stages.append(rep_stage)
         error = rep_stage.error
         if not error:
@@ -334,9 +360,11 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path,
     checks_passed = (status == "ok" and fields.get("finite") is True and fields.get("silent") is False)
     if status == "ok" and not checks_passed:
         error = "checks failed: decoded audio is silent"
-    return _row(spec, ref, opts, run_dir, mode, replay, fields, checkpoint=checkpoint, runtime=runtime,
+    return _row(spec, ref, opts, run, mode, replay, fields, checkpoint=checkpoint, runtime=runtime,
                 weights=str(model.get("weights", "none")), checks_passed=checks_passed, codec_facts=codec_facts,
-                metrics=metrics, scoring_s=scoring_s, model=model, stages=stages, status=status, error=error)
+                metrics=metrics, scoring_s=scoring_s,
+                metrics_code_sha256=scorer.code_sha256 if scorer is not None else None,
+                model=model, stages=stages, status=status, error=error)
 
 
 # Row fields that only a stage can produce: None until it did.
@@ -345,24 +373,29 @@ _OUTCOME_FIELDS = ("payload", "payload_bytes", "payload_sha256", "representation
                    "trimmed_samples", "padded_samples", "length_tolerance", "finite", "silent", "clipped_samples")
 
 
-def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run_dir: Path, mode: str, replay: bool,
+def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir, mode: str, replay: bool,
          fields: dict[str, Any], **rest: Any) -> Row:
     """A row: identity and reference from the task, outcome fields from `fields`, the rest as given."""
     return Row(version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
                registry=_runtime_of(opts, spec.family)[0], variant=opts.variant, mode=mode,
                utterance=ref.utterance.id, language=ref.utterance.language, sample_rate=ARENA_RATE,
                num_samples=ref.num_samples, duration_s=ref.num_samples / ARENA_RATE,
-               reference=_rel(ref.path, run_dir), reference_sha256=ref.sha256,
-               reference_resampled_from=ref.resampled_from, replay_sampled=replay,
+               reference=run.relative(ref.path), reference_sha256=ref.sha256,
+               reference_resampled_from=ref.resampled_from, replay_sampled=replay, limits=opts.limits,
                **{name: fields.get(name) for name in _OUTCOME_FIELDS}, **rest)
 
 
-def row_files_verify(row: Row, run_dir: Path) -> bool:
-    """A completed row counts on resume only if the files it names still have its hashes."""
+def row_files_verify(row: Row, run: RunDir) -> bool:
+    """A completed row counts on resume only if the files it names are inside the run and still have
+    its hashes."""
     if row.status != "ok" or row.payload is None or row.decoded is None:
         return False
-    for rel, digest in ((row.payload, row.payload_sha256), (row.decoded, row.decoded_sha256)):
-        path = run_dir / rel
+    for rel, digest in ((row.payload, row.payload_sha256), (row.decoded, row.decoded_sha256),
+                        (row.reference, row.reference_sha256)):
+        try:
+            path = run.resolve(rel)
+        except UnsafePathError:
+            return False
         if not path.is_file() or sha256_file(path) != digest:
             return False
     return True
@@ -377,15 +410,15 @@ class Executor(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
-    def rows(self, tasks: list[Task], opts: RunOptions, scorer: Scorer | None) -> Iterator[Row]: ...
+    def rows(self, tasks: list[Task], opts: RunOptions, scorer: Scorer | None) -> Generator[Row, None, None]: ...
 
 
 def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
     """A row that never reached a worker (its executor process died): failed, with the reason."""
     # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
-    return _row(task.spec, task.ref, opts, opts.out, task.mode, task.replay, {}, checkpoint={}, runtime={},
-                weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None, model={}, stages=[],
-                status="failed", error=error)
+    return _row(task.spec, task.ref, opts, RunDir(opts.out), task.mode, task.replay, {}, checkpoint={}, runtime={},
+                weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None,
+                metrics_code_sha256=None, model={}, stages=[], status="failed", error=error)
 
 
 def plan_tasks(evalset: EvalSet, opts: RunOptions, skip: Iterable[tuple[str, str]],
@@ -417,7 +450,7 @@ def execute(
     opts = dataclasses.replace(opts, out=opts.out.resolve())
     run_dir = opts.out
     run_dir.mkdir(parents=True, exist_ok=True)
-    lock = open(run_dir / ".lock", "w")
+    lock = open(RunDir(run_dir).lock, "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -436,22 +469,23 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
                     on_row: Callable[[Row, bool], None] | None, scorer: Scorer | None,
                     executor: Executor) -> list[Row]:
     run_dir = opts.out
+    run = RunDir(run_dir)
     plan = plan_of(evalset, opts)
-    run_json = run_dir / store.RUN
+    run_json = run.run_json
     if run_json.exists():
         previous = store.read_json(run_json)
         if previous.get("plan") != plan:
             raise RunError(f"{run_dir}: holds a run with a different plan (codecs, set or options); "
                            f"use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
-    store.write_json(run_json, {**run_info, "plan": plan, "plan_sha256": sha256_json(plan),
+    write_json(run_json, {**run_info, "plan": plan, "plan_sha256": sha256_json(plan),
                                 "execution": executor.describe(), "finished": False})
 
     existing, _torn = store.load_rows(run_dir)
     wanted = {(s.canonical, u.id) for s in opts.codecs for u in evalset.utterances}
     kept: dict[tuple[str, str], Row] = {}
     for row in existing:
-        if row.key in wanted and row_files_verify(row, run_dir):
+        if row.key in wanted and row_files_verify(row, run):
             kept[row.key] = row
     # Rewriting drops failed rows (they are retried), a torn final line, and rows whose files changed.
     store.rewrite_rows(run_dir, list(kept.values()))
@@ -463,24 +497,35 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
 
     def reference(utt: Utterance) -> Reference:
         if utt.id not in references:
-            references[utt.id] = prepare_reference(utt, run_dir)
+            references[utt.id] = prepare_reference(utt, run)
         return references[utt.id]
 
     tasks = plan_tasks(evalset, opts, kept, reference)
+    needed = [row_bytes(task.ref.num_samples) for task in tasks]
+    if needed and free_bytes(run_dir) < max(needed):
+        raise DiskFullError(run_dir, sum(needed))
     start = time.perf_counter()
     done: dict[tuple[str, str], Row] = dict(kept)
-    for row in executor.rows(tasks, opts, scorer):
-        store.append_row(run_dir, row)
-        done[row.key] = row
-        if on_row:
-            on_row(row, False)
+    rows = executor.rows(tasks, opts, scorer)
+    try:
+        for row in rows:
+            # A row that failed because the disk filled up is not the codec's failure: stop, keep
+            # the completed rows, and let the rerun compute it.
+            if row.status == "failed" and free_bytes(run_dir) < row_bytes(row.num_samples):
+                raise DiskFullError(run_dir, sum(needed[len(done) - len(kept):]))
+            store.append_row(run_dir, row)
+            done[row.key] = row
+            if on_row:
+                on_row(row, False)
+    finally:
+        rows.close()  # stops the executor's remaining work when this loop ends early
     rows_wall = time.perf_counter() - start
     missing = wanted - done.keys()
     if missing:
         raise RunError(f"{run_dir}: the executor returned no row for {len(missing)} tasks, e.g. {sorted(missing)[0]}")
     rows = [done[(s.canonical, u.id)] for s in opts.codecs for u in evalset.utterances]
-    store.write_json(run_dir / store.SUMMARY, summarize(rows))
+    write_json(run.summary, summarize(rows))
     execution = {**executor.describe(), "rows_computed": len(tasks), "rows_resumed": len(kept),
                  "rows_wall_s": rows_wall}
-    store.write_json(run_json, {**store.read_json(run_json), "execution": execution, "finished": True})
+    write_json(run_json, {**store.read_json(run_json), "execution": execution, "finished": True})
     return rows

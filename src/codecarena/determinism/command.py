@@ -9,7 +9,7 @@ from typing import Any
 from codecarena.codecs.base import parse_weights
 from codecarena.codecs.catalog import FAMILIES
 from codecarena.datasets import load_smoke
-from codecarena.runtime.guard import default_memory_limit, parse_size
+from codecarena.runtime.limits import parse_limits
 from codecarena.specs import parse_spec
 
 # Long enough for the encoder's receptive field on speech; with TorchScript fusion on, the fuser runs
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         input_path = next(u.path for u in smoke.utterances if u.id == DEFAULT_INPUT)
     start = args.start if args.start is not None else loudest_window(input_path, seconds)
     out = args.out or Path("determinism") / f"{spec.slug}-{variant or 'default'}-fusion-{args.jit_fusion}"
-    limit = parse_size(args.memory_limit) if args.memory_limit else default_memory_limit()
+    limit = parse_limits(args.memory_limit).memory_limit_bytes
     console.print(f"probing {spec.canonical} (variant {variant or 'none'}, fusion {args.jit_fusion}) on "
                   f"{seconds} s of {input_path.name} from {start:.3f} s; evidence in {out}")
     try:

@@ -27,7 +27,7 @@ from codecarena import variants
 from codecarena.codecs.catalog import FAMILIES
 from codecarena.determinism.probe import PROBE_VERSION, ProbeJob
 from codecarena.determinism.divergence import Record, first_divergence
-from codecarena.results.store import write_json
+from codecarena.files import write_json
 from codecarena.runtime.guard import run_guarded
 from codecarena.specs import CodecSpec
 

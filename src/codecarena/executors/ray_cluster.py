@@ -78,7 +78,7 @@ class RayExecutor:
         actors = [actor_class.remote(opts) for _ in range(min(slots, len(tasks)))]
         queue = list(tasks)
         inflight: dict[Any, tuple[Any, Task]] = {}
-        bound = None if opts.timeout_s is None else 3 * opts.timeout_s + _ROW_SLACK_S
+        bound = 3 * opts.limits.stage_timeout_s + _ROW_SLACK_S
 
         def submit(actor: Any) -> None:
             task = queue.pop(0)

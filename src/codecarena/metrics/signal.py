@@ -9,9 +9,9 @@ overlap of the two signals after one bounded cross-correlation alignment (``find
 computed on the original, unaligned pair.
 
 Failure policy: a metric that cannot be computed raises ``ValueError`` with the reason (PESQ on a
-silent signal, STOI on too little speech, ...); ``score_signal`` records it as value None with
-"<ExceptionType>: <message>". No metric ever returns a substitute number (pystoi's 1e-5 for
-too-short input is turned into an error).
+silent signal or on audio over ``PESQ_MAX_AUDIO_S``, STOI on too little speech, ...);
+``score_signal`` records it as value None with "<ExceptionType>: <message>". No metric ever returns
+a substitute number (pystoi's 1e-5 for too-short input is turned into an error).
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 import scipy.signal
+
+from codecarena.metrics.registry import PESQ_MAX_AUDIO_S
 
 ARENA_RATE = 16000
 MAX_DELAY_S = 0.25  # alignment search bound, +-250 ms
@@ -177,6 +180,13 @@ def aligned(reference: np.ndarray, decoded: np.ndarray, alignment: Alignment) ->
 # --------------------------------------------------------------------------------------- PESQ
 
 
+def _require_pesq_length(x: np.ndarray) -> None:
+    seconds = x.size / ARENA_RATE
+    if seconds > PESQ_MAX_AUDIO_S:
+        raise ValueError(f"PESQ is refused above {PESQ_MAX_AUDIO_S:g} s (this audio is {seconds:.2f} s): pesq 0.0.4 "
+                         f"overflows its 50-entry speech-segment tables on longer audio (undefined scores or a crash)")
+
+
 def _pesq(fs: int, ref: np.ndarray, deg: np.ndarray, mode: str) -> float:
     import pesq as pesq_lib
 
@@ -195,9 +205,10 @@ def _pesq(fs: int, ref: np.ndarray, deg: np.ndarray, mode: str) -> float:
 
 def pesq_wb(reference: np.ndarray, decoded: np.ndarray) -> float:
     """ITU-T P.862.2 wide-band PESQ (MOS-LQO) at 16 kHz on the original, unaligned signals (PESQ has
-    its own delay search). ValueError on silent input or any error pesq reports (e.g.
-    BufferTooShortError under 0.25 s, NoUtterancesError)."""
+    its own delay search). ValueError on silent input, on audio over PESQ_MAX_AUDIO_S (pesq is not
+    called) or any error pesq reports (e.g. BufferTooShortError under 0.25 s, NoUtterancesError)."""
     r, d = _check_pair(reference, decoded)
+    _require_pesq_length(r)
     _require_nonzero(r, "reference", "PESQ")
     _require_nonzero(d, "decoded", "PESQ")
     return _pesq(ARENA_RATE, r, d, "wb")
@@ -205,10 +216,12 @@ def pesq_wb(reference: np.ndarray, decoded: np.ndarray) -> float:
 
 def pesq_nb(reference: np.ndarray, decoded: np.ndarray) -> float:
     """ITU-T P.862 narrow-band PESQ: both signals resampled 16 -> 8 kHz with
-    soxr.resample(x, 16000, 8000, quality="HQ"), then pesq(8000, ..., "nb"), unaligned."""
+    soxr.resample(x, 16000, 8000, quality="HQ"), then pesq(8000, ..., "nb"), unaligned. The same
+    length limit as pesq_wb."""
     import soxr
 
     r, d = _check_pair(reference, decoded)
+    _require_pesq_length(r)
     _require_nonzero(r, "reference", "PESQ")
     _require_nonzero(d, "decoded", "PESQ")
     r8 = soxr.resample(r, ARENA_RATE, 8000, quality="HQ")
@@ -380,6 +393,78 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+def _compute(name: str, r: np.ndarray, d: np.ndarray) -> float:
+    if name == "pesq_wb":
+        return pesq_wb(r, d)
+    if name == "pesq_nb":
+        return pesq_nb(r, d)
+    if name == "stoi":
+        return stoi(r, d)
+    if name == "estoi":
+        return stoi(r, d, extended=True)
+    if name == "si_sdr":
+        return si_sdr(r, d)
+    if name == "lsd":
+        return log_spectral_distance(r, d)
+    return mel_distance(r, d)
+
+
+class SignalPair:
+    """One (reference, decoded) pair, scored one signal metric at a time: checked once, and aligned
+    once, when the first aligned metric is asked for. Lets a caller announce each metric before it
+    is computed (metrics/guarded.py) and still share the alignment."""
+
+    def __init__(self, reference: np.ndarray, decoded: np.ndarray) -> None:
+        self.reference, self.decoded = reference, decoded
+
+    @cached_property
+    def _checked(self) -> tuple[np.ndarray, np.ndarray] | str:
+        """The validated pair, or the reason it is invalid."""
+        try:
+            return _check_pair(self.reference, self.decoded)
+        except Exception as exc:
+            return _reason(exc)
+
+    @cached_property
+    def _alignment(self) -> tuple[tuple[np.ndarray, np.ndarray] | None, dict[str, Any], str | None]:
+        """(aligned overlap or None, alignment details, reason it failed or None)."""
+        assert not isinstance(self._checked, str)
+        r, d = self._checked
+        max_delay = int(MAX_DELAY_S * ARENA_RATE)
+        details: dict[str, Any] = {"max_delay_samples": max_delay}
+        try:
+            alignment = find_delay(r, d, max_delay)
+            pair = aligned(r, d, alignment)
+        except Exception as exc:
+            return None, details, _reason(exc)
+        details.update(delay_samples=alignment.delay_samples, correlation=alignment.correlation,
+                       overlap_samples=alignment.overlap_samples,
+                       at_search_bound=abs(alignment.delay_samples) == max_delay)
+        return pair, details, None
+
+    def score(self, name: str) -> dict[str, Any]:
+        """The record of one signal metric (see score_signal)."""
+        if name not in METRICS:
+            raise ValueError(f"unknown signal metric {name} (known: {', '.join(METRICS)})")
+        if isinstance(self._checked, str):
+            return _record(error=self._checked)
+        pair: tuple[np.ndarray, np.ndarray] | None = self._checked
+        details = dict(_PESQ_DETAILS.get(name, {}))
+        if name in ALIGNED_METRICS:
+            pair, align_details, align_error = self._alignment
+            details = dict(align_details)
+            if align_error is not None:
+                return _record(error=align_error, **details)
+        assert pair is not None
+        try:
+            value = float(_compute(name, *pair))
+            if not math.isfinite(value):
+                raise ValueError(f"non-finite value {value}")
+        except Exception as exc:  # one metric's failure is recorded, never fatal
+            return _record(error=_reason(exc), **details)
+        return _record(value, **details)
+
+
 def score_signal(reference: np.ndarray, decoded: np.ndarray, metrics: set[str]) -> dict[str, dict]:
     """Score one pair with the named metrics ("pesq_wb", "pesq_nb", "stoi", "estoi", "si_sdr",
     "lsd", "mel_distance").
@@ -397,49 +482,5 @@ def score_signal(reference: np.ndarray, decoded: np.ndarray, metrics: set[str]) 
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
         raise ValueError(f"unknown signal metric(s) {', '.join(unknown)} (known: {', '.join(METRICS)})")
-    wanted = [name for name in METRICS if name in metrics]
-    if not wanted:
-        return {}
-    try:
-        r, d = _check_pair(reference, decoded)
-    except Exception as exc:
-        return {name: _record(error=_reason(exc)) for name in wanted}
-
-    out: dict[str, dict[str, Any]] = {}
-    pair: tuple[np.ndarray, np.ndarray] | None = None
-    align_details: dict[str, Any] = {}
-    align_error: str | None = None
-    if ALIGNED_METRICS.intersection(wanted):
-        max_delay = int(MAX_DELAY_S * ARENA_RATE)
-        align_details = {"max_delay_samples": max_delay}
-        try:
-            alignment = find_delay(r, d, max_delay)
-            pair = aligned(r, d, alignment)
-            align_details.update(delay_samples=alignment.delay_samples, correlation=alignment.correlation,
-                                 overlap_samples=alignment.overlap_samples,
-                                 at_search_bound=abs(alignment.delay_samples) == max_delay)
-        except Exception as exc:
-            align_error = _reason(exc)
-
-    compute: dict[str, Callable[[], float]] = {
-        "pesq_wb": lambda: pesq_wb(r, d),
-        "pesq_nb": lambda: pesq_nb(r, d),
-        "stoi": lambda: stoi(*pair),
-        "estoi": lambda: stoi(*pair, extended=True),
-        "si_sdr": lambda: si_sdr(*pair),
-        "lsd": lambda: log_spectral_distance(*pair),
-        "mel_distance": lambda: mel_distance(*pair),
-    }
-    for name in wanted:
-        details = dict(align_details) if name in ALIGNED_METRICS else dict(_PESQ_DETAILS[name])
-        if name in ALIGNED_METRICS and align_error is not None:
-            out[name] = _record(error=align_error, **details)
-            continue
-        try:
-            value = float(compute[name]())
-            if not math.isfinite(value):
-                raise ValueError(f"non-finite value {value}")
-            out[name] = _record(value, **details)
-        except Exception as exc:  # one metric's failure is recorded, never fatal
-            out[name] = _record(error=_reason(exc), **details)
-    return out
+    pair = SignalPair(reference, decoded)
+    return {name: pair.score(name) for name in METRICS if name in metrics}

@@ -18,10 +18,15 @@ import soundfile as sf
 
 from codecarena.datasets import sha256_file
 from codecarena.payload import PayloadError, read_payload
+from codecarena.rundir import ROWS, RUN, SUMMARY, RunDir, UnsafePathError
 from codecarena.runtime.envs import sync_interpreter
 from codecarena.results import store
+from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.schema import Row
 from codecarena.results.summary import summarize
+
+# How long after its deadline a timed-out stage may still report: the kill, the exit and the reaping.
+TIMEOUT_SLACK_S = 2.0
 
 
 def _close(a: float | None, b: float | None) -> bool:
@@ -49,10 +54,22 @@ def _audit_stages(row: Row, where: str) -> list[str]:
     # A failed row may have none: its executor process died before a stage ran (the error says so).
     if not row.stages and row.status == "ok":
         problems.append(f"{where}: no stage records")
+    limits = row.limits
     for stage in row.stages:
         g = stage.guard
         if g.limit_bytes <= 0 or g.poll_s <= 0 or g.polls < 1:
             problems.append(f"{where}: {stage.name} has no usable memory-guard record")
+        if limits is not None:
+            if (g.limit_bytes, g.poll_s) != (limits.memory_limit_bytes, limits.guard_poll_s):
+                problems.append(f"{where}: {stage.name} ran under guard limit {g.limit_bytes} B / poll {g.poll_s} s, "
+                                f"the row's limits say {limits.memory_limit_bytes} B / {limits.guard_poll_s} s")
+            deadline = limits.stage_timeout_s
+            if stage.wall_s > deadline + TIMEOUT_SLACK_S and not g.timed_out:
+                problems.append(f"{where}: {stage.name} ran {stage.wall_s:.1f} s, past its {deadline:g} s stage "
+                                f"timeout, without being killed")
+            if g.timed_out and stage.wall_s < deadline:
+                problems.append(f"{where}: {stage.name} is marked timed out after {stage.wall_s:.1f} s, before "
+                                f"its {deadline:g} s stage timeout")
         if stage.peak_rss_bytes > g.limit_bytes and not g.fired:
             problems.append(f"{where}: {stage.name} peak RSS {stage.peak_rss_bytes} is over its limit "
                             f"{g.limit_bytes} but the guard did not fire")
@@ -61,11 +78,23 @@ def _audit_stages(row: Row, where: str) -> list[str]:
     return problems
 
 
-def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
+def _in_run(run: RunDir, relative: str, what: str, where: str, problems: list[str]) -> Path | None:
+    try:
+        return run.resolve(relative)
+    except UnsafePathError as exc:
+        problems.append(f"{where}: {what} path: {exc}")
+        return None
+
+
+def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
     problems: list[str] = []
     if row.payload is None or row.decoded is None:
         return [f"{where}: status ok but payload or decoded file is not named"]
-    payload_path = run_dir / row.payload
+    payload_path = _in_run(run, row.payload, "payload", where, problems)
+    decoded_path = _in_run(run, row.decoded, "decoded", where, problems)
+    reference = _in_run(run, row.reference, "reference", where, problems)
+    if payload_path is None or decoded_path is None or reference is None:
+        return problems
     if not payload_path.is_file():
         problems.append(f"{where}: payload file {row.payload} is missing")
     else:
@@ -97,7 +126,6 @@ def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
                 problems.append(f"{where}: representation_bps {row.representation_bps} != {bits / seconds}")
             if not _close(row.payload_bps, size * 8 / seconds):
                 problems.append(f"{where}: payload_bps {row.payload_bps} != {size * 8 / seconds}")
-    decoded_path = run_dir / row.decoded
     if not decoded_path.is_file():
         problems.append(f"{where}: decoded file {row.decoded} is missing")
     else:
@@ -120,30 +148,54 @@ def _audit_ok_row(row: Row, run_dir: Path, where: str) -> list[str]:
     expected_checks = row.finite is True and row.silent is False
     if row.checks_passed != expected_checks:
         problems.append(f"{where}: checks_passed is {row.checks_passed}, the checks give {expected_checks}")
-    reference = Path(row.reference) if Path(row.reference).is_absolute() else run_dir / row.reference
-    if reference.is_file() and sha256_file(reference) != row.reference_sha256:
-        problems.append(f"{where}: reference {reference} sha256 differs from the row")
+    if not reference.is_file():
+        problems.append(f"{where}: reference file {row.reference} is missing")
+    elif sha256_file(reference) != row.reference_sha256:
+        problems.append(f"{where}: reference {row.reference} sha256 differs from the row")
+    return problems
+
+
+def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
+    problems = _audit_stages(row, where)
+    # Synthetic weights must never pass for real ones: the payload's identity decides.
+    synthetic = row.checkpoint.get("weights") == "synthetic"
+    if synthetic != (row.weights == "synthetic"):
+        problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
+                        f"{row.checkpoint.get('weights', 'real or none')!r}")
+    if row.status == "ok":
+        problems += _audit_ok_row(row, run, where)
+    else:
+        if not row.error:
+            problems.append(f"{where}: failed row without a reason")
+        for what in ("reference", "payload", "decoded"):
+            if getattr(row, what) is not None:
+                _in_run(run, getattr(row, what), what, where, problems)
     return problems
 
 
 def replay_problems(rows: list[Row], run_dir: Path, python: str,
                     interpreters: dict[str, str] | None = None) -> list[str]:
     """Decode every payload again in a fresh worker and compare with the stored decoded audio."""
-    from codecarena.pipeline import ARENA_RATE, RunOptions, run_stage
-    from codecarena.runtime.guard import default_memory_limit
+    from codecarena.pipeline import ARENA_RATE, run_stage
+    from codecarena.runtime.limits import StageLimits, default_memory_limit
     from codecarena.runtime.protocol import Job
 
     problems: list[str] = []
-    opts = RunOptions(out=run_dir, codecs=(), memory_limit=default_memory_limit(), warm_repeats=0, python=python)
+    run = RunDir(run_dir)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for row in rows:
             if row.status != "ok" or row.payload is None:
                 continue
+            try:
+                payload = run.resolve(row.payload)
+            except UnsafePathError:
+                continue  # reported by the file checks; never decode a file outside the run
             out = work / "audit.wav"
-            job = Job(version=1, stage="decode", input=str(run_dir / row.payload), output=str(out),
+            job = Job(version=1, stage="decode", input=str(payload), output=str(out),
                       report=str(work / "audit.report.json"), codec="", arena_rate=ARENA_RATE, warm_repeats=0)
-            stage, _ = run_stage("audit-replay", job, opts, work, (interpreters or {}).get(row.registry))
+            limits = row.limits or StageLimits(default_memory_limit())
+            stage, _ = run_stage("audit-replay", job, limits, work, (interpreters or {}).get(row.registry, python))
             where = f"{row.codec} {row.utterance}"
             if not stage.ok:
                 problems.append(f"{where}: fresh decode for audit failed: {stage.error}")
@@ -152,22 +204,28 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str,
     return problems
 
 
-def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> list[str]:
-    """Every disagreement found, one line each; an empty list means the run re-derives."""
+def audit(run_dir: Path, replay: bool = False, python: str | None = None,
+          rescore: Sample | None = None) -> list[str]:
+    """Every disagreement found, one line each; an empty list means the run re-derives. `rescore`
+    (rows per codec configuration, or "all") also recomputes those rows' metric values."""
     import sys
 
     problems: list[str] = []
     try:
-        run = store.read_json(run_dir / store.RUN)
+        run = store.read_json(run_dir / RUN)
         rows, torn = store.load_rows(run_dir)
     except store.StoreError as exc:
         return [str(exc)]
+    if not isinstance(run, dict):
+        return [f"{run_dir / RUN}: not a JSON object"]
     if torn:
-        problems.append(f"{run_dir / store.ROWS}: ends with a torn line (the run was interrupted; rerun it)")
+        problems.append(f"{run_dir / ROWS}: ends with a torn line (the run was interrupted; rerun it)")
     if not run.get("finished"):
-        problems.append(f"{run_dir / store.RUN}: the run did not finish (rerun the same command to resume)")
-    plan = run.get("plan") or {}
-    wanted = store.plan_keys(plan)
+        problems.append(f"{run_dir / RUN}: the run did not finish (rerun the same command to resume)")
+    try:
+        wanted = store.plan_keys(run.get("plan") or {})
+    except (AttributeError, TypeError, KeyError, IndexError):
+        return problems + [f"{run_dir / RUN}: its plan does not list codecs and utterances"]
     seen: dict[tuple[str, str], int] = {}
     for row in rows:
         seen[row.key] = seen.get(row.key, 0) + 1
@@ -179,20 +237,15 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> lis
     for key in wanted:
         if key not in seen:
             problems.append(f"{key[0]} {key[1]}: planned row is missing")
+    run_files = RunDir(run_dir)
     for row in rows:
         where = f"{row.codec} {row.utterance}"
-        problems += _audit_stages(row, where)
-        # Synthetic weights must never pass for real ones: the payload's identity decides.
-        synthetic = row.checkpoint.get("weights") == "synthetic"
-        if synthetic != (row.weights == "synthetic"):
-            problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
-                            f"{row.checkpoint.get('weights', 'real or none')!r}")
-        if row.status == "ok":
-            problems += _audit_ok_row(row, run_dir, where)
-        elif not row.error:
-            problems.append(f"{where}: failed row without a reason")
+        try:
+            problems += _audit_row(row, run_files, where)
+        except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
+            problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
     try:
-        summary = store.read_json(run_dir / store.SUMMARY)
+        summary = store.read_json(run_dir / SUMMARY)
     except store.StoreError as exc:
         problems.append(str(exc))
     else:
@@ -204,4 +257,6 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None) -> lis
         for interpreter in interpreters.values():
             sync_interpreter(interpreter)
         problems += replay_problems(rows, run_dir, python or sys.executable, interpreters)
+    if rescore is not None:
+        problems += rescore_problems(run_dir, rows, run.get("plan") or {}, rescore)
     return problems

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from codecarena.results.schema import Row
-from codecarena.results.store import RUN, load_rows, read_json, write_json
+from codecarena.files import write_json
+from codecarena.results.store import load_rows, read_json
+from codecarena.rundir import RUN
 
 COMPARE_VERSION = 1
 LEVEL = 0.95

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.results.schema import Row
-from codecarena.results.store import RUN, SUMMARY, StoreError, load_rows, read_json
+from codecarena.results.store import StoreError, load_rows, read_json
+from codecarena.rundir import RUN, SUMMARY
 
 EXPORT_VERSION = 1
 

@@ -36,6 +36,7 @@ import codecarena
 from codecarena.results import leaderboard as lb
 from codecarena.results.schema import Row
 from codecarena.results.store import StoreError
+from codecarena.rundir import RunDir, UnsafePathError
 
 # Metrics that get a Pareto plot, in this order, and whether lower is better.
 PARETO_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
@@ -545,9 +546,12 @@ def _rows_by_key(board: lb.Leaderboard) -> dict[tuple[int, str, str], Row]:
     return {(run.index, row.codec, row.utterance): row for run in board.runs for row in run.rows}
 
 
-def _resolve(run: lb.RunInfo, path: str) -> Path:
-    p = Path(path)
-    return p if p.is_absolute() else run.path / p
+def _resolve(run: lb.RunInfo, path: str) -> Path | None:
+    """A row's stored path inside its run; None for one that leaves the run (never read into a report)."""
+    try:
+        return RunDir(run.path).resolve(path)
+    except UnsafePathError:
+        return None
 
 
 def _row_metric_line(row: Row) -> str:
@@ -593,9 +597,9 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
         ref_cards = []
         for sha, (run, r) in refs.items():
             path = _resolve(run, r.reference)
-            if not path.is_file():
+            if path is None or not path.is_file():
                 ref_cards.append(f'<div class="card ref failed"><h5>reference</h5><div class="m bad">'
-                                 f'reference not found at {esc(path)}</div></div>')
+                                 f'reference not found in the run at {esc(r.reference)}</div></div>')
                 continue
             audio, rate = _read_audio(path)
             db = spectrogram_db(audio, rate)
@@ -611,9 +615,9 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
                              f'{esc(r.status)}: {esc(r.error or "no decoded audio")}</div></div>')
                 continue
             path = _resolve(board.runs[e["run_index"]], r.decoded)
-            if not path.is_file():
+            if path is None or not path.is_file():
                 cards.append(f'<div class="card failed"><h5>{esc(title)}</h5><div class="m bad">'
-                             f'decoded file missing: {esc(path)}</div></div>')
+                             f'decoded file missing in the run: {esc(r.decoded)}</div></div>')
                 continue
             audio, rate = _read_audio(path)
             db = spectrogram_db(audio, rate)
@@ -828,6 +832,17 @@ def _facts_html(data: Any) -> str:
     return "<br>".join(esc(line) for line in _facts(data)) or '<span class="muted">-</span>'
 
 
+def _limits_text(run: lb.RunInfo) -> str:
+    """The limits the rows ran under (rows record them; a resumed run may mix several), or what an
+    older run's plan said."""
+    seen = sorted({(x.memory_limit_bytes, x.guard_poll_s, x.stage_timeout_s) for x in (r.limits for r in run.rows) if x})
+    if not seen:
+        plan = run.plan
+        seen = [(plan.get("memory_limit_bytes"), plan.get("guard_poll_s"), plan.get("stage_timeout_s"))]
+    return "; ".join(f"memory limit {_mib(mem, 0)} MiB, guard poll {esc(poll)} s, stage timeout {esc(timeout)} s"
+                     for mem, poll, timeout in seen)
+
+
 def provenance_html(board: lb.Leaderboard) -> str:
     parts = []
     for run in board.runs:
@@ -851,8 +866,8 @@ def provenance_html(board: lb.Leaderboard) -> str:
             ("evaluation set", f"{esc(plan.get('set'))}, {len(plan.get('utterances') or [])} utterances, "
                                f"manifest {_short_sha(plan.get('manifest_sha256'))}"),
             ("plan", f"sha256 {_short_sha(r.get('plan_sha256'))}; warm repeats {esc(plan.get('warm_repeats'))}; "
-                     f"memory limit {_mib(plan.get('memory_limit_bytes'), 0)} MiB; stage timeout "
-                     f"{esc(plan.get('stage_timeout_s'))} s; metrics {esc(', '.join(plan.get('metrics') or []) or 'none')}"),
+                     f"metrics {esc(', '.join(plan.get('metrics') or []) or 'none')}"),
+            ("stage limits", _limits_text(run)),
         ]
         packages = env.get("packages") or {}
         pkg = ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))

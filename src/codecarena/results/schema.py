@@ -12,9 +12,16 @@ import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
-ROW_VERSION = 2
-# Version 1 rows predate warm execution: every stage ran cold and every row was replayed.
-V1_DEFAULTS = {"mode": "cold", "replay_sampled": True, "scoring_s": None}
+from codecarena.runtime.limits import StageLimits
+
+ROW_VERSION = 3
+# Fields later versions added, with what an older row means by their absence. Version 1 rows predate
+# warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
+# limits in the plan, not in the row, and did not record which metric code scored them.
+ADDED_FIELDS = {
+    1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
+    2: {"limits": None, "metrics_code_sha256": None},
+}
 
 
 class SchemaError(ValueError):
@@ -92,6 +99,8 @@ class Row:
     codec_facts: dict[str, Any]
     metrics: dict[str, Any]  # output name -> {value, status (ok/failed/not_applicable), error, details}
     scoring_s: float | None  # wall seconds the quality metrics took for this row (None: not recorded)
+    metrics_code_sha256: str | None  # the metric code that scored this row (None: no metrics, or a row before v3)
+    limits: StageLimits | None  # memory limit, guard poll and stage timeout the stages ran under (None before v3)
     model: dict[str, Any]
     stages: list[Stage]
     status: str  # "ok" or "failed"
@@ -158,11 +167,18 @@ def from_dict(cls: Any, data: Any, where: str = "row") -> Any:
 
 
 def parse_row(data: Any) -> Row:
-    if isinstance(data, dict) and data.get("version") == 1 and not V1_DEFAULTS.keys() & data.keys():
-        data = {**data, **V1_DEFAULTS}
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and 1 <= version < ROW_VERSION:
+        for since in range(version, ROW_VERSION):
+            # A row that already has a later version's fields is checked as it is (strictly, below).
+            if not ADDED_FIELDS[since].keys() & data.keys():
+                data = {**data, **ADDED_FIELDS[since]}
     row = from_dict(Row, data)
-    if row.version not in (1, ROW_VERSION):
-        raise SchemaError(f"row version {row.version}, expected {ROW_VERSION} (or 1)")
+    if row.version not in range(1, ROW_VERSION + 1):
+        raise SchemaError(f"row version {row.version}, expected 1 to {ROW_VERSION}")
+    # Every rate and duration divides by these: a row that sets them to zero cannot be re-derived.
+    if row.sample_rate < 1 or row.num_samples < 1:
+        raise SchemaError(f"row has {row.num_samples} samples at {row.sample_rate} Hz; both must be positive")
     if row.status not in ("ok", "failed"):
         raise SchemaError(f"row status {row.status!r} is not ok/failed")
     if row.mode not in ("cold", "warm"):

@@ -7,11 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from codecarena.diskspace import DiskFullError, is_disk_full
+from codecarena.files import replace_text
 from codecarena.results.schema import Row, SchemaError, parse_row
-
-ROWS = "rows.jsonl"
-RUN = "run.json"
-SUMMARY = "summary.json"
+from codecarena.rundir import ROWS, RUN
 
 
 class StoreError(ValueError):
@@ -24,9 +23,19 @@ def append_row(run_dir: Path, row: Row) -> None:
     # tail without newline, which load_rows recognises and drops. No fsync per row (it cost more than
     # a warm Opus row's own overhead): an OS crash may lose the last lines, or files they name, and
     # resume recomputes exactly those, since it keeps only rows whose files still match their hashes.
-    fd = os.open(run_dir / ROWS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    path = run_dir / ROWS
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    before = os.fstat(fd).st_size
     try:
-        os.write(fd, line)
+        view = memoryview(line)
+        while view:  # a nearly full disk takes part of a write and refuses the rest
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        # Leave the file as it was: the completed rows before this one must stay readable.
+        os.ftruncate(fd, before)
+        if is_disk_full(exc):
+            raise DiskFullError(path, len(line)) from None
+        raise
     finally:
         os.close(fd)
 
@@ -45,10 +54,14 @@ def load_rows(run_dir: Path) -> tuple[list[Row], bool]:
     rows: list[Row] = []
     for number, raw in enumerate(complete, start=1):
         try:
-            rows.append(parse_row(json.loads(raw)))
+            rows.append(parse_row(json.loads(raw, parse_constant=_no_constant)))
         except (ValueError, SchemaError) as exc:
             raise StoreError(f"{path}: line {number} is not a valid row ({exc})") from None
     return _in_plan_order(rows, run_dir), torn
+
+
+def _no_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a number a row may hold")
 
 
 def plan_keys(plan: dict[str, Any]) -> list[tuple[str, str]]:
@@ -66,27 +79,8 @@ def _in_plan_order(rows: list[Row], run_dir: Path) -> list[Row]:
 
 
 def rewrite_rows(run_dir: Path, rows: list[Row]) -> None:
-    path = run_dir / ROWS
-    tmp = path.with_name(f".{ROWS}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, data: Any, durable: bool = True) -> None:
-    """Atomic replace; `durable` also fsyncs (the worker protocol's job and report files are
-    transient and skip it: a crash loses the stage either way)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True, allow_nan=False)
-        fh.write("\n")
-        fh.flush()
-        if durable:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    text = "".join(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n" for row in rows)
+    replace_text(run_dir / ROWS, text, durable=True)
 
 
 def read_json(path: Path) -> Any:

@@ -6,12 +6,15 @@ group as soon as the sum passes the limit, so a runaway worker is stopped, not m
 
 from __future__ import annotations
 
-import math
+import ctypes
+import functools
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,11 +39,6 @@ class GuardedResult:
     guard: GuardRecord
 
 
-def default_memory_limit() -> int:
-    """Half of physical memory: room for the harness and one more worker on the same machine."""
-    return psutil.virtual_memory().total // 2
-
-
 def tree_rss(proc: psutil.Process) -> int:
     try:
         members = [proc, *proc.children(recursive=True)]
@@ -53,6 +51,31 @@ def tree_rss(proc: psutil.Process) -> int:
         except psutil.Error:
             continue
     return total
+
+
+# prctl(2) option: the signal this process gets when the thread that started it exits.
+_PR_SET_PDEATHSIG = 1
+# Resolved once in the parent: the child calls it between fork and exec, where loading a library could deadlock.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when its parent dies, even by SIGKILL (Linux only; elsewhere a no-op).
+
+    The kernel ties the signal to the parent *thread* that started this process, so start
+    long-lived children only from a thread that lives as long as they should. A parent that died
+    before the request took effect is caught by the pid check: then this process dies at once."""
+    if _prctl is None:
+        return
+    if _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def parent_death_preexec() -> Callable[[], None]:
+    """A Popen `preexec_fn` that makes the child die with this process."""
+    return functools.partial(die_with_parent, os.getpid())
 
 
 def _kill_group(pid: int) -> None:
@@ -78,7 +101,7 @@ def run_guarded(
         # A new session makes the worker the leader of its own process group, so one killpg
         # takes down anything it spawned too.
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
+                                start_new_session=True, env=env, preexec_fn=parent_death_preexec())
         ps = psutil.Process(proc.pid)
         state = {"peak": 0, "polls": 0, "fired": False, "timed_out": False}
         stop = threading.Event()
@@ -92,15 +115,17 @@ def run_guarded(
                     state["fired"] = True
                     _kill_group(proc.pid)
                     return
-                if timeout_s is not None and time.perf_counter() - start > timeout_s:
-                    state["timed_out"] = True
-                    _kill_group(proc.pid)
-                    return
                 stop.wait(poll_s)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        returncode = proc.wait()
+        # The timeout is enforced here, to the millisecond, not at the next memory poll.
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            state["timed_out"] = True
+            _kill_group(proc.pid)
+            returncode = proc.wait()
         wall = time.perf_counter() - start
         stop.set()
         watcher.join()
@@ -122,18 +147,3 @@ def run_guarded(
             timed_out=bool(state["timed_out"]),
         ),
     )
-
-
-def parse_size(text: str) -> int:
-    """'512M', '2G', '1.5GiB', '1000000' -> bytes (binary multiples)."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    raw = text.strip().upper().removesuffix("IB").removesuffix("B")
-    number = raw.rstrip("KMGT")
-    unit = raw[len(number):]
-    try:
-        value = float(number)
-    except ValueError:
-        raise ValueError(f"memory size {text!r} is not a number with an optional K/M/G/T unit") from None
-    if unit not in units or not math.isfinite(value) or int(value * units[unit]) < 1:
-        raise ValueError(f"memory size {text!r} is not a positive size such as 512M or 4G")
-    return int(value * units[unit])

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from codecarena.results.store import write_json
+from codecarena.files import write_json
 
 PROTOCOL_VERSION = 1
 

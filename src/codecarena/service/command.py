@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.codecs.base import parse_weights
-from codecarena.runtime.guard import default_memory_limit, parse_size
+from codecarena.runtime.limits import default_memory_limit, parse_size
 from codecarena.specs import parse_spec
 
 VARIANT_FOR_STABLE_ACTIVATIONS = "eager_snake_v1"
@@ -138,7 +138,7 @@ def _verify_local_process(host: str, declared: dict[str, Any]) -> tuple[bool, st
 def service_check(args: argparse.Namespace) -> int:
     from codecarena.cli import CliError
     from codecarena.console import console
-    from codecarena.results.store import write_json
+    from codecarena.files import write_json
 
     try:
         result = check(args.url)

@@ -1,0 +1,60 @@
+"""The scoring process of a GuardedScorer: `python -m codecarena.metrics.scoring_worker`.
+
+It reads a WorkerConfig line, then one ScoreRequest per line on stdin, and answers with Event lines
+on its own copy of stdout: "started" before each metric, "scored" with its records after it,
+"finished" at the end of the request. Anything a library prints goes to stderr (the log), never
+into the replies. It exits when stdin closes (the harness is gone or done).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import IO
+
+
+def serve(config_line: str, requests: IO[str], replies: IO[str]) -> None:
+    import soundfile as sf
+
+    from codecarena.metrics.guarded import Event, decode_config, decode_request, encode
+    from codecarena.metrics.scorer import Scorer, failed_records
+    from codecarena.metrics.signal import SignalPair
+
+    def send(event: Event) -> None:
+        replies.write(encode(event))
+        replies.flush()
+
+    config = decode_config(config_line)
+    scorer = Scorer(config.metrics, {language: Path(folder) for language, folder in config.asr_models})
+    for line in requests:
+        request = decode_request(line)
+        try:
+            reference, _ = sf.read(request.reference, dtype="float64")
+            decoded, rate = sf.read(request.decoded, dtype="float64")
+        except (OSError, RuntimeError) as exc:  # soundfile's errors are RuntimeErrors
+            reason = f"cannot read the audio to score: {type(exc).__name__}: {exc}".splitlines()[0]
+            for name in request.metrics:
+                send(Event("scored", name, failed_records((name,), reason)))
+            send(Event("finished"))
+            continue
+        pair = SignalPair(reference, decoded)
+        for name in request.metrics:
+            send(Event("started", name))
+            send(Event("scored", name, scorer.score_metric(name, request.utterance, pair, rate)))
+        send(Event("finished"))
+
+
+def main() -> int:
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    # Native code that prints (to fd 1) would otherwise corrupt the replies.
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    config_line = sys.stdin.readline()
+    if not config_line:
+        return 0
+    serve(config_line, sys.stdin, replies)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The run directory: every path codecarena writes, deletes or reads inside a run is built here.
+
+Utterance ids and codec slugs become file names, and ids come from user files (manifest.json, a Kaldi
+wav.scp, file names). An id that is an absolute path or climbs with `..` would otherwise make a run
+overwrite and delete files outside its directory. So ids must match `SAFE_ID`, and every path is
+checked, after resolving symlinks, to stay inside the run directory before it is handed out. Rows store
+only run-relative paths, which `resolve()` turns back into paths under the same check.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+# Letters, digits, '.', '_' and '-'; not starting with a dot (no hidden files, no '.' or '..'), at
+# most 128 characters so that id + suffix stays far below any file system's name limit.
+SAFE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+SAFE_ID_RULE = "letters, digits, '.', '_' and '-', not starting with a dot, at most 128 characters"
+
+ROWS = "rows.jsonl"
+RUN = "run.json"
+SUMMARY = "summary.json"
+LOCK = ".lock"
+
+
+class UnsafePathError(ValueError):
+    """An id or a stored path that would leave the run directory; the message names both."""
+
+
+def unsafe_id_reason(text: object) -> str:
+    """Why `text` cannot be an utterance id ('' when it can)."""
+    if not isinstance(text, str) or not SAFE_ID.fullmatch(text):
+        return f"{text!r} is not a safe id ({SAFE_ID_RULE})"
+    return ""
+
+
+def check_id(text: str, where: str) -> str:
+    """`text` if it is a safe id, else UnsafePathError naming `where` (the file it came from)."""
+    reason = unsafe_id_reason(text)
+    if reason:
+        raise UnsafePathError(f"{where}: utterance id {reason}")
+    return text
+
+
+class RunDir:
+    """A run directory and the one place that builds paths in it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+
+    def path(self, *parts: str) -> Path:
+        """root/parts..., proven to stay inside root (symlinks resolved) or UnsafePathError."""
+        for part in parts:
+            if part in ("", ".", "..") or "/" in part or "\\" in part or "\0" in part:
+                raise UnsafePathError(f"{self.root}: path component {part!r} would leave the run directory")
+        return self._inside(self.root.joinpath(*parts), "/".join(parts))
+
+    def _inside(self, path: Path, shown: str) -> Path:
+        resolved = path.resolve()
+        if resolved != self.root and self.root not in resolved.parents:
+            raise UnsafePathError(f"{self.root}: {shown!r} resolves to {resolved}, outside the run directory")
+        return path
+
+    def resolve(self, relative: str) -> Path:
+        """A path a row stored (run-relative, '/'-separated) back to a checked path in this run."""
+        if not isinstance(relative, str) or not relative:
+            raise UnsafePathError(f"{self.root}: stored path {relative!r} is empty")
+        pure = PurePosixPath(relative)
+        if pure.is_absolute() or Path(relative).is_absolute() or ".." in pure.parts or "\\" in relative:
+            raise UnsafePathError(f"{self.root}: stored path {relative!r} is not inside the run directory")
+        return self._inside(self.root.joinpath(*pure.parts), relative)
+
+    def relative(self, path: Path) -> str:
+        """The run-relative form a row stores; a path outside the run is refused, never stored."""
+        resolved = Path(path).resolve()
+        try:
+            return resolved.relative_to(self.root).as_posix()
+        except ValueError:
+            raise UnsafePathError(f"{self.root}: {path} is outside the run directory") from None
+
+    # The layout (docs/results.md lists it).
+    @property
+    def rows(self) -> Path:
+        return self.path(ROWS)
+
+    @property
+    def run_json(self) -> Path:
+        return self.path(RUN)
+
+    @property
+    def summary(self) -> Path:
+        return self.path(SUMMARY)
+
+    @property
+    def lock(self) -> Path:
+        return self.path(LOCK)
+
+    def reference(self, utterance: str, suffix: str) -> Path:
+        if suffix not in (".wav", ".flac"):
+            raise UnsafePathError(f"{self.root}: reference suffix {suffix!r} is not .wav or .flac")
+        return self.path("references", f"{check_id(utterance, str(self.root))}{suffix}")
+
+    def payload(self, codec_slug: str, utterance: str) -> Path:
+        return self.path("payloads", codec_slug, f"{check_id(utterance, str(self.root))}.ccap")
+
+    def decoded(self, codec_slug: str, utterance: str) -> Path:
+        return self.path("decoded", codec_slug, f"{check_id(utterance, str(self.root))}.wav")
+
+    def work(self, codec_slug: str, utterance: str) -> Path:
+        return self.path("work", codec_slug, check_id(utterance, str(self.root)))
+
+    def persistent_logs(self) -> Path:
+        return self.path("work", "persistent")
