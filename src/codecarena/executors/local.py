@@ -3,21 +3,45 @@
 Each pool process holds a RowRunner, so in warm mode it keeps one persistent codec worker per
 runtime and its own metric models for every row it is given. The pool uses `spawn`: the harness
 may already hold threads and loaded libraries (rich, ONNX Runtime) that are not fork-safe.
+
+SIGINT and SIGTERM stop a pool run: rows not started are dropped at once, running rows get
+INTERRUPT_GRACE_S to finish (and are recorded if they do; a second signal ends the wait), then the
+pool processes and every codec process they started are killed, and the signal is re-raised for
+the caller (the command line exits 130/143). Pool processes ignore SIGINT, so a terminal's Ctrl-C,
+which reaches the whole foreground process group, is handled once, here. On Linux every pool
+process also dies with the harness, even when the harness is killed with SIGKILL.
 """
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.synchronize import Event as EventType
+from types import FrameType
 from typing import Any
+
+import psutil
 
 from codecarena.executors.runner import RowRunner
 from codecarena.metrics.scorer import Scorer
 from codecarena.pipeline import RunOptions, Task, failed_row
 from codecarena.results.schema import Row
+from codecarena.runtime.guard import _kill_group, die_with_parent
+
+# How long running rows may take to finish after SIGINT/SIGTERM before they are killed.
+INTERRUPT_GRACE_S = 5.0
+# How often the harness looks at its signal flag while it waits for rows.
+_POLL_S = 0.2
+# A pool process died (not a codec worker: those fail their own row). Every row the pool had not
+# finished fails with this reason; a rerun computes them.
+_POOL_DIED = "a local executor process died before the row finished"
 
 
 def default_workers() -> int:
@@ -25,15 +49,25 @@ def default_workers() -> int:
 
 
 _RUNNER: RowRunner | None = None
+_STOP: EventType | None = None
 
 
-def _init(opts: RunOptions) -> None:
-    global _RUNNER
-    _RUNNER = RowRunner(opts)
+class _NotStarted(Exception):
+    """A task the pool had already queued when the run was interrupted; it never ran."""
+
+
+def _init(opts: RunOptions, harness_pid: int, stop: EventType) -> None:
+    global _RUNNER, _STOP
+    die_with_parent(harness_pid)
+    # The harness decides what an interrupt stops (see the module docstring).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _RUNNER, _STOP = RowRunner(opts), stop
 
 
 def _run(task: Task) -> Row:
-    assert _RUNNER is not None
+    assert _RUNNER is not None and _STOP is not None
+    if _STOP.is_set():
+        raise _NotStarted
     return _RUNNER.run(task)
 
 
@@ -70,17 +104,94 @@ class LocalExecutor:
 
     def _pool_rows(self, tasks: list[Task], opts: RunOptions) -> Iterator[Row]:
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init, initargs=(opts,)) as pool:
-            pending: dict[Future[Row], Task] = {pool.submit(_run, task): task for task in tasks}
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    task = pending.pop(future)
-                    try:
-                        yield future.result()
-                    except BrokenProcessPool:
-                        # A pool process died (not a codec worker: those fail their own row). Every row it
-                        # had not finished fails with this reason; a rerun computes them.
-                        yield failed_row(task, opts, "a local executor process died before the row finished")
-                    except Exception as exc:  # e.g. a runtime's interpreter that cannot be started
-                        yield failed_row(task, opts, _reason(exc))
+        # Tasks the pool has already queued for a process cannot be cancelled; this flag makes them
+        # return at once, unstarted. (Future.cancel() is not used: on Python 3.11 a cancelled future
+        # crashes the pool's manager thread when a pool process is then killed.)
+        stop = context.Event()
+        pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init,
+                                   initargs=(opts, os.getpid(), stop))
+        # Only a few tasks at a time go to the pool, so that an interrupt has few to stop.
+        queue = collections.deque(tasks)
+        pending: dict[Future[Row], Task] = {}
+        with _Interrupts() as interrupts:
+            try:
+                while (queue or pending) and not interrupts.signums:
+                    while queue and len(pending) < 2 * self.workers:
+                        task = queue.popleft()
+                        try:
+                            pending[pool.submit(_run, task)] = task
+                        except BrokenProcessPool:
+                            yield failed_row(task, opts, _POOL_DIED)
+                    yield from _collect(pending, opts, _POLL_S)
+                # Done, or interrupted: nothing more starts, and rows still running get the grace.
+                stop.set()
+                deadline = time.monotonic() + INTERRUPT_GRACE_S
+                while pending and len(interrupts.signums) == 1 and time.monotonic() < deadline:
+                    yield from _collect(pending, opts, min(_POLL_S, deadline - time.monotonic()))
+            finally:
+                # Rows still running after an interrupt, or when the caller stopped reading, are not wanted.
+                if pending:
+                    stop.set()
+                    _kill_pool(pool)
+                pool.shutdown(wait=True)
+        if interrupts.signums:
+            # The caller's own handler, restored above, decides what the signal means.
+            signal.raise_signal(interrupts.signums[0])
+
+
+class _Interrupts:
+    """While open, SIGINT and SIGTERM are recorded instead of acted on, so the pool can stop in
+    order; closing restores the previous handlers. Only the main thread may set handlers: elsewhere
+    nothing is recorded and the signals act as before. An ignored signal stays ignored."""
+
+    def __init__(self) -> None:
+        self.signums: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) not in (signal.SIG_IGN, None):
+                    self._previous[signum] = signal.signal(signum, self._record)
+        return self
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        self.signums.append(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+
+def _collect(pending: dict[Future[Row], Task], opts: RunOptions, timeout: float) -> Iterator[Row]:
+    """The rows of the futures that finish within `timeout`; they leave `pending`."""
+    finished, _ = wait(pending, timeout=max(timeout, 0.0), return_when=FIRST_COMPLETED)
+    for future in finished:
+        task = pending.pop(future)
+        try:
+            yield future.result()
+        except _NotStarted:
+            continue
+        except BrokenProcessPool:
+            yield failed_row(task, opts, _POOL_DIED)
+        except Exception as exc:  # e.g. a runtime's interpreter that cannot be started
+            yield failed_row(task, opts, _reason(exc))
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """SIGKILL the pool processes and every process they started, with those processes' groups:
+    a codec worker leads its own group, so that also takes anything it spawned. (A pool process
+    shares the harness's group; its pid names no group, so the group kill skips it.)"""
+    tree: list[psutil.Process] = []
+    for pid in list(pool._processes or ()):  # the pool names its processes only here
+        try:
+            process = psutil.Process(pid)
+            tree += [process, *process.children(recursive=True)]
+        except psutil.Error:
+            continue
+    for process in tree:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+        _kill_group(process.pid)

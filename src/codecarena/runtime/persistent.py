@@ -14,13 +14,23 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import psutil
 
-from codecarena.runtime.guard import _kill_group, tree_rss
+from codecarena.runtime.guard import _kill_group, parent_death_preexec, tree_rss
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
+
+
+def _lifeline() -> Callable[[], None] | None:
+    """How the worker dies with this process. The kernel's parent-death signal follows the thread
+    that started the child, so it is asked for only from the main thread, which lives as long as the
+    process (a row runner's; the service's first worker). A worker restarted from a request thread
+    relies on its stdin instead: when this process dies the pipe closes and the worker exits after
+    the job it holds."""
+    return parent_death_preexec() if threading.current_thread() is threading.main_thread() else None
 
 
 class WorkerFailed(RuntimeError):
@@ -46,7 +56,8 @@ class PersistentWorker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         proc = subprocess.Popen([self.python, "-m", "codecarena.worker", "--persistent"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True,
+                                preexec_fn=_lifeline())
         self._proc, self.fired, self.timed_out, self.starts = proc, False, False, self.starts + 1
         threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
         return proc
