@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import io
@@ -16,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -34,16 +35,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+def start(*args: str, env: dict[str, str] | None = None, log: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """A service on a free port, up and answering /health. Its output goes to `log` when given (a
+    test can read it while the service runs), else to a pipe."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "codecarena", "serve", "--port", str(port), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+    with open(log, "w") if log is not None else contextlib.nullcontext(subprocess.PIPE) as output:
+        proc = subprocess.Popen([sys.executable, "-m", "codecarena", "serve", "--port", str(port), *args],
+                                stdout=output, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, **(env or {})}, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 300
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"service exited: {proc.stdout.read()}")  # type: ignore[union-attr]
+            raise AssertionError(f"service exited: {log.read_text() if log else proc.stdout.read()}")  # type: ignore[union-attr]
         try:
             with urllib.request.urlopen(url + "/health", timeout=2):
                 return proc, url
@@ -111,11 +115,11 @@ def _wav(rate: int, channels: int = 1, seconds: float = 0.5) -> bytes:
 
 @pytest.mark.parametrize("path, body, status, needle", [
     ("/v1/encode", b"", 400, "empty request body"),
-    ("/v1/encode", b"not audio at all", 400, "not a readable audio file"),
+    ("/v1/encode", b"not audio at all", 400, "request body: unreadable audio"),
     ("/v1/encode", "wav8k", 422, "sample rate 8000 Hz is not supported"),
     ("/v1/encode", "stereo", 422, "2 channels"),
     ("/v1/encode", "big", 413, "over this service's limit"),
-    ("/v1/encode", "truncated", 400, "truncated wav"),
+    ("/v1/encode", "truncated", 400, "request body: truncated"),
     ("/v1/decode", b"CCAP garbage", 400, "corrupt payload"),
     ("/v1/decode", "other_codec", 409, "payload is for codec pcm:16"),
 ])
@@ -190,11 +194,9 @@ def test_service_check_verifies_a_local_service(opus_service: str, tmp_path: Pat
     assert "does not prove what a remote server runs" in result.stdout
 
 
-def test_service_check_never_verifies_a_declaration_it_cannot_inspect(opus_service: str, tmp_path: Path) -> None:
-    declared = get_json(opus_service + "/v1/provenance")
-    declared["pid"] = 0  # what a remote server would look like: no local process to inspect
-    declared["sources"]["launcher"]["sha256"] = "0" * 64
-
+@contextlib.contextmanager
+def impostor(declared: dict[str, Any]) -> Iterator[str]:
+    """A plain HTTP server on 127.0.0.1 that answers every GET with `declared`."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             body = json.dumps(declared).encode()
@@ -210,9 +212,19 @@ def test_service_check_never_verifies_a_declaration_it_cannot_inspect(opus_servi
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        result = codecarena("service-check", f"http://127.0.0.1:{server.server_port}", "--json", tmp_path / "c.json")
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
+        server.server_close()
+
+
+def test_service_check_never_verifies_a_declaration_it_cannot_inspect(opus_service: str, tmp_path: Path) -> None:
+    declared = get_json(opus_service + "/v1/provenance")
+    declared["pid"] = 0  # what a remote server would look like: no local process to inspect
+    declared["sources"]["launcher"]["sha256"] = "0" * 64
+
+    with impostor(declared) as url:
+        result = codecarena("service-check", url, "--json", tmp_path / "c.json")
     check = json.loads((tmp_path / "c.json").read_text())
     assert result.returncode == 1 and not check["verified"] and not check["all_match_local"]
     assert "NOT VERIFIED (declaration only)" in result.stdout and "launcher" in result.stdout
@@ -228,6 +240,9 @@ def test_stable_codec_activations_are_declared_and_off_by_default(runtime_env, c
         assert declared["sources"]["variant"]["sha256"] == hashlib.sha256(
             (SRC / "variants" / "eager_snake_v1.py").read_bytes()).hexdigest()
         assert declared["weights"] == "synthetic" and len(declared["checkpoint"]["sha256"]) == 64
+        # The cached synthetic checkpoint it names is hashed by service-check too.
+        checked = codecarena("service-check", url, env=env)
+        assert checked.returncode == 0 and "VERIFIED: local process" in checked.stdout, checked.stdout + checked.stderr
         status, headers, payload = post(url + "/v1/encode", clip)
         assert status == 200 and headers["x-codecarena-variant"] == "eager_snake_v1"
         assert decode_payload(payload).variant == "eager_snake_v1"

@@ -205,6 +205,10 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
 
     from codecarena.codecs.base import to_int16
 
+    # The payload's header is a claim: restoring to a rate or length the codes do not hold would
+    # write (and allocate) whatever a forged header asks for, so both are checked before restoring.
+    if payload.sample_rate != job.arena_rate:
+        raise ValueError(f"{job.input}: payload declares {payload.sample_rate} Hz, the arena runs at {job.arena_rate} Hz")
     decoded = _timed(lambda: adapter.decode(payload), times, "compute_s")
     audio = np.asarray(decoded.audio, dtype=np.float64)
     nonfinite = int(np.count_nonzero(~np.isfinite(audio)))
@@ -215,6 +219,10 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
         audio = soxr.resample(audio, decoded.sample_rate, payload.sample_rate, quality="HQ")
     resampled = len(audio)
     target = payload.num_samples
+    tolerance = adapter.length_tolerance(payload.sample_rate)
+    if abs(resampled - target) > tolerance:
+        raise ValueError(f"{job.input}: decoded length was off by {abs(resampled - target)} samples from the "
+                         f"declared {target} before restoration, beyond the codec's tolerance of {tolerance}")
     trimmed = max(0, resampled - target)
     padded = max(0, target - resampled)
     restored = np.concatenate([audio[:target], np.zeros(padded)])
@@ -223,8 +231,11 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     def write() -> None:
         out = Path(job.output)
         tmp = out.with_name(f".{out.name}.tmp")
-        sf.write(tmp, pcm, payload.sample_rate, subtype="PCM_16", format="WAV")
-        tmp.replace(out)
+        try:
+            sf.write(tmp, pcm, payload.sample_rate, subtype="PCM_16", format="WAV")
+            tmp.replace(out)
+        finally:
+            tmp.unlink(missing_ok=True)  # a full disk must not leave half a wav behind
 
     _timed(write, times, "io_s")
     _warm(lambda: adapter.decode(payload), job.warm_repeats, warm)
@@ -235,7 +246,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
         "decoded_samples_arena": resampled,
         "trimmed_samples": trimmed,
         "padded_samples": padded,
-        "length_tolerance": adapter.length_tolerance(payload.sample_rate),
+        "length_tolerance": tolerance,
         "clipped_samples": int(np.count_nonzero((pcm == 32767) | (pcm == -32768))),
         "rms_dbfs": 20 * math.log10(rms) if rms > 0 else None,
     }
