@@ -18,8 +18,8 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.datasets import load_smoke
-from codecarena.environment import cpu_model
-from codecarena.metrics.registry import METRICS, available
+from codecarena.machine import cpu_model
+from codecarena.metrics.declarations import METRICS, available
 from codecarena.metrics.scorer import Scorer, UtteranceInfo
 
 

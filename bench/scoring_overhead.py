@@ -22,7 +22,7 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.metrics.guarded import GuardedScorer
-from codecarena.metrics.registry import select
+from codecarena.metrics.declarations import select
 from codecarena.metrics.scorer import Scorer, UtteranceInfo
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 

@@ -40,9 +40,9 @@ from pathlib import Path
 import soundfile as sf
 import soxr
 
-from codecarena.codecs.catalog import FAMILIES
+from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import load_smoke
-from codecarena.environment import cpu_model
+from codecarena.machine import cpu_model
 from codecarena.specs import parse_spec
 from codecarena.worker import make_payload
 

@@ -70,8 +70,7 @@ def test_decode_worker_rejects_a_bad_payload_with_its_path(tmp_path: Path, damag
     audio = tmp_path / "ref.wav"
     shutil.copy(mirror / SHORT_CLIPS[0], audio)
     payload = tmp_path / "p.ccap"
-    enc = Job(version=1, stage="encode", input=str(audio), output=str(payload), report=str(tmp_path / "e.json"),
-              codec="codec2:3200", arena_rate=16000, warm_repeats=0)
+    enc = Job.encode(audio, payload, tmp_path / "e.json", "codec2:3200")
     write_job(tmp_path / "e.job.json", enc)
     subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "e.job.json")], check=True,
                    capture_output=True)
@@ -83,8 +82,7 @@ def test_decode_worker_rejects_a_bad_payload_with_its_path(tmp_path: Path, damag
     else:
         data = bytearray(audio.read_bytes())
     payload.write_bytes(bytes(data))
-    dec = Job(version=1, stage="decode", input=str(payload), output=str(tmp_path / "d.wav"),
-              report=str(tmp_path / "d.json"), codec="", arena_rate=16000, warm_repeats=0)
+    dec = Job.decode(payload, tmp_path / "d.wav", tmp_path / "d.json")
     write_job(tmp_path / "d.job.json", dec)
     proc = subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "d.job.json")],
                           capture_output=True)
@@ -106,8 +104,7 @@ def test_wrong_sample_rate_reference_is_refused_by_the_encoder(tmp_path: Path) -
 
     audio = tmp_path / "ref8k.wav"
     sf.write(audio, np.zeros(8000, dtype=np.int16), 8000, subtype="PCM_16")
-    job = Job(version=1, stage="encode", input=str(audio), output=str(tmp_path / "p.ccap"),
-              report=str(tmp_path / "e.json"), codec="pcm:16", arena_rate=16000, warm_repeats=0)
+    job = Job.encode(audio, tmp_path / "p.ccap", tmp_path / "e.json", "pcm:16")
     write_job(tmp_path / "e.job.json", job)
     proc = subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "e.job.json")],
                           capture_output=True)

@@ -159,8 +159,7 @@ def _fresh_decode(tmp_path: Path, payload_path: Path, name: str) -> tuple[bytes,
     job_path = tmp_path / f"{name}.job.json"
     wav = tmp_path / f"{name}.wav"
     report = tmp_path / f"{name}.report.json"
-    write_job(job_path, Job(version=1, stage="decode", input=str(payload_path), output=str(wav),
-                            report=str(report), codec="", arena_rate=16000, warm_repeats=0))
+    write_job(job_path, Job.decode(payload_path, wav, report))
     proc = subprocess.run([sys.executable, "-m", "codecarena.worker", str(job_path)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

@@ -18,21 +18,14 @@ import numpy as np
 import pytest
 
 from codecarena.datasets import smoke_manifest
-from codecarena.results.compare import (
-    IDENTICAL,
-    CompareError,
-    add_parser,
-    bootstrap_ci,
-    bootstrap_means,
-    compare_runs,
-    parse_pairs,
-    percentile_interval,
-    render_text,
-    run,
-)
+from codecarena.commands.compare import add_parser, run
+from codecarena.results.bootstrap import bootstrap_ci, bootstrap_means, percentile_interval
+from codecarena.results.compare import IDENTICAL, CompareError, compare_runs, parse_pairs
+from codecarena.results.compare_text import render_text
 from codecarena.results.schema import parse_row
-from codecarena.files import write_json
-from codecarena.results.store import load_rows, read_json, rewrite_rows
+from codecarena.files import read_json, write_json
+from codecarena.results.record import load_run
+from codecarena.results.store import rewrite_rows
 
 DATA = Path(os.environ.get("CODECARENA_DATA", "/work/shared/data/speech"))
 CLIPS = ("en_ljspeech_LJ002-0020.wav", "en_ljspeech_LJ002-0035.wav")
@@ -89,7 +82,10 @@ def write_run(folder: Path, rows: list[dict[str, Any]], utterances: list[tuple[s
                      for c in codecs},
         "plan": {"set": set_name, "manifest_sha256": manifest or sha(json.dumps(utterances)),
                  "utterances": [list(u) for u in utterances], "arena_rate": arena_rate,
-                 "codecs": [{"codec": c, "config": {}} for c in codecs], "metrics": []},
+                 "codecs": [{"codec": c, "config": {}} for c in codecs], "metrics": [], "weights": "real",
+                 "variant": {"name": ""}, "warm_repeats": 2, "mode": "cold", "cold_sample": None, "replay_sample": None,
+                 "runtimes": [], "asr_models": []},
+        "plan_sha256": "d" * 64, "execution": {"executor": "local", "workers": 1},
     }
     write_json(folder / "run.json", info)
     (folder / "rows.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
@@ -391,7 +387,7 @@ def add_noise(run_dir: Path, out: Path, snr_db: float = 15.0, seed: int = 0) -> 
 
     shutil.copytree(run_dir, out)
     rng = np.random.default_rng(seed)
-    rows, _ = load_rows(out)
+    rows = load_run(out).rows
     new_rows = []
     for row in rows:
         path = out / row.decoded
@@ -449,7 +445,7 @@ def test_added_noise_shows_a_pesq_drop_whose_interval_excludes_zero(two_runs: tu
 
     from codecarena.metrics.signal import score_signal
 
-    for row in load_rows(noisy)[0]:
+    for row in load_run(noisy).rows:
         ref, _ = sf.read(noisy / row.reference, dtype="float64")
         dec, _ = sf.read(noisy / row.decoded, dtype="float64")
         assert score_signal(ref, dec, {"pesq_wb"})["pesq_wb"]["value"] == row.metrics["pesq_wb"]["value"]

@@ -14,7 +14,6 @@ import pytest
 import soundfile as sf
 
 from codecarena.metrics.content import (
-    ASR_OUTPUTS,
     Transcriber,
     char_error_rate,
     default_asr_model_dir,
@@ -22,6 +21,7 @@ from codecarena.metrics.content import (
     normalize_text,
     word_error_rate,
 )
+from codecarena.metrics.declarations import ASR_OUTPUTS
 from conftest import need_mirror
 
 # --------------------------------------------------------------------------- #

@@ -93,8 +93,7 @@ def test_a_decoder_with_other_weights_refuses_the_payload(dac_run: Path, dac_env
     payload = read_payload(dac_run / row["payload"])
     forged = dataclasses.replace(payload, checkpoint={**payload.checkpoint, "sha256": "0" * 64})
     write_payload(tmp_path / "forged.ccap", forged)
-    job = Job(version=1, stage="decode", input=str(tmp_path / "forged.ccap"), output=str(tmp_path / "d.wav"),
-              report=str(tmp_path / "r.json"), codec="", arena_rate=16000, warm_repeats=0)
+    job = Job.decode(tmp_path / "forged.ccap", tmp_path / "d.wav", tmp_path / "r.json")
     write_job(tmp_path / "job.json", job)
     proc = subprocess.run([runtime_python(dac_env, "dac"), "-m", "codecarena.worker", str(tmp_path / "job.json")],
                           capture_output=True, env={**os.environ, **dac_env}, check=False)

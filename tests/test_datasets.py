@@ -27,12 +27,11 @@ from codecarena import datasets
 from codecarena.datasets import (
     DatasetError,
     default_cache_dir,
-    download_verified,
     load_input_dir,
     load_smoke,
-    sha256_file,
     smoke_manifest,
 )
+from codecarena.files import DownloadError, download_verified, sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("CODECARENA_DATA") or "/work/shared/data/speech")
@@ -299,7 +298,7 @@ def test_download_verified_direct(origin: _Server, tmp_path: Path) -> None:
     size = origin.path_for(url).stat().st_size
     dest = tmp_path / "dl" / "x.wav"
 
-    with pytest.raises(DatasetError, match=f"expected {size + 1} bytes, got {size}"):
+    with pytest.raises(DownloadError, match=f"expected {size + 1} bytes, got {size}"):
         download_verified(url, dest, sha, size=size + 1)
     assert not dest.parent.exists() or not list(dest.parent.iterdir())
 
@@ -308,7 +307,7 @@ def test_download_verified_direct(origin: _Server, tmp_path: Path) -> None:
     download_verified(url, dest, sha)
     assert len(origin.requests) == n  # already there with the right hash: no request
 
-    with pytest.raises(DatasetError, match=r"download failed \(HTTP Error 404"):
+    with pytest.raises(DownloadError, match=r"download failed \(HTTP Error 404"):
         download_verified(origin.base + "no/such/file.wav", tmp_path / "dl" / "y.wav", sha)
     assert sorted(p.name for p in dest.parent.iterdir()) == ["x.wav"]
 

@@ -91,8 +91,7 @@ def test_a_decoder_with_other_weights_refuses_the_payload(encodec_run: Path, enc
     payload = read_payload(encodec_run / row["payload"])
     forged = dataclasses.replace(payload, checkpoint={**payload.checkpoint, "sha256": "0" * 64})
     write_payload(tmp_path / "forged.ccap", forged)
-    job = Job(version=1, stage="decode", input=str(tmp_path / "forged.ccap"), output=str(tmp_path / "d.wav"),
-              report=str(tmp_path / "r.json"), codec="", arena_rate=16000, warm_repeats=0)
+    job = Job.decode(tmp_path / "forged.ccap", tmp_path / "d.wav", tmp_path / "r.json")
     write_job(tmp_path / "job.json", job)
     proc = subprocess.run([runtime_python(encodec_env, "encodec"), "-m", "codecarena.worker", str(tmp_path / "job.json")],
                           capture_output=True, env={**__import__("os").environ, **encodec_env})

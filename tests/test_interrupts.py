@@ -246,8 +246,7 @@ def test_a_busy_persistent_worker_dies_when_its_parent_is_killed(tmp_path: Path)
         from codecarena.runtime.persistent import PersistentWorker
         from codecarena.runtime.protocol import Job
         work = Path({str(tmp_path)!r})
-        job = Job(version=1, stage="decode", input=str(work / "in.ccap"), output=str(work / "out.wav"),
-                  report=str(work / "report.json"), codec="", arena_rate=16000, warm_repeats=0)
+        job = Job.decode(work / "in.ccap", work / "out.wav", work / "report.json")
         PersistentWorker({str(busy)!r}, 1 << 30, work / "worker.log").submit(job, work / "job.json")
     """)
     _assert_child_dies_with_parent(parent)

@@ -69,8 +69,7 @@ def test_a_tampered_model_file_is_refused_before_loading(tmp_path: Path, name: s
     audio = tmp_path / "a.wav"
     shutil.copy(Path(os.environ.get("CODECARENA_DATA", REPO.parent / "shared" / "data" / "speech"))
                 / SHORT_CLIPS[0], audio)
-    job = Job(version=1, stage="encode", input=str(audio), output=str(tmp_path / "p.ccap"),
-              report=str(tmp_path / "r.json"), codec="lyra:3200", arena_rate=16000, warm_repeats=0)
+    job = Job.encode(audio, tmp_path / "p.ccap", tmp_path / "r.json", "lyra:3200")
     write_job(tmp_path / "job.json", job)
     proc = subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "job.json")],
                           capture_output=True, env={**os.environ, "CODECARENA_MODELS": str(mirror)})
@@ -202,8 +201,7 @@ def test_shuffled_packets_decode_far_worse(lyra_run: Path, tmp_path: Path) -> No
     shuffled = dataclasses.replace(payload, streams=(PacketStream("lyra", tuple(packets[i] for i in order)),))
     assert isinstance(shuffled, Payload)
     write_payload(tmp_path / "shuffled.ccap", shuffled)
-    job = Job(version=1, stage="decode", input=str(tmp_path / "shuffled.ccap"), output=str(tmp_path / "s.wav"),
-              report=str(tmp_path / "r.json"), codec="", arena_rate=16000, warm_repeats=0)
+    job = Job.decode(tmp_path / "shuffled.ccap", tmp_path / "s.wav", tmp_path / "r.json")
     write_job(tmp_path / "job.json", job)
     subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / "job.json")], check=True,
                    capture_output=True, env={**os.environ, "CODECARENA_MODELS": str(MODELS)})

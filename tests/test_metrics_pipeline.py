@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
-from codecarena.metrics.registry import METRICS, select
+from codecarena.metrics.declarations import METRICS, select
 from codecarena.metrics.scorer import metrics_code_sha256
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from codecarena.registry.audit import audit, list_rows, pins_complete
+from codecarena.registry.rules import list_rows, pins_complete, rule_problems
 from codecarena.registry.entries import (
     Entry,
     PartialCheckpoint,
@@ -85,7 +85,7 @@ def mentions(problems: list[str], *needles: str) -> bool:
 def test_shipped_registry_parses_and_passes_the_audit() -> None:
     entries = load_all()
     assert [e.id for e in entries] == sorted(e.id for e in entries)
-    assert audit(entries) == []
+    assert rule_problems(entries) == []
 
 
 def test_shipped_registry_has_every_census_system_and_the_pcm_control() -> None:
@@ -129,7 +129,7 @@ def test_entry_for_family_and_list_rows() -> None:
 def test_a_minimal_entry_parses_and_is_pinned() -> None:
     entry = parse_entry(toml(), "toy.toml")
     assert entry.id == "toy" and entry.kind == "codec" and pins_complete(entry)
-    assert audit([entry, *load_all()]) == []
+    assert rule_problems([entry, *load_all()]) == []
 
 
 @pytest.mark.parametrize(("text", "key"), [
@@ -163,18 +163,18 @@ def test_unpinned_needs_a_reason_and_a_codec_needs_a_role() -> None:
 # --- one failing case per auditor rule ----------------------------------------------------------------
 
 def test_duplicate_id() -> None:
-    assert mentions(audit([*load_all(), lyra()]), "lyra_v2: duplicate id")
+    assert mentions(rule_problems([*load_all(), lyra()]), "lyra_v2: duplicate id")
 
 
 def test_a_role_no_entry_covers() -> None:
     entries = [e for e in load_all() if "communication_anchor" not in e.roles]
-    assert audit(entries) == ["registry: no entry covers role 'communication_anchor'"]
+    assert rule_problems(entries) == ["registry: no entry covers role 'communication_anchor'"]
 
 
 def test_frontier_teachers_that_are_all_low_bit() -> None:
     entries = [e for e in load_all() if not ("frontier_teacher" in e.roles and "low_bit_teacher" not in e.roles)]
     assert any("frontier_teacher" in e.roles for e in entries)
-    assert audit(entries) == ["registry: every frontier_teacher is also a low_bit_teacher (need one that is not)"]
+    assert rule_problems(entries) == ["registry: every frontier_teacher is also a low_bit_teacher (need one that is not)"]
 
 
 @pytest.mark.parametrize(("changes", "gap"), [
@@ -185,23 +185,23 @@ def test_frontier_teachers_that_are_all_low_bit() -> None:
     ({"source_repository": ""}, "source repository not recorded"),
 ])
 def test_a_floating_source_above_unpinned(changes: dict[str, str], gap: str) -> None:
-    assert mentions(audit([lyra(status="registered", **changes)]), "lyra_v2: status 'registered' but", gap)
+    assert mentions(rule_problems([lyra(status="registered", **changes)]), "lyra_v2: status 'registered' but", gap)
     # The same entry marked unpinned is honest about it.
-    assert not mentions(audit([lyra(status="unpinned", status_reason="x", **changes)]), gap)
+    assert not mentions(rule_problems([lyra(status="unpinned", status_reason="x", **changes)]), gap)
 
 
 def test_commit_prefix_parses_but_is_refused_above_unpinned() -> None:
     entry = parse_entry(toml(status="scored", source='commit_prefix = "47698da"'), "toy.toml")
-    assert mentions(audit([entry]), "toy: status 'scored' but source records commit_prefix")
+    assert mentions(rule_problems([entry]), "toy: status 'scored' but source records commit_prefix")
 
 
 def test_a_partial_checkpoint_above_unpinned() -> None:
     tables = '[checkpoint]\npartial = true\nknown = "revision 47698da…, no URL"\n'
     entry = parse_entry(toml(status="scored", tables=tables), "toy.toml")
     assert entry.checkpoint is None and entry.partial_checkpoint == PartialCheckpoint("revision 47698da…, no URL")
-    assert mentions(audit([entry]), "toy: status 'scored' but checkpoint is partial")
+    assert mentions(rule_problems([entry]), "toy: status 'scored' but checkpoint is partial")
     unpinned = parse_entry(toml(status="unpinned", tables=tables), "toy.toml")
-    assert not mentions(audit([unpinned]), "checkpoint is partial")
+    assert not mentions(rule_problems([unpinned]), "checkpoint is partial")
 
 
 @pytest.mark.parametrize(("change", "gap"), [
@@ -214,29 +214,29 @@ def test_an_incomplete_checkpoint_file_above_unpinned(change: dict[str, object],
     assert checkpoint is not None
     files = (dataclasses.replace(checkpoint.files[0], **change), *checkpoint.files[1:])  # type: ignore[arg-type]
     entry = lyra(checkpoint=dataclasses.replace(checkpoint, files=files))
-    assert mentions(audit([entry]), "lyra_v2: status 'streaming_verified' but", gap)
+    assert mentions(rule_problems([entry]), "lyra_v2: status 'streaming_verified' but", gap)
 
 
 def test_a_checkpoint_revision_that_is_not_a_commit() -> None:
     checkpoint = load_entry("lyra_v2").checkpoint
     assert checkpoint is not None
     entry = lyra(checkpoint=dataclasses.replace(checkpoint, revision="v1.3.2"))
-    assert mentions(audit([entry]), "lyra_v2:", "revision 'v1.3.2' is not a full 40-hex commit")
+    assert mentions(rule_problems([entry]), "lyra_v2:", "revision 'v1.3.2' is not a full 40-hex commit")
 
 
 def test_an_unknown_status() -> None:
-    assert mentions(audit([lyra(status="benchmarked")]), "lyra_v2: unknown status 'benchmarked'")
+    assert mentions(rule_problems([lyra(status="benchmarked")]), "lyra_v2: unknown status 'benchmarked'")
 
 
 def test_unpinned_with_every_pin_complete_must_be_promoted() -> None:
-    assert mentions(audit([lyra(status="unpinned", status_reason="x")]), "promote it to 'registered'")
+    assert mentions(rule_problems([lyra(status="unpinned", status_reason="x")]), "promote it to 'registered'")
 
 
 def test_an_isolated_runtime_without_its_lock() -> None:
     entry = lyra(runtime=Runtime("3.11", "isolated", "registry/locks/nonesuch.txt"))
-    assert mentions(audit([entry]), "lyra_v2: isolated runtime lock", "missing")
+    assert mentions(rule_problems([entry]), "lyra_v2: isolated runtime lock", "missing")
     pinned = lyra(runtime=Runtime("3.11", "isolated", "registry/locks/encodec.txt", ("torch==2.12.0",)))
-    assert mentions(audit([pinned]), "runtime package 'torch==2.12.0' is not in its lock")
+    assert mentions(rule_problems([pinned]), "runtime package 'torch==2.12.0' is not in its lock")
 
 
 # --- check_local --------------------------------------------------------------------------------------
@@ -258,12 +258,12 @@ def mirror(tmp_path: Path) -> Path:
 
 
 def test_check_local_passes_on_the_real_mirror(mirror: Path) -> None:
-    assert audit(load_all(), check_local=True, models_dir=mirror) == []
+    assert rule_problems(load_all(), check_local=True, models_dir=mirror) == []
 
 
 def test_check_local_a_missing_checkpoint_file(mirror: Path) -> None:
     (mirror / "lyra_v2" / "lyragan.tflite").unlink()
-    problems = audit([lyra(status="scored")], check_local=True, models_dir=mirror)
+    problems = rule_problems([lyra(status="scored")], check_local=True, models_dir=mirror)
     assert mentions(problems, "lyra_v2: status 'scored' but checkpoint absent or different",
                     "lyragan.tflite: checkpoint file missing")
 
@@ -273,28 +273,28 @@ def test_check_local_a_tampered_checkpoint_file(mirror: Path) -> None:
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x01
     victim.write_bytes(bytes(data))
-    problems = audit([lyra(status="scored")], check_local=True, models_dir=mirror)
+    problems = rule_problems([lyra(status="scored")], check_local=True, models_dir=mirror)
     assert mentions(problems, "lyra_v2: status 'scored' but", "quantizer.tflite: sha256 mismatch")
     # Below `installed` nothing local is claimed, so nothing local is checked.
-    assert own(audit([lyra(status="registered")], check_local=True, models_dir=mirror)) == []
+    assert own(rule_problems([lyra(status="registered")], check_local=True, models_dir=mirror)) == []
 
 
 def test_check_local_a_main_package_at_another_version() -> None:
     entry = dataclasses.replace(load_entry("opus"), status="installed",
                                 runtime=Runtime("3.11", "main", "", ("av==0.0.1", "no-such-package-xyz==1.0")))
-    problems = audit([entry], check_local=True)
+    problems = rule_problems([entry], check_local=True)
     assert mentions(problems, "opus: status 'installed' but runtime package av==0.0.1 is not installed (found ")
     assert mentions(problems, "no-such-package-xyz==1.0 is not installed (found nothing)")
-    assert own(audit([load_entry("opus"), load_entry("codec2"), load_entry("pcm")], check_local=True)) == []
+    assert own(rule_problems([load_entry("opus"), load_entry("codec2"), load_entry("pcm")], check_local=True)) == []
 
 
 def test_check_local_an_isolated_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     entry = dataclasses.replace(load_entry("opus"), status="installed",
                                 runtime=Runtime("3.11", "isolated", "registry/locks/encodec.txt"))
-    fake = types.ModuleType("codecarena.runtime.envs")
+    fake = types.ModuleType("codecarena.runtime.venvs")
     fake.env_dir = lambda registry_id: tmp_path / "envs" / registry_id  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "codecarena.runtime.envs", fake)
-    assert mentions(audit([entry], check_local=True), "opus: status 'installed' but isolated runtime absent")
+    monkeypatch.setitem(sys.modules, "codecarena.runtime.venvs", fake)
+    assert mentions(rule_problems([entry], check_local=True), "opus: status 'installed' but isolated runtime absent")
     (tmp_path / "envs" / "opus").mkdir(parents=True)
     (tmp_path / "envs" / "opus" / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    assert own(audit([entry], check_local=True)) == []
+    assert own(rule_problems([entry], check_local=True)) == []

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,12 @@ import pytest
 import soundfile as sf
 from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror
 
+from codecarena.commands import leaderboard as leaderboard_command
+from codecarena.commands import report as report_command
+from codecarena.results import compare, compare_text, leaderboard_export, report
 from codecarena.results import leaderboard as lb
-from codecarena.results import report
+from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, fmt_num, fmt_signed, metric_cell
+from codecarena.results.report import audio, markup, plots
 from codecarena.results.schema import parse_row
 from codecarena.files import write_json
 from codecarena.results.store import append_row
@@ -146,8 +149,10 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                                     for _, f, _, _ in codecs},
         "plan": {"set": set_name, "manifest_sha256": manifest, "utterances": [[u, "c" * 64] for u in utterances],
                  "codecs": [{"codec": c, "config": {}} for c, _, _, _ in codecs], "arena_rate": rate,
-                 "warm_repeats": 2, "memory_limit_bytes": 2**33, "metrics": ["pesq_wb", "stoi", "asr"]},
-        "plan_sha256": "d" * 64, "finished": True,
+                 "weights": "real", "variant": {"name": ""}, "warm_repeats": 2, "mode": "cold", "cold_sample": None,
+                 "replay_sample": None, "memory_limit_bytes": 2**33, "metrics": ["pesq_wb", "stoi", "asr"],
+                 "runtimes": [], "asr_models": []},
+        "plan_sha256": "d" * 64, "execution": {"executor": "local", "workers": 1}, "finished": True,
     })
     return run_dir
 
@@ -190,23 +195,37 @@ def test_pareto_front_higher_is_better() -> None:
     xs = [0.7, 1.0, 2.0, 3.2, 3.2, 6.0, 256.0]
     ys = [1.2, 2.0, 1.5, 3.0, 2.5, 3.0, 4.6]
     # 2: more bits and worse than 1; 4: same bits, worse than 3; 5: more bits, same quality as 3
-    assert report.pareto_front(xs, ys) == [0, 1, 3, 6]
+    assert plots.pareto_front(xs, ys) == [0, 1, 3, 6]
 
 
 def test_pareto_front_lower_is_better() -> None:
     xs = [0.7, 1.0, 3.2, 6.0, 12.0]
     dwer = [0.48, 0.50, 0.05, 0.10, 0.0]
-    assert report.pareto_front(xs, dwer, lower_is_better=True) == [0, 2, 4]
+    assert plots.pareto_front(xs, dwer, lower_is_better=True) == [0, 2, 4]
     # the same points read as higher-is-better give another frontier
-    assert report.pareto_front(xs, dwer) == [0, 1]
+    assert plots.pareto_front(xs, dwer) == [0, 1]
 
 
 def test_pareto_front_ties_and_single_point() -> None:
-    assert report.pareto_front([1.0, 1.0, 2.0], [3.0, 3.0, 3.0]) == [0, 1]  # identical points both stay
-    assert report.pareto_front([5.0], [1.0]) == [0]
-    assert report.pareto_front([], []) == []
+    assert plots.pareto_front([1.0, 1.0, 2.0], [3.0, 3.0, 3.0]) == [0, 1]  # identical points both stay
+    assert plots.pareto_front([5.0], [1.0]) == [0]
+    assert plots.pareto_front([], []) == []
     with pytest.raises(ValueError):
-        report.pareto_front([1.0], [])
+        plots.pareto_front([1.0], [])
+
+
+# ------------------------------------------------------------------------------------------------
+# Number formatting (terminal, report, leaderboard, compare)
+
+
+def test_one_set_of_number_formatters() -> None:
+    assert (fmt_num(None), fmt_num(float("nan")), fmt_num(2.0), fmt_num(0.00012, 4)) == ("-", "-", "2.000", "0.0001")
+    assert (fmt_signed(0.25), fmt_signed(-0.00004), fmt_signed(None)) == ("+0.2500", "-0.0000", "-")
+    assert (fmt_kbps(6000.0), fmt_kbps(5423.4, 2), fmt_kbps(None)) == ("6.000", "5.42", "-")
+    assert (fmt_mib(3 * 2**20), fmt_mib(1_804_172, 2), fmt_mib(None)) == ("3", "1.72", "-")
+    assert fmt_cold_warm({"cold_rtf_median": 0.05, "warm_rtf_median": None}) == "0.050/-"
+    assert metric_cell({"mean": 3.0, "n_failed": 1, "n_not_applicable": 2}) == "3.000 (1 failed, 2 n/a)"
+    assert (metric_cell({"mean": None, "n_failed": 0, "n_not_applicable": 0}), metric_cell(None)) == ("-", "-")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -233,7 +252,7 @@ def test_synthetic_weights_and_other_machines_are_kept_apart(tmp_path: Path) -> 
     other = make_run(tmp_path, "other", [("opus:6k", "opus", "none", 6.0)], cpu="Other CPU", cpu_count=16, seed=2)
     board = lb.compute([real, synth, other])
     by_id = {g.id: g for g in board.groups}
-    assert [(g.key.weights, g.runs) for g in board.groups] == [("real", [0]), ("synthetic", [1]), ("real", [2])]
+    assert [(g.key.weights_class, g.runs) for g in board.groups] == [("real", [0]), ("synthetic", [1]), ("real", [2])]
     assert any("weights differ" in r and "synthetic weights measure the pipeline" in r for r in by_id["G2"].reasons)
     assert any("machine differs" in r and "Other CPU x16" in r for r in by_id["G3"].reasons)
     # the real lyra ranks with opus (DSP), the synthetic lyra is alone
@@ -281,10 +300,10 @@ def test_leaderboard_export_round_trip(tmp_path: Path, fmt: str) -> None:
     a = make_run(tmp_path, "a", CODECS, fail=("opus:6k", "utt_c"))
     b = make_run(tmp_path, "b", [("lyra:3200", "lyra", "synthetic", 3.2)], seed=4)
     board = lb.compute([a, b])
-    columns, records = lb.flatten(board)
+    columns, records = leaderboard_export.flatten(board)
     out = tmp_path / f"board.{fmt}"
-    lb.write_export(board, fmt, out)
-    back = lb.read_export(out)
+    leaderboard_export.write_export(board, fmt, out)
+    back = leaderboard_export.read_export(out)
     assert back == records  # every value, type and None survives (floats bit for bit)
     assert [name for name, _ in columns][:4] == ["group", "run", "run_label", "codec"]
     assert {"pesq_wb_mean", "pesq_wb_n_failed", "dwer_n_not_applicable"} <= set(back[0])
@@ -300,36 +319,34 @@ def test_leaderboard_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     a = make_run(tmp_path, "a", CODECS)
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    lb.add_parser(sub)
-    assert lb.run(parser.parse_args(["leaderboard", str(a), "--format", "csv"])) == 0
+    leaderboard_command.add_parser(sub)
+    assert leaderboard_command.run(parser.parse_args(["leaderboard", str(a), "--format", "csv"])) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[0].startswith("group,run,run_label,codec,")
     assert len(text.splitlines()) == 1 + len(CODECS)
-    assert lb.run(parser.parse_args(["leaderboard", str(a)])) == 0  # the rich table
+    assert leaderboard_command.run(parser.parse_args(["leaderboard", str(a)])) == 0  # the rich table
     out = capsys.readouterr().out
     assert "opus:6k" in out and "PESQ-WB" in out
     with pytest.raises(lb.LeaderboardError, match="needs --out"):
-        lb.run(parser.parse_args(["leaderboard", str(a), "--format", "parquet"]))
+        leaderboard_command.run(parser.parse_args(["leaderboard", str(a), "--format", "parquet"]))
     with pytest.raises(lb.LeaderboardError, match="not a run directory"):
-        lb.run(parser.parse_args(["leaderboard", str(tmp_path)]))
+        leaderboard_command.run(parser.parse_args(["leaderboard", str(tmp_path)]))
 
 
 # ------------------------------------------------------------------------------------------------
 # The report without a browser
 
 
-def _fake_compare(monkeypatch: pytest.MonkeyPatch, with_render: bool) -> list[tuple[Path, Path]]:
+def _fake_compare(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, Path]]:
     calls: list[tuple[Path, Path]] = []
-    module = types.ModuleType("codecarena.results.compare")
 
     def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
         calls.append((Path(run_a), Path(run_b)))
         return {"a": str(run_a), "b": str(run_b)}
 
-    module.compare_runs = compare_runs  # type: ignore[attr-defined]
-    if with_render:
-        module.render_html = lambda result: f'<p class="fake-compare">{Path(result["a"]).name} vs {Path(result["b"]).name}</p>'  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "codecarena.results.compare", module)
+    monkeypatch.setattr(compare, "compare_runs", compare_runs)
+    monkeypatch.setattr(compare_text, "render_html",
+                        lambda result: f'<p class="fake-compare">{Path(result["a"]).name} vs {Path(result["b"]).name}</p>')
     return calls
 
 
@@ -337,7 +354,7 @@ def test_report_html_is_self_contained(tmp_path: Path, monkeypatch: pytest.Monke
     a = make_run(tmp_path, "a", CODECS, fail=("codec2:3200", "utt_b"))
     b = make_run(tmp_path, "b", CODECS, seed=1)  # comparable with a
     c = make_run(tmp_path, "c", [("lyra:3200", "lyra", "synthetic", 3.2)], seed=2)  # same set, synthetic weights
-    calls = _fake_compare(monkeypatch, with_render=True)
+    calls = _fake_compare(monkeypatch)
     out = report.write_report([a, b, c], tmp_path / "out" / "report.html")
     page = out.read_text()
     # nothing outside the file is referenced
@@ -365,16 +382,15 @@ def test_report_html_is_self_contained(tmp_path: Path, monkeypatch: pytest.Monke
     assert "1 failed rows" in md
 
 
-def test_report_notes_a_missing_comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_report_notes_a_failed_comparison(tmp_path: Path) -> None:
+    # Comparable runs (same set, machine and weights kind) that share no codec: compare refuses them.
     a = make_run(tmp_path, "a", CODECS[:1])
-    b = make_run(tmp_path, "b", CODECS[:1], seed=1)
-    _fake_compare(monkeypatch, with_render=False)
-    page = report.write_report([a, b], tmp_path / "r.html", audio="none").read_text()
-    assert "comparison skipped: codecarena.results.compare has no render_html" in page
+    b = make_run(tmp_path, "b", CODECS[1:2], seed=1)
+    out = report.write_report([a, b], tmp_path / "r.html", audio="none")
+    page = out.read_text()
+    assert "a -&gt; b: comparison failed (CompareError: no codec configuration is in both runs" in page
     assert "<audio" not in page and 'class="spec"' in page
-    monkeypatch.setitem(sys.modules, "codecarena.results.compare", None)  # import fails
-    page = report.write_report([a, b], tmp_path / "r.html", audio="none").read_text()
-    assert "comparison skipped: codecarena.results.compare is not available" in page
+    assert "Comparison: a -> b: comparison failed (CompareError: " in out.with_suffix(".md").read_text()
 
 
 def test_report_says_which_plots_are_skipped(tmp_path: Path) -> None:
@@ -390,27 +406,27 @@ def test_embedded_audio_is_lossless(tmp_path: Path) -> None:
     path = tmp_path / "x.wav"
     pcm = (np.random.default_rng(0).normal(0, 3000, 16000)).astype(np.int16)
     sf.write(path, pcm, 16000, subtype="PCM_16")
-    stats = report.AudioStats(mode="flac")
-    uri = report.embed_audio(path, "flac", stats)
+    stats = audio.AudioStats(mode="flac")
+    uri = audio.embed_audio(path, "flac", stats)
     assert uri.startswith("data:audio/flac;base64,")
     data, rate = sf.read(io.BytesIO(base64.b64decode(uri.split(",", 1)[1])), dtype="int16")
     assert rate == 16000 and np.array_equal(data, pcm)
     assert stats.flac == 1 and stats.bytes_embedded < stats.bytes_on_disk
-    assert report.embed_audio(path, "wav", stats) == report.data_uri(path.read_bytes(), "audio/wav")
+    assert audio.embed_audio(path, "wav", stats) == markup.data_uri(path.read_bytes(), "audio/wav")
     # float WAV has no FLAC equivalent: its own bytes go in
     fpath = tmp_path / "f.wav"
     sf.write(fpath, pcm / 32768.0, 16000, subtype="FLOAT")
-    assert report.embed_audio(fpath, "flac", stats).startswith("data:audio/wav;base64,")
+    assert audio.embed_audio(fpath, "flac", stats).startswith("data:audio/wav;base64,")
 
 
 def test_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = make_run(tmp_path, "a", CODECS[:2], audio=False)
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    report.add_parser(sub)
+    report_command.add_parser(sub)
     args = parser.parse_args(["report", str(a), "--out", str(tmp_path / "rep.html")])
     assert args.audio == "flac"
-    assert report.run(args) == 0
+    assert report_command.run(args) == 0
     assert "report:" in capsys.readouterr().out
     page = (tmp_path / "rep.html").read_text()
     assert page.count("decoded file missing") == 2 * 3  # files gone: said, not crashed

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.results.rescore import parse_sample
-from codecarena.results.store import load_rows
+from codecarena.results.record import load_run
 from codecarena.results.summary import summarize
 
 
@@ -46,7 +46,7 @@ def tampered(run: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None], 
     (row,) = [r for r in rows if (r["codec"], r["utterance"]) == (codec, utterance)]
     edit(row)
     (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (copy / "summary.json").write_text(json.dumps(summarize(load_rows(copy)[0])))
+    (copy / "summary.json").write_text(json.dumps(summarize(load_run(copy).rows)))
     return copy
 
 

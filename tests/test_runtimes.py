@@ -93,21 +93,21 @@ def test_a_family_with_incomplete_pins_is_refused(speech_dir: Path, tmp_path: Pa
 
 
 def test_a_runtime_copy_of_codecarena_is_resynced_when_the_harness_code_changes(tmp_path: Path) -> None:
-    from codecarena.runtime import envs
+    from codecarena.runtime import venvs
 
     site = tmp_path / "env" / "lib" / "site-packages"
     stale = site / "codecarena"
     stale.mkdir(parents=True)
     (stale / "worker.py").write_text("# an older worker\n")
     record = {"version": 1, "codecarena_sha256": "0" * 64, "site": str(site)}
-    (tmp_path / "env" / envs.RUNTIME_FILE).write_text(json.dumps(record))
-    synced = envs.sync_package(tmp_path / "env", record)
-    assert synced["codecarena_sha256"] == envs.package_sha256() == envs.package_sha256(stale)
+    (tmp_path / "env" / venvs.RUNTIME_FILE).write_text(json.dumps(record))
+    synced = venvs.sync_package(tmp_path / "env", record)
+    assert synced["codecarena_sha256"] == venvs.package_sha256() == venvs.package_sha256(stale)
     assert (stale / "worker.py").read_text() != "# an older worker\n"
-    assert json.loads((tmp_path / "env" / envs.RUNTIME_FILE).read_text())["codecarena_sha256"] == envs.package_sha256()
+    assert json.loads((tmp_path / "env" / venvs.RUNTIME_FILE).read_text())["codecarena_sha256"] == venvs.package_sha256()
     mtime = (stale / "worker.py").stat().st_mtime_ns
-    assert envs.sync_package(tmp_path / "env", synced) == synced
+    assert venvs.sync_package(tmp_path / "env", synced) == synced
     assert (stale / "worker.py").stat().st_mtime_ns == mtime  # current: nothing copied
     (stale / "worker.py").write_text("# tampered\n")
-    envs.sync_package(tmp_path / "env", synced)
-    assert envs.package_sha256(stale) == envs.package_sha256()  # an edited copy is replaced as well
+    venvs.sync_package(tmp_path / "env", synced)
+    assert venvs.package_sha256(stale) == venvs.package_sha256()  # an edited copy is replaced as well

@@ -341,7 +341,7 @@ def test_ray_executor_matches_local_byte_for_byte(cold_run: Path, tmp_path: Path
 @pytest.mark.slow
 def test_rows_in_completion_order_are_read_in_plan_order(tmp_path: Path, speech_dir: Path) -> None:
     """rows.jsonl is in completion order; every reader (and the audit's summary) uses the plan's."""
-    from codecarena.results.store import load_rows
+    from codecarena.results.record import load_run
 
     out = tmp_path / "run"
     result = codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--codec", "opus:6k", "--metrics", "none",
@@ -349,6 +349,6 @@ def test_rows_in_completion_order_are_read_in_plan_order(tmp_path: Path, speech_
     assert result.returncode == 0, result.stdout + result.stderr
     lines = (out / "rows.jsonl").read_text().splitlines(keepends=True)
     (out / "rows.jsonl").write_text("".join(reversed(lines)))
-    rows, _ = load_rows(out)
+    rows = load_run(out).rows
     assert [r.key for r in rows] == [(c, u) for c in ("pcm:16", "opus:6k") for u in ("clip0", "clip1")]
     assert codecarena("audit", out).returncode == 0

@@ -17,7 +17,8 @@ import soundfile as sf
 
 from conftest import codecarena, rows_of
 from codecarena.metrics.guarded import GuardedScorer
-from codecarena.metrics.registry import PESQ_MAX_AUDIO_S, select
+from codecarena.metrics.max_audio import PESQ_MAX_AUDIO_S
+from codecarena.metrics.declarations import select
 from codecarena.metrics.scorer import Scorer, UtteranceInfo, metrics_code_sha256
 from codecarena.runtime.limits import StageLimits
 
@@ -135,7 +136,7 @@ def test_a_scoring_process_killed_between_rows_is_replaced(clips: list[Path], tm
     scorer = guarded(("stoi",), tmp_path)
     try:
         first = scorer.score_files(info("u"), clips[0], clips[0])
-        (child,) = [p for p in psutil.Process().children() if "codecarena.metrics.scoring_worker" in p.cmdline()]
+        (child,) = [p for p in psutil.Process().children() if "codecarena.metrics.scoring_process" in p.cmdline()]
         child.kill()
         child.wait(10)
         second = scorer.score_files(info("u"), clips[0], clips[0])

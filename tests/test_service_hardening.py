@@ -275,8 +275,8 @@ def test_the_decode_worker_refuses_a_forged_rate_or_length_before_restoring(tmp_
                             ("decode", tmp_path / "forged.ccap", tmp_path / "d.wav")):
         if stage == "decode":
             src.write_bytes(forged((tmp_path / "p.ccap").read_bytes(), **changes))
-        job = Job(version=1, stage=stage, input=str(src), output=str(dst), report=str(tmp_path / f"{stage}.json"),
-                  codec="opus:12k" if stage == "encode" else "", arena_rate=16000, warm_repeats=0)
+        report = tmp_path / f"{stage}.json"
+        job = Job.encode(src, dst, report, "opus:12k") if stage == "encode" else Job.decode(src, dst, report)
         write_job(tmp_path / f"{stage}.job.json", job)
         subprocess.run([sys.executable, "-m", "codecarena.worker", str(tmp_path / f"{stage}.job.json")],
                        capture_output=True, timeout=300)
@@ -347,7 +347,7 @@ def test_service_check_refuses_an_impostor_replaying_a_real_declaration(service:
 
 def test_sources_must_be_this_checkouts_files(service: Service) -> None:
     from codecarena.service.app import declared_sources
-    from codecarena.service.command import sources_problems
+    from codecarena.service.check import sources_problems
     from codecarena.specs import parse_spec
 
     declared = json.loads(request(service.url + "/v1/provenance")[1])
@@ -365,9 +365,9 @@ def test_sources_must_be_this_checkouts_files(service: Service) -> None:
 
 
 def test_a_synthetic_checkpoint_claim_is_hashed_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from codecarena.datasets import sha256_file
+    from codecarena.files import sha256_file
     from codecarena.registry.entries import entry_for_family
-    from codecarena.service.command import checkpoint_problem
+    from codecarena.service.check import checkpoint_problem
     from codecarena.specs import parse_spec
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -391,7 +391,7 @@ def test_a_synthetic_checkpoint_claim_is_hashed_here(tmp_path: Path, monkeypatch
 def test_a_real_checkpoint_claim_must_be_the_pin_and_present_here(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from codecarena.registry.entries import entry_for_family
-    from codecarena.service.command import checkpoint_problem
+    from codecarena.service.check import checkpoint_problem
     from codecarena.specs import parse_spec
 
     entry = entry_for_family("lyra")  # the family with real weights pinned

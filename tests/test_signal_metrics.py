@@ -13,15 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from codecarena.alignment import Alignment, aligned, find_delay
+from codecarena.arena import ARENA_RATE
 from codecarena.metrics import signal as S
 from codecarena.metrics.signal import (
-    ARENA_RATE,
     MAX_DELAY_S,
     METRICS,
-    Alignment,
     SignalScores,
-    aligned,
-    find_delay,
     log_spectral_distance,
     mel_distance,
     pesq_nb,
@@ -320,7 +318,8 @@ def test_pesq_is_refused_above_its_safe_length_and_never_called(speech: np.ndarr
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     import pesq as pesq_lib
 
-    from codecarena.metrics.registry import BY_NAME, PESQ_MAX_AUDIO_S
+    from codecarena.metrics.max_audio import PESQ_MAX_AUDIO_S
+    from codecarena.metrics.declarations import BY_NAME
 
     limit = int(PESQ_MAX_AUDIO_S * ARENA_RATE)
     at_limit = np.resize(speech, limit)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from codecarena.datasets import DatasetError, download_verified, sha256_file
+from codecarena.files import DownloadError, cache_home, download_verified, sha256_file
 from codecarena.registry.entries import Checkpoint, CheckpointFile
 
 MODELS_ENV = "CODECARENA_MODELS"
@@ -28,9 +28,7 @@ class CheckpointError(ValueError):
 
 
 def cache_dir() -> Path:
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "codecarena" / "models"
+    return cache_home() / "models"
 
 
 def verify(path: Path, pin: CheckpointFile) -> None:
@@ -104,7 +102,7 @@ def _locate(checkpoint: Checkpoint, models_dir: Path | None, allow_download: boo
                                       f"or pass --models-dir to a local mirror") from None
         try:
             _download(pin, path, progress)
-        except DatasetError as exc:
+        except DownloadError as exc:
             raise CheckpointError(f"{exc} (or set {MODELS_ENV} / --models-dir to a local mirror)") from None
         checked[pin.name] = check(path, pin)
     return folder, checked

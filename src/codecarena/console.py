@@ -8,16 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, fmt_num
+
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _kbps(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1000:.3f}"
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -33,11 +27,11 @@ def summary_table(summary: dict[str, Any]) -> Table:
             c["codec"],
             c["weights"],
             f"{c['rows_ok']}/{c['rows']}",
-            _kbps(c["representation_bps"]),
-            _kbps(c["payload_bps"]),
-            f"{_fmt(c['encode']['cold_rtf_median'])}/{_fmt(c['encode']['warm_rtf_median'], 4)}",
-            f"{_fmt(c['decode']['cold_rtf_median'])}/{_fmt(c['decode']['warm_rtf_median'], 4)}",
-            f"{max(peaks) / 2**20:.0f}" if peaks else "-",
+            fmt_kbps(c["representation_bps"]),
+            fmt_kbps(c["payload_bps"]),
+            fmt_cold_warm(c["encode"]),
+            fmt_cold_warm(c["decode"]),
+            fmt_mib(max(peaks) if peaks else None),
             f"{c['replay_identical']}/{c['replay_sampled']}",
             f"{c['checks_passed']}/{c['rows']}",
         )
@@ -69,7 +63,7 @@ def print_quality(groups: dict[str, dict[str, Any]]) -> None:
             if entry is None:
                 cells.append("-")
                 continue
-            text = _fmt(entry["mean"])
+            text = fmt_num(entry["mean"])
             if entry["n_failed"]:
                 text += f" ({entry['n_failed']} failed)"
             if entry["n_not_applicable"]:

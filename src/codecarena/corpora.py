@@ -22,8 +22,8 @@ from codecarena.datasets import (
     Utterance,
     _probe_audio,
     load_input_dir,
-    sha256_file,
 )
+from codecarena.files import sha256_file
 from codecarena.rundir import unsafe_id_reason
 
 CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")

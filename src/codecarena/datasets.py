@@ -15,18 +15,18 @@ import json
 import os
 import re
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import soundfile as sf
 import soxr
 
+from codecarena.arena import ARENA_RATE
 from codecarena.audio_input import AudioInputError, check_audio_file
+from codecarena.files import DownloadError, DownloadFailed, cache_home, download_verified, sha256_file
 from codecarena.rundir import unsafe_id_reason
 
 __all__ = [
@@ -34,16 +34,13 @@ __all__ = [
     "EvalSet",
     "Utterance",
     "default_cache_dir",
-    "download_verified",
     "load_input_dir",
     "load_smoke",
-    "sha256_file",
     "smoke_manifest",
 ]
 
 SET_FORMAT = "codecarena-set"
 SET_VERSION = 1
-SMOKE_RATE = 16000
 CONVERSIONS = ("none", "flac_to_wav", "resample_soxr_vhq")
 AUDIO_SUFFIXES = (".wav", ".flac")
 DATA_ENV = "CODECARENA_DATA"
@@ -53,10 +50,6 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 class DatasetError(Exception):
     """A data set could not be found, read or verified; the message names the file/variable and the problem."""
-
-
-class _DownloadFailed(DatasetError):
-    """Network-level failure (as opposed to a verification failure) — load_smoke adds the offline hint."""
 
 
 @dataclass(frozen=True)
@@ -84,57 +77,8 @@ class EvalSet:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def default_cache_dir() -> Path:
-    # XDG says relative values must be ignored.
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "codecarena" / "data" / "smoke"
-
-
-def download_verified(url: str, dest: Path, sha256: str, size: int | None = None,
-                      on_chunk: Callable[[int], None] | None = None) -> Path:
-    """Fetch `url` to `dest` only if its bytes hash to `sha256`; never leave a partial or wrong file."""
-    dest = Path(dest)
-    sha256 = sha256.lower()
-    if dest.is_file() and sha256_file(dest) == sha256:
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # Temp file in the destination folder so the final os.replace is atomic (same filesystem).
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        h = hashlib.sha256()
-        n = 0
-        try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
-                while chunk := resp.read(1 << 16):
-                    out.write(chunk)
-                    h.update(chunk)
-                    n += len(chunk)
-                    if on_chunk:
-                        on_chunk(len(chunk))
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            # Plain URLError wraps the socket error in .reason; HTTPError's str() carries the status code.
-            reason = e.reason if type(e) is urllib.error.URLError else e
-            raise _DownloadFailed(f"{url}: download failed ({reason})") from e
-        actual = h.hexdigest()
-        if size is not None and n != size:
-            raise DatasetError(f"{url}: size mismatch: expected {size} bytes, got {n} (sha256 {actual}); discarded")
-        if actual != sha256:
-            raise DatasetError(f"{url}: sha256 mismatch: expected {sha256}, actual {actual}; discarded")
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return dest
+    return cache_home() / "data" / "smoke"
 
 
 def _probe_audio(path: Path) -> tuple[int, int]:
@@ -288,8 +232,8 @@ def _fetch_smoke_file(entry: dict[str, Any], cache: Path) -> None:
             _write_pcm16(out, y, rate)
         else:  # resample_soxr_vhq; these exact steps are what the published sha256 was made with
             y, rate = sf.read(str(original), dtype="float64")
-            z = soxr.resample(y, rate, SMOKE_RATE, quality="VHQ")
-            _write_pcm16(out, np.clip(np.round(z * 32768), -32768, 32767).astype(np.int16), SMOKE_RATE)
+            z = soxr.resample(y, rate, ARENA_RATE, quality="VHQ")
+            _write_pcm16(out, np.clip(np.round(z * 32768), -32768, 32767).astype(np.int16), ARENA_RATE)
         actual = sha256_file(out)
         if actual != entry["sha256"]:
             raise DatasetError(
@@ -332,8 +276,10 @@ def load_smoke(
     for e in stale:
         try:
             _fetch_smoke_file(e, cache)
-        except _DownloadFailed as err:
+        except DownloadFailed as err:
             raise DatasetError(f"smoke set: {err}; offline? {_FIX_HINT}") from err
+        except DownloadError as err:
+            raise DatasetError(str(err)) from err
     utts = tuple(_smoke_utterance(e, cache / e["file"]) for e in entries)
     return EvalSet(manifest["name"], utts, manifest_sha256, "download" if stale else f"cache {cache}")
 

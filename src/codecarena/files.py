@@ -1,15 +1,73 @@
-"""Atomic file replacement, shared by the harness and the workers (which must not load the results
-package): readers see the old file or the whole new one, never a prefix, and a failed write leaves no
-temporary file behind."""
+"""The ground floor every layer may use: hashes of files and JSON, atomic JSON writes and strict reads,
+verified downloads, and codecarena's cache and data folders. Standard library only, so the codec
+runtimes' workers load it too.
+
+Atomic writes: readers see the old file or the whole new one, never a prefix, and a failed write leaves
+no temporary file behind. Downloads never leave a partial or wrong file.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from codecarena.diskspace import DiskFullError, is_disk_full
+
+
+class JSONFileError(ValueError):
+    """A JSON file that is missing or does not parse; the message names it."""
+
+
+class DownloadError(ValueError):
+    """A download that did not give the pinned bytes; nothing was left at the destination."""
+
+
+class DownloadFailed(DownloadError):
+    """The network part failed (offline, HTTP error), as opposed to a verification failure."""
+
+
+def _xdg(variable: str, default: str) -> Path:
+    # XDG says relative values must be ignored.
+    value = os.environ.get(variable, "")
+    return (Path(value) if value and os.path.isabs(value) else Path.home() / default) / "codecarena"
+
+
+def cache_home() -> Path:
+    """`$XDG_CACHE_HOME/codecarena` (default `~/.cache/codecarena`): the smoke set, model files."""
+    return _xdg("XDG_CACHE_HOME", ".cache")
+
+
+def data_home() -> Path:
+    """`$XDG_DATA_HOME/codecarena` (default `~/.local/share/codecarena`): isolated runtimes."""
+    return _xdg("XDG_DATA_HOME", ".local/share")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_json(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise JSONFileError(f"{path}: missing") from None
+    except ValueError as exc:
+        raise JSONFileError(f"{path}: not valid JSON ({exc})") from None
 
 
 def write_json(path: Path, data: Any, durable: bool = True) -> None:
@@ -34,3 +92,41 @@ def replace_text(path: Path, text: str, durable: bool = True) -> None:
         if is_disk_full(exc):
             raise DiskFullError(path, len(text.encode())) from None
         raise
+
+
+def download_verified(url: str, dest: Path, sha256: str, size: int | None = None,
+                      on_chunk: Callable[[int], None] | None = None) -> Path:
+    """Fetch `url` to `dest` only if its bytes hash to `sha256`; never leave a partial or wrong file."""
+    dest = Path(dest)
+    sha256 = sha256.lower()
+    if dest.is_file() and sha256_file(dest) == sha256:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Temp file in the destination folder so the final os.replace is atomic (same filesystem).
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        h = hashlib.sha256()
+        n = 0
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+                while chunk := resp.read(1 << 16):
+                    out.write(chunk)
+                    h.update(chunk)
+                    n += len(chunk)
+                    if on_chunk:
+                        on_chunk(len(chunk))
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            # Plain URLError wraps the socket error in .reason; HTTPError's str() carries the status code.
+            reason = e.reason if type(e) is urllib.error.URLError else e
+            raise DownloadFailed(f"{url}: download failed ({reason})") from e
+        actual = h.hexdigest()
+        if size is not None and n != size:
+            raise DownloadError(f"{url}: size mismatch: expected {size} bytes, got {n} (sha256 {actual}); discarded")
+        if actual != sha256:
+            raise DownloadError(f"{url}: sha256 mismatch: expected {sha256}, actual {actual}; discarded")
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
-import json
 import os
 import shutil
-import statistics
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,24 +26,25 @@ import soundfile as sf
 import soxr
 
 from codecarena import variants
+from codecarena.arena import ARENA_RATE
 from codecarena.codecs.base import to_int16
-from codecarena.codecs.catalog import FAMILIES
-from codecarena.datasets import EvalSet, Utterance, sha256_file
+from codecarena.registry.catalog import FAMILIES
+from codecarena.datasets import EvalSet, Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full, row_bytes
-from codecarena.files import write_json
+from codecarena.files import sha256_file, write_json
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import store
-from codecarena.results.schema import ROW_VERSION, Guard, Row, Stage
+from codecarena.results.record import RUN_VERSION, RunLoadError, RunRecord, plan_from_dict, read_record
+from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
 from codecarena.rundir import RunDir, UnsafePathError
-from codecarena.runtime.guard import run_guarded
 from codecarena.runtime.limits import StageLimits
-from codecarena.runtime.persistent import PersistentWorker, WorkerFailed, WorkerSet
-from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
+from codecarena.runtime.persistent import WorkerSet
+from codecarena.runtime.protocol import Job, StageReport
+from codecarena.runtime.stages import Stage, run_stage, run_stage_warm
 from codecarena.specs import CodecSpec
 
-ARENA_RATE = 16000
 # Below this RMS a decoded utterance counts as silent (the reference never is).
 SILENCE_DBFS = -60.0
 
@@ -162,85 +160,6 @@ def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
     return "", opts.python
 
 
-def _report_times(report: StageReport | None) -> dict[str, float]:
-    """A stage's timing split as its worker reported it (zeros when no report came back)."""
-    return {key: getattr(report, key) if report else 0.0 for key in ("imports_s", "load_s", "io_s", "compute_s")}
-
-
-def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str) -> tuple[Stage, StageReport | None]:
-    job_path = work / f"{name}.job.json"
-    write_job(job_path, job)
-    Path(job.report).unlink(missing_ok=True)
-    result = run_guarded(
-        [python, "-m", "codecarena.worker", str(job_path)],
-        limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s, timeout_s=limits.stage_timeout_s,
-        log_path=work / f"{name}.log",
-    )
-    guard = Guard(**asdict(result.guard))
-    report: StageReport | None = None
-    report_error = ""
-    if Path(job.report).exists() and not guard.fired and not guard.timed_out:
-        try:
-            report = read_report(Path(job.report))
-        except ProtocolError as exc:
-            report_error = str(exc)
-    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
-    if guard.fired:
-        error = (f"memory guard killed the {name} worker: process tree RSS {peak / 2**20:.0f} MiB "
-                 f"passed the limit {guard.limit_bytes / 2**20:.0f} MiB")
-    elif guard.timed_out:
-        error = f"{name} worker killed after the {limits.stage_timeout_s:g} s stage timeout"
-    elif report is None:
-        error = report_error or f"{name} worker exited with status {result.returncode} and no report (see {work / (name + '.log')})"
-    elif not report.ok:
-        error = f"{name}: {report.error}"
-    elif result.returncode != 0:
-        error = f"{name} worker reported success but exited with status {result.returncode}"
-    else:
-        error = ""
-    cold_rtf = warm_rtf = None
-    process_start = 0.0
-    if report is not None and report.audio_s > 0:
-        process_start = max(0.0, report.started_at - result.spawn_time)
-        cold = process_start + report.imports_s + report.load_s + report.io_s + report.compute_s
-        cold_rtf = cold / report.audio_s
-        if report.warm_compute_s:
-            warm_rtf = statistics.median(report.warm_compute_s) / report.audio_s
-    stage = Stage(
-        name=name, exit_status=result.returncode, ok=not error, error=error, wall_s=result.wall_s,
-        process_start_s=process_start,
-        **_report_times(report),
-        warm_compute_s=list(report.warm_compute_s) if report else [],
-        cold_rtf=cold_rtf, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
-    )
-    return stage, report
-
-
-def run_stage_warm(name: str, job: Job, work: Path, worker: PersistentWorker) -> tuple[Stage, StageReport | None]:
-    """The same stage through a persistent worker: no process start, the model already loaded after
-    its first job. A worker that dies fails this stage only; the next job starts a new worker."""
-    job_path = work / f"{name}.job.json"
-    Path(job.report).unlink(missing_ok=True)
-    start = time.perf_counter()
-    report: StageReport | None
-    try:
-        report = worker.submit(job, job_path)
-        error = "" if report.ok else f"{name}: {report.error}"
-    except WorkerFailed as exc:
-        report, error = None, f"{name}: {exc}"
-    wall = time.perf_counter() - start
-    guard = Guard(limit_bytes=worker.limit_bytes, poll_s=worker.poll_s, fired=worker.fired,
-                  peak_rss_bytes=worker.job_peak_rss_bytes, polls=worker.job_polls, timed_out=worker.timed_out)
-    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
-    warm_rtf = report.compute_s / report.audio_s if report is not None and report.audio_s > 0 else None
-    stage = Stage(
-        name=name, exit_status=0 if not error else 2, ok=not error, error=error, wall_s=wall, process_start_s=0.0,
-        **_report_times(report),
-        warm_compute_s=[], cold_rtf=None, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
-    )
-    return stage, report
-
-
 def _score(scorer: RowScorer | None, ref: Reference, decoded_path: Path | None, failure: str) -> dict[str, Any]:
     """The row's metric records. A RowRunner's scorer is a GuardedScorer: the metrics run in its
     scoring process, so none of them can kill this one."""
@@ -271,12 +190,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
         path.unlink(missing_ok=True)
     duration = ref.num_samples / ARENA_RATE
 
-    def job(stage: str, src: Path, dst: Path, name: str) -> Job:
-        return Job(version=1, stage=stage, input=str(src), output=str(dst),
-                   report=str(work / f"{name}.report.json"),
-                   codec=spec.canonical if stage == "encode" else "",
-                   arena_rate=ARENA_RATE, warm_repeats=opts.warm_repeats if mode == "cold" else 0,
-                   weights=opts.weights, variant=opts.variant)
+    repeats = opts.warm_repeats if mode == "cold" else 0
 
     _, python = _runtime_of(opts, spec.family)
 
@@ -296,7 +210,9 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
     codec_facts: dict[str, Any] = {}
     model: dict[str, Any] = {}
 
-    enc_stage, enc_report = stage("encode", job("encode", ref.path, payload_path, "encode"))
+    enc_stage, enc_report = stage("encode", Job.encode(ref.path, payload_path, work / "encode.report.json",
+                                                       spec.canonical, warm_repeats=repeats, weights=opts.weights,
+                                                       variant=opts.variant))
     stages.append(enc_stage)
     error = enc_stage.error
     if not error and enc_report is not None:
@@ -321,7 +237,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
             )
 
     if not error:
-        dec_stage, dec_report = stage("decode", job("decode", payload_path, decoded_path, "decode"))
+        dec_stage, dec_report = stage("decode", Job.decode(payload_path, decoded_path, work / "decode.report.json",
+                                                           warm_repeats=repeats))
         stages.append(dec_stage)
         error = dec_stage.error
         if not error and dec_report is not None:
@@ -345,7 +262,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
     if not error and replay:
-        rep_stage, _ = run_stage("replay", job("decode", payload_path, replay_path, "replay"), opts.limits, work, python)
+        rep_stage, _ = run_stage("replay", Job.decode(payload_path, replay_path, work / "replay.report.json",
+                                                      warm_repeats=repeats), opts.limits, work, python)
         stages.append(rep_stage)
         error = rep_stage.error
         if not error:
@@ -401,10 +319,6 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
     return True
 
 
-def sha256_json(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
 class Executor(Protocol):
     """Runs tasks and yields their rows in any order; it never writes rows.jsonl itself."""
 
@@ -441,9 +355,9 @@ def execute(
     evalset: EvalSet,
     opts: RunOptions,
     run_info: dict[str, Any],
+    executor: Executor,
     on_row: Callable[[Row, bool], None] | None = None,
     scorer: Scorer | None = None,
-    executor: Executor | None = None,
 ) -> list[Row]:
     """Run (or resume) every codec x utterance row into opts.out; return the rows in plan order."""
     # Executors may run rows in processes with another working directory.
@@ -455,10 +369,6 @@ def execute(
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
-    if executor is None:
-        from codecarena.executors.local import LocalExecutor
-
-        executor = LocalExecutor(workers=1)
     try:
         return _execute_locked(evalset, opts, run_info, on_row, scorer, executor)
     finally:
@@ -470,18 +380,21 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
                     executor: Executor) -> list[Row]:
     run_dir = opts.out
     run = RunDir(run_dir)
-    plan = plan_of(evalset, opts)
-    run_json = run.run_json
-    if run_json.exists():
-        previous = store.read_json(run_json)
-        if previous.get("plan") != plan:
+    plan = plan_from_dict(plan_of(evalset, opts))
+    if run.run_json.exists():
+        try:
+            previous = read_record(run_dir).plan
+        except RunLoadError as exc:
+            raise RunError(f"{exc}; use another --out directory") from None
+        if previous != plan:
             raise RunError(f"{run_dir}: holds a run with a different plan (codecs, set or options); "
                            f"use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
-    write_json(run_json, {**run_info, "plan": plan, "plan_sha256": sha256_json(plan),
-                                "execution": executor.describe(), "finished": False})
+    record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256,
+                       execution=executor.describe(), finished=False)
+    write_json(run.run_json, record.to_dict())
 
-    existing, _torn = store.load_rows(run_dir)
+    existing, _torn = store.load_rows(run_dir, plan.keys())
     wanted = {(s.canonical, u.id) for s in opts.codecs for u in evalset.utterances}
     kept: dict[tuple[str, str], Row] = {}
     for row in existing:
@@ -527,5 +440,5 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     write_json(run.summary, summarize(rows))
     execution = {**executor.describe(), "rows_computed": len(tasks), "rows_resumed": len(kept),
                  "rows_wall_s": rows_wall}
-    write_json(run_json, {**store.read_json(run_json), "execution": execution, "finished": True})
+    write_json(run.run_json, dataclasses.replace(record, execution=execution, finished=True).to_dict())
     return rows

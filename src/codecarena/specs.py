@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from codecarena.codecs.catalog import FAMILIES, Family, Option
+from codecarena.registry.catalog import FAMILIES, Family, Option
 
 
 class SpecError(ValueError):

@@ -54,7 +54,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         import soxr  # noqa: F401
 
         from codecarena import payload as payload_mod
-        from codecarena.codecs.catalog import FAMILIES
+        from codecarena.registry.catalog import FAMILIES
         from codecarena.specs import parse_spec
         times["imports_s"] += time.perf_counter() - t
 
@@ -260,7 +260,7 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
     import soundfile as sf
 
     from codecarena.codecs.base import to_int16
-    from codecarena.metrics.signal import find_delay
+    from codecarena.alignment import find_delay
 
     if not hasattr(adapter, "new_encoder"):
         raise ValueError(f"{spec.canonical} has no frame-streaming interface")

@@ -80,7 +80,7 @@ class OpusAdapter(Adapter):
         ctx.open()
         step = ctx.frame_size
         # A real-time sender only ever sends whole frames, so the last partial one is zero-padded
-        # (as in ../shared/docs/reference-smoke.md); the decoder restores the exact length.
+        # (as in docs/reference-smoke.md); the decoder restores the exact length.
         samples = to_int16(audio)
         samples = np.concatenate([samples, np.zeros(-len(samples) % step, dtype=np.int16)])
         packets: list[bytes] = []

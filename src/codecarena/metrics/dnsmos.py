@@ -6,21 +6,11 @@ longer ones; that is the published DNSMOS protocol, recorded as such in the metr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
+from codecarena.arena import ARENA_RATE
+
 OUTPUTS = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808")
-
-
-def model_files() -> list[Path]:
-    import importlib.util
-
-    spec = importlib.util.find_spec("speechmos")
-    if spec is None or spec.origin is None:
-        return []
-    folder = Path(spec.origin).parent / "dnsmos_models"
-    return [folder / "sig_bak_ovr.onnx", folder / "model_v8.onnx"]
 
 
 class Dnsmos:
@@ -29,12 +19,11 @@ class Dnsmos:
 
         self._run = dnsmos.run
 
-    def score(self, audio: np.ndarray, sample_rate: int) -> dict[str, float]:
-        if sample_rate != 16000:
-            raise ValueError(f"DNSMOS needs 16 kHz audio, got {sample_rate} Hz")
+    def score(self, audio: np.ndarray) -> dict[str, float]:
+        """The four scores of audio at the arena rate (the rate of the DNSMOS models)."""
         if not np.any(audio):
             raise ValueError("DNSMOS of an all-zero signal is undefined")
-        result = self._run(np.clip(audio, -1.0, 1.0), 16000)
+        result = self._run(np.clip(audio, -1.0, 1.0), ARENA_RATE)
         return {
             "dnsmos_sig": float(result["sig_mos"]),
             "dnsmos_bak": float(result["bak_mos"]),

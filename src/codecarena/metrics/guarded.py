@@ -2,7 +2,7 @@
 
 pesq, ONNX Runtime, CTranslate2 and torch run native code, and a crash there (pesq's SIGSEGV on long
 audio, for one) kills whichever process called it. A `GuardedScorer` keeps one scoring process,
-`python -m codecarena.metrics.scoring_worker`, started fresh (exec, not fork) in its own process
+`python -m codecarena.metrics.scoring_process`, started fresh (exec, not fork) in its own process
 group under the memory guard, holding a `Scorer` whose models stay loaded from row to row. The
 harness sends it one request per row (the two wav paths and the utterance); the process announces
 each metric before computing it and sends each metric's records as soon as they exist. When it dies
@@ -33,7 +33,7 @@ from codecarena.metrics.scorer import UtteranceInfo, failed_records, metrics_cod
 from codecarena.runtime.guard import _kill_group, parent_death_preexec, tree_rss
 from codecarena.runtime.limits import StageLimits
 
-WORKER_MODULE = "codecarena.metrics.scoring_worker"
+WORKER_MODULE = "codecarena.metrics.scoring_process"
 
 
 class ScoringProtocolError(ValueError):

@@ -18,24 +18,19 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
 import scipy.signal
 
-from codecarena.metrics.registry import PESQ_MAX_AUDIO_S
+from codecarena.alignment import aligned, as_signal, centred, find_delay
+from codecarena.arena import ARENA_RATE
+from codecarena.metrics.max_audio import PESQ_MAX_AUDIO_S
 
-ARENA_RATE = 16000
 MAX_DELAY_S = 0.25  # alignment search bound, +-250 ms
-
-METRICS = ("pesq_wb", "pesq_nb", "stoi", "estoi", "si_sdr", "lsd", "mel_distance")
-ALIGNED_METRICS = frozenset({"stoi", "estoi", "si_sdr", "lsd", "mel_distance"})
-
-# find_delay: lags whose normalized correlation is within this of the maximum count as tied
-# (FFT round-off is ~1e-15 on this scale), so ties break by the documented rule, not by noise.
-_TIE_TOLERANCE = 1e-10
 
 # SI-SDR: eps = SI_SDR_EPS_REL * |d|^2 (d the zero-mean decoded signal) is added to both the target
 # and the error energy. Since |d|^2 = |t|^2 + |e|^2, the result stays exactly scale-invariant and
@@ -63,118 +58,17 @@ _ESTOI_SEED = 0
 # --------------------------------------------------------------------------------------- inputs
 
 
-def _as_signal(x: Any, name: str) -> np.ndarray:
-    """The array as float64 1-D, or ValueError saying what is wrong with it."""
-    arr = np.asarray(x)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D mono signal, got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not np.issubdtype(arr.dtype, np.floating):
-        raise ValueError(f"{name} must hold floating-point samples in [-1, 1], got dtype {arr.dtype}")
-    arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.count_nonzero(~np.isfinite(arr)))
-        raise ValueError(f"{name} has {bad} non-finite sample(s) (NaN or inf)")
-    return arr
-
-
 def _check_pair(reference: Any, decoded: Any) -> tuple[np.ndarray, np.ndarray]:
-    r = _as_signal(reference, "reference")
-    d = _as_signal(decoded, "decoded")
+    r = as_signal(reference, "reference")
+    d = as_signal(decoded, "decoded")
     if r.shape != d.shape:
         raise ValueError(f"reference and decoded differ in length: {r.size} vs {d.size} samples")
     return r, d
 
 
-def _constant(x: np.ndarray) -> bool:
-    """Every sample equal (x - x.mean() may still hold round-off, so energy alone cannot tell)."""
-    return bool(np.all(x == x[0]))
-
-
 def _require_nonzero(x: np.ndarray, name: str, metric: str) -> None:
     if not np.any(x):
         raise ValueError(f"{metric} is undefined for silent input: the {name} signal is all zeros")
-
-
-# ------------------------------------------------------------------------------------ alignment
-
-
-@dataclass(frozen=True)
-class Alignment:
-    delay_samples: int  # positive: the decoded signal lags the reference (decoded[n + d] ~ reference[n])
-    correlation: float  # normalized cross-correlation at that lag, in [-1, 1]
-    overlap_samples: int
-
-
-def _overlap(len_r: int, len_d: int, lag: int) -> tuple[int, int, int]:
-    """(start in reference, start in decoded, length) of the overlap at `lag`."""
-    r0 = max(0, -lag)
-    d0 = r0 + lag
-    return r0, d0, max(0, min(len_r - r0, len_d - d0))
-
-
-def find_delay(reference: np.ndarray, decoded: np.ndarray, max_delay: int) -> Alignment:
-    """The lag of `decoded` relative to `reference`, searched in [-max_delay, max_delay].
-
-    Both signals have their own mean removed; c[k] = sum_n r[n] d[n + k] is computed for every lag
-    with an FFT (scipy.signal.correlate, method="fft") and the lag with the largest signed c[k]
-    wins (an inverted decoded signal is not matched). Lags whose c[k], divided by the whole-signal
-    energies sqrt(|r|^2 |d|^2), is within 1e-10 of the best are tied; ties go to the smallest |lag|,
-    then to the negative one. Lags are also limited to those with a non-empty overlap.
-
-    The reported correlation is c[k] / sqrt(|r_o|^2 |d_o|^2) with r_o, d_o the overlapping parts
-    (of the mean-removed signals) at the chosen lag: the cosine similarity of what the aligned
-    metrics will see, in [-1, 1]; 0.0 when either overlapping part has zero energy.
-
-    The signals may differ in length. Raises ValueError when either signal is constant (no energy
-    after removing its mean: alignment is undefined) or max_delay is negative.
-    """
-    r = _as_signal(reference, "reference")
-    d = _as_signal(decoded, "decoded")
-    max_delay = int(max_delay)
-    if max_delay < 0:
-        raise ValueError(f"max_delay must be >= 0, got {max_delay}")
-    r0 = r - r.mean()
-    d0 = d - d.mean()
-    er = float(np.dot(r0, r0))
-    ed = float(np.dot(d0, d0))
-    if _constant(r) or er == 0.0:
-        raise ValueError("cannot align: the reference signal is constant (all zeros or DC only)")
-    if _constant(d) or ed == 0.0:
-        raise ValueError("cannot align: the decoded signal is constant (all zeros or DC only)")
-
-    corr = scipy.signal.correlate(d0, r0, mode="full", method="fft")  # corr[k] = sum_n d0[n + k] r0[n]
-    lags = scipy.signal.correlation_lags(d0.size, r0.size, mode="full")
-    lo = max(-max_delay, -(r0.size - 1))
-    hi = min(max_delay, d0.size - 1)
-    keep = (lags >= lo) & (lags <= hi)
-    lags, corr = lags[keep], corr[keep]
-    normalized = corr / math.sqrt(er * ed)
-    best = float(normalized.max())
-    tied = lags[normalized >= best - _TIE_TOLERANCE]
-    lag = int(min(tied.tolist(), key=lambda k: (abs(k), k)))
-
-    rs, ds, n = _overlap(r0.size, d0.size, lag)
-    ro, do = r0[rs:rs + n], d0[ds:ds + n]
-    denom = math.sqrt(float(np.dot(ro, ro)) * float(np.dot(do, do)))
-    correlation = float(np.clip(np.dot(ro, do) / denom, -1.0, 1.0)) if denom > 0.0 else 0.0
-    return Alignment(delay_samples=lag, correlation=correlation, overlap_samples=n)
-
-
-def aligned(reference: np.ndarray, decoded: np.ndarray, alignment: Alignment) -> tuple[np.ndarray, np.ndarray]:
-    """The overlapping parts of the two signals at `alignment.delay_samples`, equal in length:
-    reference[n] is paired with decoded[n + delay]."""
-    r = _as_signal(reference, "reference")
-    d = _as_signal(decoded, "decoded")
-    rs, ds, n = _overlap(r.size, d.size, int(alignment.delay_samples))
-    if n == 0:
-        raise ValueError(f"no overlap at a delay of {alignment.delay_samples} samples "
-                         f"({r.size} and {d.size} samples)")
-    if n != alignment.overlap_samples:
-        raise ValueError(f"alignment says {alignment.overlap_samples} overlapping samples, but these "
-                         f"signals overlap by {n} at a delay of {alignment.delay_samples}")
-    return r[rs:rs + n], d[ds:ds + n]
 
 
 # --------------------------------------------------------------------------------------- PESQ
@@ -277,14 +171,8 @@ def si_sdr(reference: np.ndarray, decoded: np.ndarray) -> float:
     Pass the aligned overlap: SI-SDR does no alignment.
     """
     r, d = _check_pair(reference, decoded)
-    r = r - r.mean()
-    d = d - d.mean()
-    rr = float(np.dot(r, r))
-    dd = float(np.dot(d, d))
-    if _constant(r) or rr == 0.0:
-        raise ValueError("SI-SDR is undefined: the reference signal is constant (all zeros or DC only)")
-    if _constant(d) or dd == 0.0:
-        raise ValueError("SI-SDR is undefined: the decoded signal is constant (all zeros or DC only)")
+    r, rr = centred(r, "reference", "SI-SDR is undefined")
+    d, dd = centred(d, "decoded", "SI-SDR is undefined")
     alpha = float(np.dot(d, r)) / rr
     target = alpha * r
     error = d - target
@@ -350,6 +238,27 @@ def mel_distance(reference: np.ndarray, decoded: np.ndarray) -> float:
 
 
 @dataclass(frozen=True)
+class _Method:
+    compute: Callable[[np.ndarray, np.ndarray], float]
+    # The details of a metric computed on the unaligned pair (PESQ searches the delay itself);
+    # None: computed on the aligned overlap, with the alignment as its details.
+    unaligned: dict[str, Any] | None = None
+
+
+_METHODS = {
+    "pesq_wb": _Method(pesq_wb, {"aligned": False, "sample_rate": ARENA_RATE, "mode": "wb"}),
+    "pesq_nb": _Method(pesq_nb, {"aligned": False, "sample_rate": 8000, "mode": "nb",
+                                 "resampler": "soxr HQ 16000 -> 8000"}),
+    "stoi": _Method(stoi),
+    "estoi": _Method(partial(stoi, extended=True)),
+    "si_sdr": _Method(si_sdr),
+    "lsd": _Method(log_spectral_distance),
+    "mel_distance": _Method(mel_distance),
+}
+METRICS = tuple(_METHODS)
+
+
+@dataclass(frozen=True)
 class SignalScores:
     """The signal metrics of one pair as plain values: a float, or None with the reason in `errors`."""
 
@@ -378,12 +287,6 @@ class SignalScores:
         return cls(**values, delay_samples=delay, correlation=correlation, errors=errors)
 
 
-_PESQ_DETAILS = {
-    "pesq_wb": {"aligned": False, "sample_rate": ARENA_RATE, "mode": "wb"},
-    "pesq_nb": {"aligned": False, "sample_rate": 8000, "mode": "nb", "resampler": "soxr HQ 16000 -> 8000"},
-}
-
-
 def _record(value: float | None = None, error: str | None = None, **details: Any) -> dict[str, Any]:
     return {"value": value, "status": "ok" if error is None else "failed", "error": error, "details": details}
 
@@ -391,22 +294,6 @@ def _record(value: float | None = None, error: str | None = None, **details: Any
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}"
-
-
-def _compute(name: str, r: np.ndarray, d: np.ndarray) -> float:
-    if name == "pesq_wb":
-        return pesq_wb(r, d)
-    if name == "pesq_nb":
-        return pesq_nb(r, d)
-    if name == "stoi":
-        return stoi(r, d)
-    if name == "estoi":
-        return stoi(r, d, extended=True)
-    if name == "si_sdr":
-        return si_sdr(r, d)
-    if name == "lsd":
-        return log_spectral_distance(r, d)
-    return mel_distance(r, d)
 
 
 class SignalPair:
@@ -448,16 +335,18 @@ class SignalPair:
             raise ValueError(f"unknown signal metric {name} (known: {', '.join(METRICS)})")
         if isinstance(self._checked, str):
             return _record(error=self._checked)
+        method = _METHODS[name]
         pair: tuple[np.ndarray, np.ndarray] | None = self._checked
-        details = dict(_PESQ_DETAILS.get(name, {}))
-        if name in ALIGNED_METRICS:
+        if method.unaligned is not None:
+            details = dict(method.unaligned)
+        else:
             pair, align_details, align_error = self._alignment
             details = dict(align_details)
             if align_error is not None:
                 return _record(error=align_error, **details)
         assert pair is not None
         try:
-            value = float(_compute(name, *pair))
+            value = float(method.compute(*pair))
             if not math.isfinite(value):
                 raise ValueError(f"non-finite value {value}")
         except Exception as exc:  # one metric's failure is recorded, never fatal

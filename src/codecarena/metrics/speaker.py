@@ -1,26 +1,16 @@
 """Speaker similarity: cosine of Resemblyzer (GE2E) embeddings of reference and decoded audio.
 
-Both signals are at 16 kHz (below that, speaker similarity is misleading). Resemblyzer's own
+Both signals are at 16 kHz, a need the metric declares (below that, speaker similarity is
+misleading). Resemblyzer's own
 preprocessing (volume normalisation and VAD trimming) is applied to both. Its embeddings are L2
 normalised, so the cosine is their dot product, on a -1..1 scale (not 0..100).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 OUTPUTS = ("speaker_sim",)
-
-
-def model_files() -> list[Path]:
-    import importlib.util
-
-    spec = importlib.util.find_spec("resemblyzer")
-    if spec is None or spec.origin is None:
-        return []
-    return [Path(spec.origin).parent / "pretrained.pt"]
 
 
 class SpeakerSimilarity:
@@ -40,8 +30,6 @@ class SpeakerSimilarity:
         self._preprocess = preprocess_wav
 
     def embed(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
-        if sample_rate != 16000:
-            raise ValueError(f"speaker similarity needs 16 kHz audio, got {sample_rate} Hz")
         wav = self._preprocess(np.asarray(audio, dtype=np.float64), source_sr=sample_rate)
         if len(wav) == 0:
             raise ValueError("no voiced audio left after Resemblyzer's VAD trimming")

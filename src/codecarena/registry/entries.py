@@ -3,7 +3,7 @@
 The schema (v1) is documented in `docs/registry.md`. This module checks structure, types and the
 format of every value (unknown keys are rejected; a `commit` is 40 hex digits, a `release` is an exact
 version, a `sha256` is 64 hex digits). Whether an entry's pins are complete *for its status* is the
-auditor's call (`registry/audit.py`: commit_prefix, release_note and `partial = true` are parsed here
+auditor's call (`registry/rules.py`: commit_prefix, release_note and `partial = true` are parsed here
 but refused there unless the status is `unpinned`), so that an entry built in code is judged by the
 same rules.
 """
@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from codecarena.codecs.catalog import FAMILIES  # data only: imports no codec dependency
+from codecarena.registry.catalog import FAMILIES  # data only: imports no codec dependency
 
 SCHEMA_VERSION = 1
 
@@ -84,7 +84,7 @@ class Runtime:
     environment: str  # "main" or "isolated"
     lock: str = ""  # path under the package, e.g. "registry/locks/encodec.txt"; required when isolated
     packages: tuple[str, ...] = ()  # exact "name==version" pins
-    # Named, documented repairs `env create` applies after installing the lock (runtime/envs.py).
+    # Named, documented repairs `env create` applies after installing the lock (runtime/venvs.py).
     post_install: tuple[str, ...] = ()
 
 
@@ -209,7 +209,7 @@ def _source(data: Any, where: str) -> dict[str, str]:
     return out
 
 
-# Kept here (not imported from runtime/envs.py) so that parsing a registry needs no runtime code.
+# Kept here (not imported from runtime/venvs.py) so that parsing a registry needs no runtime code.
 POST_INSTALL_FIXES = ("strip_torchaudio_extensions",)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,14 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from codecarena.datasets import sha256_file
+from codecarena.files import sha256_file
 from codecarena.payload import PayloadError, read_payload
-from codecarena.rundir import ROWS, RUN, SUMMARY, RunDir, UnsafePathError
-from codecarena.runtime.envs import sync_interpreter
-from codecarena.results import store
+from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.runtime.venvs import sync_interpreter
+from codecarena.runtime.limits import StageLimits, default_memory_limit
+from codecarena.runtime.protocol import Job
+from codecarena.runtime.stages import run_stage
+from codecarena.results.record import RunLoadError, load_run
 from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.schema import Row
 from codecarena.results.summary import summarize
@@ -176,10 +180,6 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
 def replay_problems(rows: list[Row], run_dir: Path, python: str,
                     interpreters: dict[str, str] | None = None) -> list[str]:
     """Decode every payload again in a fresh worker and compare with the stored decoded audio."""
-    from codecarena.pipeline import ARENA_RATE, run_stage
-    from codecarena.runtime.limits import StageLimits, default_memory_limit
-    from codecarena.runtime.protocol import Job
-
     problems: list[str] = []
     run = RunDir(run_dir)
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,8 +192,7 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str,
             except UnsafePathError:
                 continue  # reported by the file checks; never decode a file outside the run
             out = work / "audit.wav"
-            job = Job(version=1, stage="decode", input=str(payload), output=str(out),
-                      report=str(work / "audit.report.json"), codec="", arena_rate=ARENA_RATE, warm_repeats=0)
+            job = Job.decode(payload, out, work / "audit.report.json")
             limits = row.limits or StageLimits(default_memory_limit())
             stage, _ = run_stage("audit-replay", job, limits, work, (interpreters or {}).get(row.registry, python))
             where = f"{row.codec} {row.utterance}"
@@ -208,24 +207,20 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
           rescore: Sample | None = None) -> list[str]:
     """Every disagreement found, one line each; an empty list means the run re-derives. `rescore`
     (rows per codec configuration, or "all") also recomputes those rows' metric values."""
-    import sys
-
     problems: list[str] = []
     try:
-        run = store.read_json(run_dir / RUN)
-        rows, torn = store.load_rows(run_dir)
-    except store.StoreError as exc:
+        loaded = load_run(run_dir)
+    except RunLoadError as exc:
         return [str(exc)]
-    if not isinstance(run, dict):
-        return [f"{run_dir / RUN}: not a JSON object"]
-    if torn:
-        problems.append(f"{run_dir / ROWS}: ends with a torn line (the run was interrupted; rerun it)")
-    if not run.get("finished"):
-        problems.append(f"{run_dir / RUN}: the run did not finish (rerun the same command to resume)")
-    try:
-        wanted = store.plan_keys(run.get("plan") or {})
-    except (AttributeError, TypeError, KeyError, IndexError):
-        return problems + [f"{run_dir / RUN}: its plan does not list codecs and utterances"]
+    record, rows = loaded.record, loaded.rows
+    run_files = loaded.dir
+    if loaded.torn:
+        problems.append(f"{run_files.rows}: ends with a torn line (the run was interrupted; rerun it)")
+    if not record.finished:
+        problems.append(f"{run_files.run_json}: the run did not finish (rerun the same command to resume)")
+    if record.plan.sha256 != record.plan_sha256:
+        problems.append(f"{run_files.run_json}: plan_sha256 is not the sha256 of the plan")
+    wanted = record.plan.keys()
     seen: dict[tuple[str, str], int] = {}
     for row in rows:
         seen[row.key] = seen.get(row.key, 0) + 1
@@ -237,26 +232,23 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
     for key in wanted:
         if key not in seen:
             problems.append(f"{key[0]} {key[1]}: planned row is missing")
-    run_files = RunDir(run_dir)
     for row in rows:
         where = f"{row.codec} {row.utterance}"
         try:
             problems += _audit_row(row, run_files, where)
         except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
             problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
-    try:
-        summary = store.read_json(run_dir / SUMMARY)
-    except store.StoreError as exc:
-        problems.append(str(exc))
+    if loaded.summary is None:
+        problems.append(f"{run_files.summary}: missing")
     else:
         recomputed = json.loads(json.dumps(summarize(rows)))
-        _diff("summary", summary, recomputed, problems)
+        _diff("summary", loaded.summary, recomputed, problems)
     if replay:
-        interpreters = {rid: rec["interpreter"] for rid, rec in run.get("runtimes", {}).items()
+        interpreters = {rid: rec["interpreter"] for rid, rec in record.runtimes.items()
                         if rec.get("environment") == "isolated"}
         for interpreter in interpreters.values():
             sync_interpreter(interpreter)
         problems += replay_problems(rows, run_dir, python or sys.executable, interpreters)
     if rescore is not None:
-        problems += rescore_problems(run_dir, rows, run.get("plan") or {}, rescore)
+        problems += rescore_problems(run_dir, rows, record.plan, rescore)
     return problems

@@ -2,19 +2,17 @@
 
 Rows are paired by (codec configuration, utterance): the same utterance coded by codec A in run A
 and by codec B in run B. For every metric output the mean paired difference (B - A) gets a
-percentile bootstrap confidence interval that resamples utterances, or speakers with all their
-utterances (`by="speaker"`). Pairs whose decoded audio is byte-identical short-circuit the
+percentile bootstrap confidence interval (`bootstrap.py`) that resamples utterances, or speakers
+with all their utterances (`by="speaker"`). Pairs whose decoded audio is byte-identical short-circuit the
 statistics: identical audio cannot score differently under the same metric. Provenance (codec,
 registry entry, checkpoint, runtime packages, machine, codecarena revision) is set side by side
-and every difference is listed. How to read the output: docs/compare.md.
+and every difference is listed. The result is a JSON-serialisable dict; `compare_text.py` renders
+it. How to read the output: docs/compare.md.
 """
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,76 +20,17 @@ from typing import Any
 
 import numpy as np
 
+from codecarena.results.bootstrap import LEVEL, bootstrap_ci
+from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
-from codecarena.files import write_json
-from codecarena.results.store import load_rows, read_json
-from codecarena.rundir import RUN
 
 COMPARE_VERSION = 1
-LEVEL = 0.95
 FEW_UNITS = 20  # below this many resampling units the percentile interval is flagged as too narrow
 IDENTICAL = "identical decoded audio: metrics cannot differ"
-_CHUNK_DRAWS = 2_000_000  # resample indices drawn per chunk (bounds memory; fixed, so results stay deterministic)
 
 
 class CompareError(ValueError):
     """Two runs that cannot be compared as asked; the message is one line."""
-
-
-# ------------------------------------------------------------------------------------- bootstrap
-
-
-def bootstrap_means(diffs: Sequence[float] | np.ndarray, groups: Sequence[Any] | None = None,
-                    resamples: int = 10000, seed: int = 0) -> np.ndarray:
-    """Bootstrap distribution of the mean of `diffs`.
-
-    Without `groups` every value is its own resampling unit. With `groups` (one label per value)
-    the units are the groups: each resample draws as many groups as there are, with replacement,
-    takes every value of each drawn group, and the statistic is the mean over all values taken
-    (sum of the drawn groups' sums / sum of their sizes). Units are ordered by sorted label, the
-    draws come from numpy.random.default_rng(seed) in fixed-size chunks: the same data and seed
-    always give the same array.
-    """
-    values = np.asarray(diffs, dtype=np.float64)
-    if values.ndim != 1 or values.size == 0:
-        raise CompareError("bootstrap needs a non-empty 1-D array of differences")
-    if not np.all(np.isfinite(values)):
-        raise CompareError("bootstrap differences must be finite")
-    if resamples < 1:
-        raise CompareError(f"resamples must be >= 1, got {resamples}")
-    if groups is None:
-        sums, counts = values, np.ones_like(values)
-    else:
-        labels = np.asarray([str(g) for g in groups])
-        if labels.shape != values.shape:
-            raise CompareError("bootstrap: one group label per difference is needed")
-        _, inverse = np.unique(labels, return_inverse=True)
-        sums = np.bincount(inverse, weights=values)
-        counts = np.bincount(inverse).astype(np.float64)
-    units = sums.size
-    rng = np.random.default_rng(seed)
-    out = np.empty(resamples, dtype=np.float64)
-    chunk = max(1, min(resamples, _CHUNK_DRAWS // units))
-    for start in range(0, resamples, chunk):
-        k = min(chunk, resamples - start)
-        idx = rng.integers(0, units, size=(k, units))
-        out[start:start + k] = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
-    return out
-
-
-def percentile_interval(means: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
-    """The percentile-method interval: the (1-level)/2 and 1-(1-level)/2 quantiles (numpy's
-    default linear interpolation) of the bootstrap distribution."""
-    if not 0 < level < 1:
-        raise CompareError(f"confidence level must be in (0, 1), got {level}")
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)
-
-
-def bootstrap_ci(diffs: Sequence[float] | np.ndarray, groups: Sequence[Any] | None = None,
-                 resamples: int = 10000, seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
-    return percentile_interval(bootstrap_means(diffs, groups, resamples, seed), level)
 
 
 # ------------------------------------------------------------------------------------- run loading
@@ -100,35 +39,36 @@ def bootstrap_ci(diffs: Sequence[float] | np.ndarray, groups: Sequence[Any] | No
 @dataclass
 class _Run:
     path: Path
-    info: dict[str, Any]
+    record: RunRecord
     rows: list[Row]
     torn: bool
     by_codec: dict[str, dict[str, Row]] = field(default_factory=dict)
 
     @property
-    def plan(self) -> dict[str, Any]:
-        return self.info.get("plan") or {}
+    def plan(self) -> Plan:
+        return self.record.plan
 
     def codecs(self) -> list[str]:
         """Codec configurations in plan order, then any with rows but not in the plan."""
-        planned = [c.get("codec") for c in self.plan.get("codecs", []) if isinstance(c, dict)]
+        planned = [c.codec for c in self.plan.codecs]
         return list(dict.fromkeys([c for c in planned if c in self.by_codec] + list(self.by_codec)))
 
     def utterances(self) -> list[tuple[str, str]]:
-        return [(str(u[0]), str(u[1])) for u in self.plan.get("utterances", [])]
+        return [(u[0], u[1]) for u in self.plan.utterances]
 
 
 def _load(path: Path, label: str) -> _Run:
     path = Path(path)
     if not path.is_dir():
         raise CompareError(f"run {label} {path}: not a run directory")
-    info = read_json(path / RUN)
-    if not isinstance(info, dict) or not isinstance(info.get("plan"), dict):
-        raise CompareError(f"run {label} {path}: run.json has no plan")
-    rows, torn = load_rows(path)
+    try:
+        loaded = load_run(path)
+    except RunLoadError as exc:
+        raise CompareError(f"run {label}: {exc}") from None
+    rows = loaded.rows
     if not rows:
         raise CompareError(f"run {label} {path}: no rows in rows.jsonl")
-    run = _Run(path, info, rows, torn)
+    run = _Run(path, loaded.record, rows, loaded.torn)
     for row in rows:
         slot = run.by_codec.setdefault(row.codec, {})
         if row.utterance in slot:
@@ -190,7 +130,7 @@ def parse_pairs(pair: str | Sequence[str] | None, codecs_a: Sequence[str],
 def _speakers(run_a: _Run, utterances: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
     """utterance id -> speaker label, and notes on where the labels come from."""
     utterances = list(utterances)
-    if run_a.plan.get("set") == "smoke":
+    if run_a.plan.set == "smoke":
         from codecarena.datasets import DatasetError, smoke_manifest
 
         try:
@@ -211,7 +151,7 @@ def _speakers(run_a: _Run, utterances: Iterable[tuple[str, str]]) -> tuple[dict[
                          f"speaker, each treated as its own speaker: {', '.join(own)}")
         return mapping, notes
     return ({utt: f"utterance:{utt}" for utt, _ in utterances},
-            [(f"set {run_a.plan.get('set')!r} records no speakers: each utterance is treated as its own speaker "
+            [(f"set {run_a.plan.set!r} records no speakers: each utterance is treated as its own speaker "
               f"(the same as --by utterance)")])
 
 
@@ -243,8 +183,7 @@ def _package_differences(a: dict[str, str | None], b: dict[str, str | None]) -> 
 def _codec_provenance(run: _Run, codec: str) -> dict[str, Any]:
     rows = list(run.by_codec[codec].values())
     registry = _distinct(r.registry for r in rows)
-    runtimes = run.info.get("runtimes") or {}
-    record = runtimes.get(registry) if isinstance(registry, str) else None
+    record = run.record.runtimes.get(registry) if isinstance(registry, str) else None
     return {
         "codec": codec,
         "family": _distinct(r.family for r in rows),
@@ -264,29 +203,29 @@ def _codec_provenance(run: _Run, codec: str) -> dict[str, Any]:
 
 
 def _run_provenance(run: _Run) -> dict[str, Any]:
-    info, env, plan = run.info, run.info.get("environment") or {}, run.plan
-    git = info.get("git") or {}
+    info, env, plan = run.record, run.record.environment, run.plan
+    git = info.git
     metrics = {}
-    for m in info.get("metrics") or []:
+    for m in info.metrics:
         if isinstance(m, dict) and "name" in m:
             metrics[m["name"]] = {"versions": m.get("versions"),
                                   "model_files": [(f.get("name"), f.get("sha256")) if isinstance(f, dict) else f
                                                   for f in m.get("model_files") or []],
                                   "unusable_because": m.get("unusable_because")}
     return {
-        "set": plan.get("set"),
-        "manifest_sha256": plan.get("manifest_sha256"),
-        "utterances": len(plan.get("utterances") or []),
-        "arena_rate": plan.get("arena_rate"),
-        "codecarena": info.get("codecarena"),
+        "set": plan.set,
+        "manifest_sha256": plan.manifest_sha256,
+        "utterances": len(plan.utterances),
+        "arena_rate": plan.arena_rate,
+        "codecarena": info.codecarena,
         "git_revision": git.get("revision"),
         "git_dirty": git.get("dirty"),
         "python": env.get("python"),
         "os": env.get("os"),
         "cpu": env.get("cpu"),
         "cpu_count": env.get("cpu_count"),
-        "metrics_planned": plan.get("metrics"),
-        "finished": info.get("finished"),
+        "metrics_planned": plan.metrics,
+        "finished": info.finished,
         "_harness_packages": env.get("packages") or {},
         "_metric_declarations": metrics,
     }
@@ -380,7 +319,7 @@ def _metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str,
 def _metric_names(run_a: _Run, rows_a: list[Row], rows_b: list[Row], wanted: list[str] | None) -> list[str]:
     present_a = {n for r in rows_a for n in r.metrics}
     present_b = {n for r in rows_b for n in r.metrics}
-    declared = [o for m in run_a.info.get("metrics") or [] if isinstance(m, dict) for o in m.get("outputs") or []]
+    declared = [o for m in run_a.record.metrics if isinstance(m, dict) for o in m.get("outputs") or []]
     order = list(dict.fromkeys(declared + sorted(present_a | present_b)))
     both = [n for n in order if n in present_a and n in present_b]
     for name in wanted or []:
@@ -416,17 +355,17 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
     for run, label in ((a, "A"), (b, "B")):
         if run.torn:
             notes.append(f"run {label}: a torn final line of rows.jsonl (interrupted append) was ignored")
-        if run.info.get("finished") is not True:
+        if not run.record.finished:
             notes.append(f"run {label} did not finish: missing rows leave utterances unpaired")
 
     # ---- the evaluation set
     utts_a, utts_b = a.utterances(), b.utterances()
-    same_set = a.plan.get("manifest_sha256") == b.plan.get("manifest_sha256") and utts_a == utts_b
+    same_set = a.plan.manifest_sha256 == b.plan.manifest_sha256 and utts_a == utts_b
     if same_set:
         common = utts_a
     else:
-        detail = (f"manifest {str(a.plan.get('manifest_sha256'))[:12]} ({len(utts_a)} utterances) vs "
-                  f"{str(b.plan.get('manifest_sha256'))[:12]} ({len(utts_b)} utterances)")
+        detail = (f"manifest {a.plan.manifest_sha256[:12]} ({len(utts_a)} utterances) vs "
+                  f"{b.plan.manifest_sha256[:12]} ({len(utts_b)} utterances)")
         if not allow_different_sets:
             raise CompareError(f"runs A and B evaluate different sets ({detail}); pass --allow-different-sets "
                                f"to pair only the utterances both hold with identical audio")
@@ -440,11 +379,11 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
                          f"{len(clash)} with the same id but different audio (never paired)")
         if not common:
             raise CompareError(f"runs A and B share no utterance with identical audio ({detail})")
-    if a.plan.get("arena_rate") != b.plan.get("arena_rate"):
+    if a.plan.arena_rate != b.plan.arena_rate:
         if pair is None:
-            raise CompareError(f"runs A and B ran at different sample rates ({a.plan.get('arena_rate')} vs "
-                               f"{b.plan.get('arena_rate')} Hz); name the rows to pair with --pair-codecs A=B")
-        overrides.append(f"arena sample rates differ ({a.plan.get('arena_rate')} vs {b.plan.get('arena_rate')} Hz); "
+            raise CompareError(f"runs A and B ran at different sample rates ({a.plan.arena_rate} vs "
+                               f"{b.plan.arena_rate} Hz); name the rows to pair with --pair-codecs A=B")
+        overrides.append(f"arena sample rates differ ({a.plan.arena_rate} vs {b.plan.arena_rate} Hz); "
                          f"compared because --pair-codecs named the pairs")
 
     # ---- the codec pairs
@@ -516,7 +455,7 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
     unit = "speakers with all their utterances" if by == "speaker" else "utterances"
 
     def set_of(run: _Run, utts: list[tuple[str, str]]) -> dict[str, Any]:
-        return {"set": run.plan.get("set"), "manifest_sha256": run.plan.get("manifest_sha256"), "utterances": len(utts)}
+        return {"set": run.plan.set, "manifest_sha256": run.plan.manifest_sha256, "utterances": len(utts)}
 
     return {
         "version": COMPARE_VERSION,
@@ -539,158 +478,3 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
                        "differences": _differences(run_prov_a, run_prov_b)},
         "comparisons": comparisons,
     }
-
-
-# ------------------------------------------------------------------------------------- text
-
-
-def _num(value: float | None, fmt: str = ".3f") -> str:
-    return "-" if value is None else format(value, fmt)
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    """A cell: hashes cut to 16 hex digits, long values cut (the JSON output holds them whole)."""
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, dict) and value and "mixed" not in value:
-        text = " ".join(f"{k}={_short(v, limit)}" for k, v in sorted(value.items()))
-    else:
-        text = json.dumps(value, sort_keys=True, default=str)
-    text = re.sub(r"\b([0-9a-f]{16})[0-9a-f]{48}\b", r"\1..", text)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def render_text(result: dict[str, Any], width: int = 160) -> str:
-    """The comparison as readable text (rich tables rendered to a string, no colour)."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    buf = io.StringIO()
-    con = Console(file=buf, width=width, highlight=False, color_system=None, soft_wrap=False)
-    s = result["settings"]
-    con.print(f"compare A = {result['run_a']}", markup=False)
-    con.print(f"        B = {result['run_b']}", markup=False)
-    unit = "speakers (all their utterances together)" if s["by"] == "speaker" else "utterances"
-    con.print(f"difference = B - A; {int(s['level'] * 100)}% percentile bootstrap interval of the mean difference, "
-              f"{s['resamples']} resamples of {unit}, seed {s['seed']}", markup=False)
-    st = result["set"]
-    def described(side: dict[str, Any]) -> str:
-        return f"{side['set']} ({side['utterances']} utterances, manifest {str(side['manifest_sha256'])[:12]})"
-
-    con.print(f"set: {described(st['a'])}" + ("" if st["same"] else f" vs {described(st['b'])}")
-              + f"; {st['paired_utterances']} utterances paired", markup=False)
-    if result["pairing_overridden"]:
-        for line in result["overrides"]:
-            con.print(f"PAIRING OVERRIDDEN: {line}", markup=False)
-    for line in result["notes"]:
-        con.print(f"note: {line}", markup=False)
-    um = result["unmatched_codecs"]
-    if um["a"] or um["b"]:
-        con.print(f"not compared: A {', '.join(um['a']) or '-'}; B {', '.join(um['b']) or '-'}", markup=False)
-
-    for comp in result["comparisons"]:
-        con.print("")
-        ident = comp["identity"]
-        title = comp["codec_a"]
-        if comp["codec_a"] != comp["codec_b"]:
-            title = f"{comp['codec_a']} (A) vs {comp['codec_b']} (B)"
-        con.print(f"== {title}: {comp['pairs']} pairs ({comp['pairing']}); identical payloads "
-                  f"{ident['payload_identical']}/{ident['pairs']}, identical decoded audio "
-                  f"{ident['decoded_identical']}/{ident['pairs']}", markup=False)
-        missing = comp["unpaired"]
-        if missing["missing_in_a"] or missing["missing_in_b"]:
-            con.print(f"unpaired: no row in A for {', '.join(missing['missing_in_a']) or '-'}; "
-                      f"no row in B for {', '.join(missing['missing_in_b']) or '-'}", markup=False)
-        if ident["all_decoded_identical"]:
-            con.print("identical decoded audio in every pair: metrics cannot differ, so no bootstrap was run",
-                      markup=False)
-        table = Table(box=box.SIMPLE_HEAD, show_lines=False, title=None)
-        for name, justify in (("metric", "left"), ("n", "right"), ("mean A", "right"), ("mean B", "right"),
-                              ("B - A", "right"), ("95% CI", "right"), ("units", "right"), ("reading", "left")):
-            table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-        for m in comp["metrics"]:
-            ci = "-" if m["ci_low"] is None else f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}]"
-            units = "-" if m["units"] is None else str(m["units"])
-            table.add_row(m["metric"], f"{m['n']}/{m['pairs']}", _num(m["mean_a"]), _num(m["mean_b"]),
-                          _num(m["mean_diff"], "+.4f"), ci, units, m["verdict"])
-        con.print(table)
-        for m in comp["metrics"]:
-            for reason, count in m["dropped"].items():
-                con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}", markup=False)
-        warnings: dict[str, list[str]] = {}
-        for m in comp["metrics"]:
-            if m.get("warning"):
-                warnings.setdefault(m["warning"], []).append(m["metric"])
-        for warning, names in warnings.items():
-            con.print(f"warning ({', '.join(names)}): {warning}", markup=False)
-        con.print("")
-        _print_provenance(con, comp["provenance"], f"provenance of {title}")
-    con.print("")
-    _print_provenance(con, result["provenance"], "run provenance")
-    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
-
-
-def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:
-    from rich import box
-    from rich.table import Table
-
-    diffs = prov["differences"]
-    table = Table(box=box.SIMPLE_HEAD, title=f"{title}: {len(diffs)} difference{'s' if len(diffs) != 1 else ''}",
-                  title_justify="left")
-    table.add_column("field")
-    table.add_column("A", overflow="fold", ratio=1)
-    table.add_column("B", overflow="fold", ratio=1)
-    table.add_column("differs", justify="center")
-    differing = {d["field"] for d in diffs}
-    for key, value in prov["a"].items():
-        table.add_row(key, _short(value), _short(prov["b"].get(key)), "yes" if key in differing else "")
-    for d in diffs:
-        if d["field"] not in prov["a"]:
-            table.add_row(d["field"], _short(d["a"]), _short(d["b"]), "yes")
-    con.print(table)
-
-
-# ------------------------------------------------------------------------------------- command line
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("compare",
-                              help="paired comparison of two runs (or codec variants) with bootstrap intervals")
-    p.add_argument("run_a", type=Path, help="run directory A (the baseline; differences are B - A)")
-    p.add_argument("run_b", type=Path, help="run directory B (may be the same directory as A with --pair-codecs)")
-    p.add_argument("--metric", action="append", dest="metrics", metavar="M",
-                   help="metric output to compare, repeatable or comma-separated (default: every output in both)")
-    p.add_argument("--by", choices=["utterance", "speaker"], default="utterance",
-                   help="resampling unit of the bootstrap (speaker: all a speaker's utterances move together)")
-    p.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default 10000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of numpy's default_rng for the bootstrap")
-    p.add_argument("--json", type=Path, metavar="OUT", help="also write the whole comparison as JSON here")
-    p.add_argument("--pair-codecs", action="append", dest="pair", metavar="A_SPEC=B_SPEC",
-                   help="compare codec A_SPEC of run A with B_SPEC of run B (repeatable); only named pairs are "
-                        "compared, and differing weights kinds or sample rates are then allowed (flagged)")
-    p.add_argument("--allow-different-sets", action="store_true",
-                   help="compare runs of different sets on the utterances both hold with identical audio (flagged)")
-    return p
-
-
-def run(args: argparse.Namespace) -> int:
-    from codecarena.console import console
-
-    metrics = None
-    if args.metrics:
-        metrics = [m.strip() for item in args.metrics for m in item.split(",") if m.strip()]
-    result = compare_runs(args.run_a, args.run_b, metrics=metrics, by=args.by, resamples=args.resamples,
-                          seed=args.seed, pair=args.pair, allow_different_sets=args.allow_different_sets)
-    console.print(render_text(result), markup=False, highlight=False, soft_wrap=True, end="")
-    if args.json:
-        write_json(args.json, result)
-        console.print(f"comparison written to {args.json}", markup=False)
-    return 0
-
-
-def render_html(result: dict[str, Any]) -> str:
-    """The text rendering inside <pre>, for the HTML report's comparison section."""
-    import html
-
-    return f"<pre class=\"compare\">{html.escape(render_text(result))}</pre>"

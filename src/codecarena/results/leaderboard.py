@@ -1,4 +1,4 @@
-"""`codecarena leaderboard`: one ranking row per codec configuration, computed by DuckDB.
+"""The leaderboard: one ranking row per codec configuration, computed by DuckDB.
 
 All rows of all given runs are exported to one Parquet file (one record per codec x utterance,
 with the stages and metric records as nested lists); the leaderboard is then a handful of SQL
@@ -9,26 +9,20 @@ come from the rows, so any number of runs can be queried together.
 Runs are never merged into one ranking silently: entries are grouped by evaluation set (name and
 manifest sha256), machine (cpu, core count, os) and weights kind (synthetic weights are kept apart
 from real weights and DSP codecs), and every group says why it is separate from the others.
+The flat csv/json/parquet export of a leaderboard is `leaderboard_export.py`; the terminal table
+is the `leaderboard` command's.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import io
-import json
-import math
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
-from codecarena.results.store import StoreError, load_rows, read_json
-from codecarena.rundir import RUN, SUMMARY
-
-EXPORT_VERSION = 1
+from codecarena.rundir import RUN
 
 # Metric outputs in the order a reader expects them; anything else follows alphabetically.
 METRIC_ORDER = ("pesq_wb", "pesq_nb", "stoi", "estoi", "si_sdr", "lsd", "mel_distance", "dnsmos_ovrl",
@@ -40,8 +34,6 @@ METRIC_LABELS = {"pesq_wb": "PESQ-WB", "pesq_nb": "PESQ-NB", "stoi": "STOI", "es
                  "dnsmos_sig": "DNSMOS SIG", "dnsmos_bak": "DNSMOS BAK", "dnsmos_p808": "DNSMOS P.808",
                  "speaker_sim": "speaker sim", "wer": "WER", "cer": "CER", "ref_wer": "ref WER", "dwer": "dWER",
                  "critical_survived": "critical survived"}
-# What the terminal table shows by default (the Pareto metrics); --all-metrics shows every output.
-HEADLINE_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
 
 
 class LeaderboardError(ValueError):
@@ -74,32 +66,32 @@ class RunInfo:
     index: int
     path: Path
     label: str
-    run: dict[str, Any]
+    record: RunRecord
     rows: list[Row]
     torn: bool
     summary: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
 
     @property
-    def plan(self) -> dict[str, Any]:
-        return self.run.get("plan") or {}
+    def plan(self) -> Plan:
+        return self.record.plan
 
     @property
     def set_name(self) -> str:
-        return str(self.plan.get("set", "?"))
+        return self.plan.set
 
     @property
     def manifest(self) -> str:
-        return str(self.plan.get("manifest_sha256", "?"))
+        return self.plan.manifest_sha256
 
     @property
     def machine(self) -> dict[str, Any]:
-        env = self.run.get("environment") or {}
+        env = self.record.environment
         return {"cpu": env.get("cpu", "?"), "cpu_count": env.get("cpu_count"), "os": env.get("os", "?")}
 
     @property
     def codec_order(self) -> dict[str, int]:
-        order = {c.get("codec"): i for i, c in enumerate(self.plan.get("codecs") or [])}
+        order = {c.codec: i for i, c in enumerate(self.plan.codecs)}
         for row in self.rows:  # rows outside the plan (never in an audited run) go last
             order.setdefault(row.codec, len(order))
         return order
@@ -119,17 +111,18 @@ def load_runs(run_dirs: list[Path]) -> list[RunInfo]:
         run_dir = Path(run_dir)
         if not (run_dir / RUN).is_file():
             raise LeaderboardError(f"{run_dir}: not a run directory (no {RUN})")
-        run = read_json(run_dir / RUN)
-        rows, torn = load_rows(run_dir)
-        summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else None
+        try:
+            run = load_run(run_dir)
+        except RunLoadError as exc:
+            raise LeaderboardError(str(exc)) from None
         name = names[index]
         label = name if names.count(name) == 1 else f"{name}#{index + 1}"
-        info = RunInfo(index, run_dir, label, run, rows, torn, summary)
-        if not rows:
+        info = RunInfo(index, run_dir, label, run.record, run.rows, run.torn, run.summary)
+        if not run.rows:
             info.notes.append("no rows")
-        if not run.get("finished"):
+        if not run.record.finished:
             info.notes.append("run not finished: only the rows written so far are shown")
-        if torn:
+        if run.torn:
             info.notes.append("a torn final line of rows.jsonl (an interrupted append) was dropped")
         runs.append(info)
     return runs
@@ -142,7 +135,7 @@ class GroupKey:
     cpu: str
     cpu_count: int | None
     os: str
-    weights: str  # weights_class
+    weights_class: str  # "real" (real weights and DSP codecs) or "synthetic"
 
     @property
     def machine(self) -> dict[str, Any]:
@@ -160,7 +153,7 @@ class Group:
     def title(self) -> str:
         k = self.key
         return (f"set {k.set_name} ({k.manifest[:12]}), {machine_text(k.machine)}, "
-                f"{WEIGHTS_CLASS_LABEL.get(k.weights, k.weights)}")
+                f"{WEIGHTS_CLASS_LABEL.get(k.weights_class, k.weights_class)}")
 
 
 def run_key(run: RunInfo) -> tuple[str, str, str, Any, str]:
@@ -184,8 +177,8 @@ def _differences(a: GroupKey, b: GroupKey) -> list[str]:
     if (a.cpu, a.cpu_count, a.os) != (b.cpu, b.cpu_count, b.os):
         out.append(f"machine differs ({machine_text(a.machine)} vs {machine_text(b.machine)}): "
                    "costs are not comparable")
-    if a.weights != b.weights:
-        out.append(f"weights differ ({WEIGHTS_CLASS_LABEL[a.weights]} vs {WEIGHTS_CLASS_LABEL[b.weights]}): "
+    if a.weights_class != b.weights_class:
+        out.append(f"weights differ ({WEIGHTS_CLASS_LABEL[a.weights_class]} vs {WEIGHTS_CLASS_LABEL[b.weights_class]}): "
                    "synthetic weights measure the pipeline, not the codec")
     return out
 
@@ -410,250 +403,3 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
     names = sorted({n for e in entries for n in e["metrics"]}, key=metric_sort_key)
     return Leaderboard(runs=runs, groups=groups, entries=entries, metric_problems=problems,  # type: ignore[arg-type]
                        metric_names=names)
-
-
-# ---------------------------------------------------------------------------------------------
-# Flat export (csv, json, parquet) and reading it back
-
-BASE_COLUMNS: tuple[tuple[str, type], ...] = (
-    ("group", str), ("run", str), ("run_label", str), ("codec", str), ("family", str), ("weights", str),
-    ("variant", str), ("registry", str), ("rows", int), ("rows_ok", int), ("rows_failed", int),
-    ("audio_s", float), ("representation_bps", float), ("payload_bps", float),
-    ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_peak_rss_bytes_max", int),
-    ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_peak_rss_bytes_max", int),
-    ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_sampled", int), ("replay_identical", int),
-    ("checks_passed", int),
-)
-METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
-                                                 ("n_not_applicable", int))
-
-
-def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:
-    cols = list(BASE_COLUMNS)
-    for name in metric_names:
-        cols += [(f"{name}_{suffix}", kind) for suffix, kind in METRIC_SUFFIXES]
-    return cols
-
-
-def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, Any]]]:
-    """One flat record per leaderboard entry; metric stats as `<output>_mean`, `<output>_n_ok`, ..."""
-    columns = flat_columns(board.metric_names)
-    records = []
-    for e in board.entries:
-        rec: dict[str, Any] = {k: e.get(k) for k, _ in BASE_COLUMNS}
-        for stage in ("encode", "decode"):
-            for k, v in e[stage].items():
-                rec[f"{stage}_{k}"] = v
-        for name in board.metric_names:
-            stats = e["metrics"].get(name) or {}
-            for suffix, _ in METRIC_SUFFIXES:
-                rec[f"{name}_{suffix}"] = stats.get(suffix)
-        records.append({k: _coerce(rec.get(k), kind) for k, kind in columns})
-    return columns, records
-
-
-def _coerce(value: Any, kind: type) -> Any:
-    if value is None:
-        return None
-    if kind is float:
-        return float(value)
-    if kind is int:
-        return int(value)
-    return str(value)
-
-
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)  # shortest text that reads back to the same double
-    return str(value)
-
-
-def write_export(board: Leaderboard, fmt: str, out: Path | None) -> bytes | str:
-    """Write the flat leaderboard as csv, json or parquet to `out` (or return csv/json text)."""
-    columns, records = flatten(board)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([name for name, _ in columns])
-        for rec in records:
-            writer.writerow([_csv_cell(rec[name]) for name, _ in columns])
-        text = buf.getvalue()
-    elif fmt == "json":
-        doc = {
-            "version": EXPORT_VERSION,
-            "columns": [{"name": n, "type": k.__name__} for n, k in columns],
-            "groups": [{"id": g.id, "title": g.title, "set": g.key.set_name, "manifest_sha256": g.key.manifest,
-                        "machine": g.key.machine, "weights": g.key.weights,
-                        "runs": [str(board.runs[i].path) for i in g.runs], "reasons": g.reasons}
-                       for g in board.groups],
-            "rows": records,
-        }
-        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
-    elif fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        if out is None:
-            raise LeaderboardError("--format parquet needs --out FILE")
-        types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
-        schema = pa.schema([(n, types[k]) for n, k in columns])
-        pq.write_table(pa.Table.from_pylist(records, schema=schema), out)
-        return out.read_bytes()
-    else:
-        raise LeaderboardError(f"unknown format {fmt!r}")
-    if out is not None:
-        Path(out).write_text(text, encoding="utf-8")
-    return text
-
-
-def _column_type(name: str) -> type:
-    base = dict(BASE_COLUMNS)
-    if name in base:
-        return base[name]
-    for suffix, kind in METRIC_SUFFIXES:
-        if name.endswith(f"_{suffix}"):
-            return kind
-    raise LeaderboardError(f"unknown column {name!r}")
-
-
-def read_export(path: Path) -> list[dict[str, Any]]:
-    """The flat records of a csv, json or parquet export, with their types restored."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            out = []
-            for raw in reader:
-                rec = {}
-                for name, text in raw.items():
-                    kind = _column_type(name)
-                    rec[name] = text if kind is str else (None if text == "" else kind(text))
-                out.append(rec)
-            return out
-    if suffix == ".json":
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("version") != EXPORT_VERSION:
-            raise LeaderboardError(f"{path}: export version {doc.get('version')}, expected {EXPORT_VERSION}")
-        return [{k: _coerce(v, _column_type(k)) for k, v in rec.items()} for rec in doc["rows"]]
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return [{k: _coerce(v, _column_type(k)) for k, v in rec.items()} for rec in pq.read_table(path).to_pylist()]
-    raise LeaderboardError(f"{path}: expected .csv, .json or .parquet")
-
-
-# ---------------------------------------------------------------------------------------------
-# Terminal table
-
-
-def fmt_num(value: float | None, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    return f"{value:.{digits}f}"
-
-
-def fmt_kbps(bps: float | None) -> str:
-    return "-" if bps is None else f"{bps / 1000:.3f}"
-
-
-def fmt_mib(value: int | None) -> str:
-    return "-" if value is None else f"{value / 2**20:.0f}"
-
-
-def metric_cell(stats: dict[str, Any] | None) -> str:
-    if not stats:
-        return "-"
-    text = fmt_num(stats["mean"])
-    extra = []
-    if stats["n_failed"]:
-        extra.append(f"{stats['n_failed']} failed")
-    if stats["n_not_applicable"]:
-        extra.append(f"{stats['n_not_applicable']} n/a")
-    return text + (f" ({', '.join(extra)})" if extra else "")
-
-
-def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = None) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    from codecarena.console import console as default_console
-
-    console = default_console if stream is None else Console(file=stream, width=200, highlight=False)
-    names = board.metric_names if all_metrics else [n for n in HEADLINE_METRICS if n in board.metric_names]
-    for group in board.groups:
-        entries = board.group_entries(group.id)
-        multi_run = len(group.runs) > 1
-        show_variant = any(e["variant"] for e in entries)
-        console.print(f"[bold]{group.id}[/bold]: {group.title}", soft_wrap=True)
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        cols = (["run"] if multi_run else []) + ["codec", "weights"] + (["variant"] if show_variant else [])
-        cols += ["repr\nkbps", "payload\nkbps"]
-        cols += [metric_label(n).replace(" ", "\n") + (" v" if n in LOWER_IS_BETTER else " ^") for n in names]
-        cols += ["RTF warm\nenc/dec", "RTF cold\nenc/dec", "peak RSS\nMiB", "dec model\nMiB", "replay", "checks"]
-        metric_cols = set(cols[len(cols) - 6 - len(names):len(cols) - 6])
-        for c in cols:
-            left = c in ("run", "codec", "weights", "variant")
-            # metric cells may wrap their "(n failed, n n/a)" onto a second line
-            table.add_column(c, justify="left" if left else "right", no_wrap=c not in metric_cols)
-        for e in entries:
-            cells = ([e["run_label"]] if multi_run else []) + [e["codec"], e["weights"]]
-            cells += [e["variant"] or "-"] if show_variant else []
-            cells += [fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
-            cells += [metric_cell(e["metrics"].get(n)) for n in names]
-            cells += [f"{fmt_num(e['encode']['warm_rtf_median'], 4)}/{fmt_num(e['decode']['warm_rtf_median'], 4)}",
-                      f"{fmt_num(e['encode']['cold_rtf_median'])}/{fmt_num(e['decode']['cold_rtf_median'])}",
-                      fmt_mib(e["peak_rss_bytes_max"]),
-                      "-" if e["decoder_model_bytes"] is None else f"{e['decoder_model_bytes'] / 2**20:.2f}",
-                      f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
-            table.add_row(*cells)
-        console.print(table)
-        for reason in group.reasons:
-            console.print(f"[yellow]{group.id} {reason}[/yellow]", soft_wrap=True)
-    console.print("kbps: total bits / total seconds of completed rows; metrics: mean over successes "
-                  "(^ higher is better, v lower is better), failures counted; RTF: medians", soft_wrap=True)
-    for run in board.runs:
-        for note in run.notes:
-            console.print(f"[yellow]{run.label}: {note}[/yellow]", soft_wrap=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Command line
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "leaderboard", help="rank codec configurations of one or more runs (DuckDB over the exported rows)")
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--format", default="table", choices=["table", "csv", "json", "parquet"],
-                        help="table: print in the terminal; csv/json/parquet: one flat record per codec "
-                             "configuration (metric stats as <output>_mean, <output>_n_ok, ...)")
-    parser.add_argument("--out", type=Path, help="write the export here (csv/json default: stdout; parquet needs it)")
-    parser.add_argument("--rows-parquet", type=Path,
-                        help="also keep the Parquet file of every row of every run that the query ran on")
-    parser.add_argument("--all-metrics", action="store_true", help="table: every metric output, not only the headline ones")
-    return parser
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet)
-    except StoreError as exc:
-        raise LeaderboardError(str(exc)) from None
-    if args.format == "table":
-        if args.out is not None:
-            with open(args.out, "w", encoding="utf-8") as fh:
-                print_table(board, all_metrics=args.all_metrics, stream=fh)
-        else:
-            print_table(board, all_metrics=args.all_metrics)
-        return 0
-    result = write_export(board, args.format, args.out)
-    if args.out is None:
-        sys.stdout.write(result if isinstance(result, str) else "")
-    else:
-        print(f"wrote {args.out} ({len(board.entries)} codec configurations, {len(board.groups)} group(s))",
-              file=sys.stderr)
-    return 0

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from codecarena.metrics.guarded import GuardedScorer
-from codecarena.metrics.registry import BY_NAME, METRICS
+from codecarena.metrics.declarations import BY_NAME, METRICS
 from codecarena.metrics.scorer import UtteranceInfo, metrics_code_sha256
+from codecarena.results.record import Plan
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.runtime.limits import StageLimits, default_memory_limit
@@ -117,16 +118,16 @@ def _files(run: RunDir, row: Row) -> tuple[Path, Path] | str:
     return reference, decoded
 
 
-def rescore_problems(run_dir: Path, rows: list[Row], plan: dict[str, Any], sample: Sample) -> list[str]:
+def rescore_problems(run_dir: Path, rows: list[Row], plan: Plan, sample: Sample) -> list[str]:
     """Every disagreement between the sampled rows' metric records and a fresh scoring, one line each."""
-    metrics = plan.get("metrics") or []
-    if not isinstance(metrics, list) or not all(isinstance(name, str) and name in BY_NAME for name in metrics):
+    metrics = plan.metrics
+    if not all(name in BY_NAME for name in metrics):
         return [f"{run_dir / 'run.json'}: plan.metrics {metrics!r} is not a list of known metric names"]
     if not metrics:
         return []
     try:
-        models = {str(lang): Path(folder) for lang, folder in plan.get("asr_models") or []}
-    except (TypeError, ValueError):
+        models = {lang: Path(folder) for lang, folder in plan.asr_models}
+    except ValueError:
         return [f"{run_dir / 'run.json'}: plan.asr_models is not a list of [language, folder] pairs"]
     run = RunDir(run_dir)
     current = metrics_code_sha256()

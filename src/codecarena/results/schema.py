@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from codecarena.runtime.limits import StageLimits
+from codecarena.runtime.stages import Stage
 
 ROW_VERSION = 3
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
@@ -26,35 +27,6 @@ ADDED_FIELDS = {
 
 class SchemaError(ValueError):
     """A row or record that does not match the schema."""
-
-
-@dataclass(frozen=True)
-class Guard:
-    limit_bytes: int
-    poll_s: float
-    fired: bool
-    peak_rss_bytes: int
-    polls: int
-    timed_out: bool
-
-
-@dataclass(frozen=True)
-class Stage:
-    name: str  # "encode", "decode" or "replay"
-    exit_status: int
-    ok: bool
-    error: str
-    wall_s: float  # spawn to exit, as the harness saw it
-    process_start_s: float  # spawn until the worker's first statement
-    imports_s: float
-    load_s: float
-    io_s: float
-    compute_s: float  # the first (cold) codec call
-    warm_compute_s: list[float]
-    cold_rtf: float | None  # (process start + imports + load + io + compute) / audio seconds
-    warm_rtf: float | None  # median warm compute / audio seconds; None without warm repeats
-    peak_rss_bytes: int  # max of the guard's polled tree RSS and the worker's own getrusage peak
-    guard: Guard
 
 
 @dataclass(frozen=True)
@@ -117,7 +89,7 @@ class Row:
 def _check(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value, where)
+        return value if isinstance(value, hint) else from_dict(hint, value, where)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(hint)
         if value is None and type(None) in options:

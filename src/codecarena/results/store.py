@@ -1,4 +1,4 @@
-"""The run directory on disk: `run.json`, `rows.jsonl` (append-only, crash-safe) and `summary.json`."""
+"""`rows.jsonl`: appended one row at a time (crash-safe), rewritten atomically, read strictly in plan order."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from codecarena.diskspace import DiskFullError, is_disk_full
 from codecarena.files import replace_text
 from codecarena.results.schema import Row, SchemaError, parse_row
-from codecarena.rundir import ROWS, RUN
+from codecarena.rundir import ROWS
 
 
 class StoreError(ValueError):
@@ -40,10 +40,10 @@ def append_row(run_dir: Path, row: Row) -> None:
         os.close(fd)
 
 
-def load_rows(run_dir: Path) -> tuple[list[Row], bool]:
-    """Rows in the plan's order (codec, then utterance; rows.jsonl itself is in completion order,
-    since rows run in parallel; rows outside the plan come last, in file order), and whether a torn
-    final line (an interrupted append) was dropped."""
+def load_rows(run_dir: Path, order: list[tuple[str, str]]) -> tuple[list[Row], bool]:
+    """Rows in the plan's order `order` (codec, utterance keys; rows.jsonl itself is in completion
+    order, since rows run in parallel; rows outside the plan come last, in file order), and whether a
+    torn final line (an interrupted append) was dropped."""
     path = run_dir / ROWS
     if not path.exists():
         return [], False
@@ -57,36 +57,18 @@ def load_rows(run_dir: Path) -> tuple[list[Row], bool]:
             rows.append(parse_row(json.loads(raw, parse_constant=_no_constant)))
         except (ValueError, SchemaError) as exc:
             raise StoreError(f"{path}: line {number} is not a valid row ({exc})") from None
-    return _in_plan_order(rows, run_dir), torn
+    return _in_plan_order(rows, order), torn
 
 
 def _no_constant(token: str) -> Any:
     raise ValueError(f"{token} is not a number a row may hold")
 
 
-def plan_keys(plan: dict[str, Any]) -> list[tuple[str, str]]:
-    """The (codec, utterance) of every planned row, in plan order."""
-    return [(c["codec"], u[0]) for c in plan.get("codecs", []) for u in plan.get("utterances", [])]
-
-
-def _in_plan_order(rows: list[Row], run_dir: Path) -> list[Row]:
-    try:
-        plan = json.loads((run_dir / RUN).read_text(encoding="utf-8")).get("plan") or {}
-        order = {key: i for i, key in enumerate(plan_keys(plan))}
-    except (OSError, ValueError, AttributeError, KeyError, TypeError, IndexError):
-        return rows  # no readable plan: file order (the audit reports the missing or broken run.json)
+def _in_plan_order(rows: list[Row], keys: list[tuple[str, str]]) -> list[Row]:
+    order = {key: i for i, key in enumerate(keys)}
     return sorted(rows, key=lambda row: order.get(row.key, len(order)))
 
 
 def rewrite_rows(run_dir: Path, rows: list[Row]) -> None:
     text = "".join(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n" for row in rows)
     replace_text(run_dir / ROWS, text, durable=True)
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path}: missing") from None
-    except ValueError as exc:
-        raise StoreError(f"{path}: not valid JSON ({exc})") from None

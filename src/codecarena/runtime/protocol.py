@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from codecarena.arena import ARENA_RATE
 from codecarena.files import write_json
 
 PROTOCOL_VERSION = 1
@@ -32,6 +33,24 @@ class Job:
     warm_repeats: int
     weights: str = "real"  # "real" or "synthetic:SEED"; decode learns it from the payload
     variant: str = ""  # a named numerical variant ("" = upstream); decode learns it from the payload
+
+    @classmethod
+    def encode(cls, reference: Path, payload: Path, report: Path, codec: str, *, warm_repeats: int = 0,
+               weights: str = "real", variant: str = "") -> Job:
+        return cls(version=PROTOCOL_VERSION, stage="encode", input=str(reference), output=str(payload),
+                   report=str(report), codec=codec, arena_rate=ARENA_RATE, warm_repeats=warm_repeats,
+                   weights=weights, variant=variant)
+
+    @classmethod
+    def decode(cls, payload: Path, audio: Path, report: Path, *, warm_repeats: int = 0) -> Job:
+        """The decoder learns codec, weights and variant from the payload itself."""
+        return cls(version=PROTOCOL_VERSION, stage="decode", input=str(payload), output=str(audio),
+                   report=str(report), codec="", arena_rate=ARENA_RATE, warm_repeats=warm_repeats)
+
+    @classmethod
+    def stream(cls, reference: Path, report: Path, codec: str) -> Job:
+        return cls(version=PROTOCOL_VERSION, stage="stream", input=str(reference), output="", report=str(report),
+                   codec=codec, arena_rate=ARENA_RATE, warm_repeats=0)
 
 
 @dataclass(frozen=True)

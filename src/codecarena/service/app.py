@@ -10,6 +10,7 @@ request; neither stops the server. No response ever names a file on the server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -19,7 +20,6 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,17 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 import codecarena
 from codecarena import variants
+from codecarena.arena import ARENA_RATE
 from codecarena.audio_input import AudioInputError, check_audio_file
-from codecarena.codecs.catalog import FAMILIES
+from codecarena.machine import package_versions
+from codecarena.registry.catalog import FAMILIES
 from codecarena.payload import Payload, PayloadError, decode_payload
-from codecarena.runtime.envs import package_sha256
+from codecarena.runtime.venvs import package_sha256
 from codecarena.runtime.persistent import PersistentWorker, WorkerFailed
 from codecarena.runtime.protocol import Job, StageReport
 from codecarena.specs import CodecSpec
 
 PROVENANCE_VERSION = 1
-RATE = 16000  # what the service accepts and returns, as the arena does
 PACKAGE = Path(codecarena.__file__).resolve().parent
 # Worker failures that are the request's content refused, by stage: validation of the audio, or of
 # a payload whose header passed but whose streams or side info the adapter cannot use (it looks
@@ -77,7 +78,7 @@ class ServiceConfig:
 
     @property
     def max_samples(self) -> int:
-        return int(self.max_seconds * RATE)
+        return int(self.max_seconds * ARENA_RATE)
 
 
 def _sha256(path: Path) -> str:
@@ -103,16 +104,6 @@ def client_safe(message: str, shown: dict[Path, str]) -> str:
     return _SERVER_PATH.sub("<server path>", message)
 
 
-def _versions(names: tuple[str, ...]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 class CodecService:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
@@ -131,7 +122,7 @@ class CodecService:
             raise RuntimeError(f"the runtime's codecarena copy ({runtime_package[:12]}) is not the launcher's "
                                f"({harness_package[:12]}); refusing to serve unverified code")
         probe = self.config.work / "startup.wav"
-        sf.write(probe, np.zeros(RATE // 10, dtype=np.int16), RATE, subtype="PCM_16", format="WAV")
+        sf.write(probe, np.zeros(ARENA_RATE // 10, dtype=np.int16), ARENA_RATE, subtype="PCM_16", format="WAV")
         report = self._run("encode", probe, self.config.work / "startup.ccap")
         if not report.ok:
             raise RuntimeError(f"the codec did not load: {report.error}")
@@ -139,7 +130,7 @@ class CodecService:
         self.provenance = {
             "version": PROVENANCE_VERSION,
             "codec": self.config.spec.canonical,
-            "sample_rate": RATE,
+            "sample_rate": ARENA_RATE,
             "weights": self.model.get("weights", "none"),
             "registry": self.config.registry,
             "checkpoint": self.model.get("checkpoint", {}),
@@ -148,7 +139,7 @@ class CodecService:
             "sources": sources,
             "codecarena_package_sha256": harness_package,
             "sources_verified_at_start": True,
-            "packages": {"service": _versions(("codecarena", "fastapi", "uvicorn", "starlette", "numpy", "soundfile")),
+            "packages": {"service": package_versions(("codecarena", "fastapi", "uvicorn", "starlette", "numpy", "soundfile")),
                          "runtime": {"interpreter": self.config.runtime["interpreter"],
                                      "packages_sha256": self.config.runtime.get("packages_sha256"),
                                      "packages": self.config.runtime.get("packages")}},
@@ -159,9 +150,9 @@ class CodecService:
         self.provenance_sha256 = hashlib.sha256(json.dumps(self.provenance, sort_keys=True).encode()).hexdigest()
 
     def _run(self, stage: str, src: Path, dst: Path) -> StageReport:
-        job = Job(version=1, stage=stage, input=str(src), output=str(dst), report=str(dst) + ".report.json",
-                  codec=self.config.spec.canonical if stage == "encode" else "", arena_rate=RATE, warm_repeats=0,
-                  weights=self.config.weights, variant=self.config.variant)
+        report = Path(str(dst) + ".report.json")
+        job = (Job.encode(src, dst, report, self.config.spec.canonical, weights=self.config.weights,
+                          variant=self.config.variant) if stage == "encode" else Job.decode(src, dst, report))
         return self.worker.submit(job, Path(str(dst) + ".job.json"))
 
     def _work(self, stage: str, src: Path, dst: Path) -> bytes:
@@ -186,7 +177,7 @@ class CodecService:
                 "X-Codecarena-Provenance-Sha256": self.provenance_sha256}
 
     def _too_long(self, samples: int, what: str) -> BadRequest:
-        return BadRequest(413, f"{what} {samples} samples ({samples / RATE:.1f} s), over this service's limit of "
+        return BadRequest(413, f"{what} {samples} samples ({samples / ARENA_RATE:.1f} s), over this service's limit of "
                                f"{self.config.max_seconds:g} s")
 
     def encode(self, body: bytes) -> bytes:
@@ -200,9 +191,9 @@ class CodecService:
                 facts = check_audio_file(wav, shown="request body")
             except AudioInputError as exc:
                 raise BadRequest(400, client_safe(str(exc), {wav: "request body"})) from None
-            if facts.sample_rate != RATE:
+            if facts.sample_rate != ARENA_RATE:
                 raise BadRequest(422, f"sample rate {facts.sample_rate} Hz is not supported: this service takes "
-                                      f"{RATE} Hz mono")
+                                      f"{ARENA_RATE} Hz mono")
             if facts.channels != 1:
                 raise BadRequest(422, f"{facts.channels} channels: this service takes mono audio")
             if facts.num_samples > self.config.max_samples:
@@ -225,9 +216,9 @@ class CodecService:
                                   f"runs {self.config.variant or 'none'!r}")
         if dict(payload.checkpoint) != self.provenance["checkpoint"]:
             raise BadRequest(409, "payload was encoded with another checkpoint than this service loads")
-        if payload.sample_rate != RATE:
+        if payload.sample_rate != ARENA_RATE:
             raise BadRequest(422, f"payload declares a sample rate of {payload.sample_rate} Hz; this service "
-                                  f"decodes to {RATE} Hz only")
+                                  f"decodes to {ARENA_RATE} Hz only")
         if payload.channels != 1:
             raise BadRequest(422, f"payload declares {payload.channels} channels; this service decodes mono only")
         if payload.num_samples > self.config.max_samples:
@@ -310,6 +301,17 @@ def create_app(service: CodecService) -> FastAPI:
                 raise BadRequest(413, f"request body is over this service's limit of {config.max_bytes} bytes")
         return bytes(body)
 
+    async def too_large(request: Request, reason: str) -> JSONResponse:
+        """413, after reading and discarding what the client is still sending (for at most the read
+        timeout): closing on unread data resets the connection, and the client would never see why."""
+        async def discard() -> None:
+            async for _ in request.stream():
+                pass
+
+        with contextlib.suppress(TimeoutError, ClientDisconnect):
+            await asyncio.wait_for(discard(), config.read_timeout)
+        return failure(413, reason, headers={**service.headers(), "Connection": "close"})
+
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "codec": config.spec.canonical, "worker_pid": service.worker.pid}
@@ -324,11 +326,14 @@ def create_app(service: CodecService) -> FastAPI:
             return denied
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > config.max_bytes:
-            return failure(413, f"request body is {length} bytes, over this service's limit of {config.max_bytes}")
+            return await too_large(request, f"request body is {length} bytes, over this service's limit of "
+                                            f"{config.max_bytes}")
         client = f"{request.client.host}:{request.client.port}" if request.client else "client"
         try:
             body = await asyncio.wait_for(read_body(request), config.read_timeout)
         except BadRequest as exc:
+            if exc.status == 413:
+                return await too_large(request, exc.reason)
             return failure(exc.status, exc.reason)
         except TimeoutError:
             log.warning("%s %s: request body not complete after %g s; answered 408", client, request.url.path,

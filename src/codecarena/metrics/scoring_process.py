@@ -1,4 +1,4 @@
-"""The scoring process of a GuardedScorer: `python -m codecarena.metrics.scoring_worker`.
+"""The scoring process of a GuardedScorer: `python -m codecarena.metrics.scoring_process`.
 
 It reads a WorkerConfig line, then one ScoreRequest per line on stdin, and answers with Event lines
 on its own copy of stdout: "started" before each metric, "scored" with its records after it,

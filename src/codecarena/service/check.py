@@ -1,62 +1,23 @@
-"""`codecarena serve` and `codecarena service-check`."""
+"""What a running codec service declares about itself, checked against this checkout (`codecarena
+service-check`), and the loopback and token rules that `codecarena serve` shares."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import ipaddress
 import json
-import math
 import os
-import shutil
-import signal
 import socket
-import sys
-import tempfile
-import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from codecarena.codecs.base import parse_weights
-from codecarena.runtime.limits import parse_limits, parse_size
 from codecarena.specs import CodecSpec, parse_spec
 
-VARIANT_FOR_STABLE_ACTIVATIONS = "eager_snake_v1"
 TOKEN_ENV = "CODECARENA_SERVICE_TOKEN"
-KEEP_ALIVE_S = 5  # an idle connection between requests is closed after this (uvicorn's default, stated)
 # Sources every declaration must carry (plus "variant" when it names one): without them a
 # declaration says nothing about the code that serves.
 REQUIRED_SOURCES = ("launcher", "worker", "adapter")
-
-
-def add_parsers(subparsers: Any) -> None:
-    p = subparsers.add_parser("serve", help="an HTTP codec service (encode/decode) that declares its provenance")
-    p.add_argument("--codec", required=True, metavar="SPEC")
-    p.add_argument("--weights", default="real", metavar="real|synthetic[:SEED]")
-    p.add_argument("--stable-codec-activations", action="store_true",
-                   help=f"apply {VARIANT_FOR_STABLE_ACTIVATIONS} (eager Snake1d; off by default, which keeps "
-                        "upstream numerics)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else warns: "
-                                                       "the service is meant for trusted networks)")
-    p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--max-bytes", default="64M", help="largest request body accepted (default 64M)")
-    p.add_argument("--max-seconds", type=float, default=600.0,
-                   help="longest audio encoded, or declared by a payload to decode (default 600)")
-    p.add_argument("--read-timeout", type=float, default=60.0,
-                   help="seconds a client has to send a request's headers, and again its body (default 60)")
-    p.add_argument("--token", default=None,
-                   help=f"require 'Authorization: Bearer TOKEN' on every endpoint but /health (default ${TOKEN_ENV}; "
-                        "prefer the variable: other users can read a command line)")
-    p.add_argument("--memory-limit", default=None, help="memory guard of the codec worker (default half of RAM)")
-    p.add_argument("--models-dir", type=Path, help="local mirror of model files (else $CODECARENA_MODELS)")
-    c = subparsers.add_parser("service-check", help="compare what a running service declares with local sources")
-    c.add_argument("url", help="base URL of the service, e.g. http://127.0.0.1:8765")
-    c.add_argument("--token", default=None, help=f"bearer token of the service (default ${TOKEN_ENV})")
-    c.add_argument("--json", type=Path, metavar="OUT", help="also write the check as JSON")
 
 
 def is_loopback(host: str) -> bool:
@@ -66,73 +27,9 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _token(args: argparse.Namespace) -> str:
-    return args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
-
-
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
-
-@contextlib.contextmanager
-def _work_folder(parent: Path | None) -> Iterator[Path]:
-    """The service's scratch folder, removed however `serve` ends: SIGTERM (how services are
-    stopped) unwinds like Ctrl-C instead of killing the process where it stands."""
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        work = Path(tempfile.mkdtemp(prefix="codecarena-serve-", dir=parent))
-        try:
-            yield work
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from codecarena.cli import CliError, _runtimes, _variant
-    from codecarena.registry.entries import entry_for_family
-    from codecarena.runtime.envs import data_dir
-    from codecarena.service.app import CodecService, ServiceConfig, create_app, header_deadline_protocol
-
-    spec = parse_spec(args.codec)
-    parse_weights(args.weights)
-    for option, seconds in (("--max-seconds", args.max_seconds), ("--read-timeout", args.read_timeout)):
-        if not (math.isfinite(seconds) and seconds > 0):
-            raise CliError(f"{option} {seconds:g}: must be a positive number of seconds")
-    weights = "synthetic:" + str(parse_weights(args.weights)[1]) if args.weights != "real" else "real"
-    runtime = _runtimes((spec,), weights)[spec.family]
-    variant = _variant(VARIANT_FOR_STABLE_ACTIVATIONS if args.stable_codec_activations else "", (spec,))
-    entry = entry_for_family(spec.family)
-    registry = {"id": entry.id, "status": entry.status,
-                "checkpoint": entry.checkpoint.identity(entry.id) if entry.checkpoint else None}
-    token = _token(args)
-    if not is_loopback(args.host):
-        print(f"codecarena serve: warning: --host {args.host} accepts connections from other machines; the service "
-              f"is meant for trusted networks" + ("" if token else f" (and no --token or ${TOKEN_ENV} is set)"),
-              file=sys.stderr, flush=True)
-    with _work_folder(data_dir() if data_dir().is_dir() else None) as work:
-        config = ServiceConfig(spec=spec, weights=weights, variant=variant, registry=registry, runtime=runtime,
-                               max_bytes=parse_size(args.max_bytes), max_seconds=args.max_seconds,
-                               read_timeout=args.read_timeout, token=token,
-                               memory_limit=parse_limits(args.memory_limit).memory_limit_bytes,
-                               work=work)
-        service = CodecService(config)
-        try:
-            try:
-                service.start()
-            except RuntimeError as exc:
-                raise CliError(f"service did not start: {exc}") from None
-            print(f"codecarena serve: {spec.canonical} (weights {service.provenance['weights']}, variant "
-                  f"{variant or 'none'}) on http://{args.host}:{args.port} ; provenance sha256 "
-                  f"{service.provenance_sha256[:12]}", flush=True)
-            uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="warning",
-                        http=header_deadline_protocol(args.read_timeout), timeout_keep_alive=KEEP_ALIVE_S)
-        finally:
-            service.worker.stop()
-    return 0
+def service_token(given: str | None) -> str:
+    """The bearer token named on the command line, else the one in $CODECARENA_SERVICE_TOKEN ("" = none)."""
+    return given if given is not None else os.environ.get(TOKEN_ENV, "")
 
 
 def _fetch(url: str, token: str) -> dict[str, Any]:
@@ -247,12 +144,12 @@ def checkpoint_problem(spec: CodecSpec, declared: dict[str, Any]) -> str:
     cached file it names, hashed now; for real weights the registry's pin, with each pinned file
     present here and verified (never downloaded)."""
     from codecarena.checkpoints import CheckpointError, cache_dir, resolve
-    from codecarena.codecs.catalog import FAMILIES
-    from codecarena.datasets import sha256_file
+    from codecarena.registry.catalog import FAMILIES
+    from codecarena.files import sha256_file
     from codecarena.registry.entries import entry_for_family
 
     claim, weights = declared.get("checkpoint"), declared.get("weights")
-    kind = FAMILIES[spec.family].weights
+    kind = FAMILIES[spec.family].supported_weights
     if not isinstance(claim, dict):
         return "the declaration has no checkpoint record"
     if kind == "none":
@@ -283,30 +180,3 @@ def checkpoint_problem(spec: CodecSpec, declared: dict[str, Any]) -> str:
             return f"the pinned checkpoint cannot be verified here: {exc}"
         return ""
     return f"weights {weights!r} are not weights {spec.canonical} loads"
-
-
-def service_check(args: argparse.Namespace) -> int:
-    from codecarena.cli import CliError
-    from codecarena.console import console
-    from codecarena.files import write_json
-
-    token = _token(args)
-    try:
-        result = check(args.url, token)
-    except urllib.error.HTTPError as exc:
-        hint = f"; pass --token or set ${TOKEN_ENV}" if exc.code == 401 else ""
-        raise CliError(f"{args.url}: no usable provenance (HTTP {exc.code}{hint})") from None
-    except (urllib.error.URLError, OSError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise CliError(f"{args.url}: no usable provenance ({exc})") from None
-    console.print(f"{result['url']}: {result['codec']} (weights {result['weights']}, variant "
-                  f"{result['variant']['name'] or 'none'}, checkpoint sha256 {str(result['checkpoint'].get('sha256', ''))[:12]})")
-    for c in result["sources"]:
-        mark = "matches" if c["matches_local"] else "DIFFERS from"
-        console.print(f"  {c['source']:<9} {c['file']}: declared {(c['declared_sha256'] or 'nothing')[:12]} {mark} "
-                      f"local {(c['local_sha256'] or 'missing')[:12]}")
-    console.print(("VERIFIED: " if result["verified"] else "NOT VERIFIED (declaration only): ") + result["verification"],
-                  soft_wrap=True)
-    console.print(result["note"])
-    if args.json:
-        write_json(args.json, result)
-    return 0 if result["verified"] else 1

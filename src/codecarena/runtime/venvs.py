@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import codecarena
-from codecarena.codecs.catalog import FAMILIES
+from codecarena.registry.catalog import FAMILIES
+from codecarena.files import data_home
 from codecarena.registry.entries import Entry, lock_file
 
 RUNTIME_FILE = "runtime.json"
@@ -30,14 +30,8 @@ class RuntimeMissing(RuntimeError):
     """A family's isolated runtime has not been built, or is broken."""
 
 
-def data_dir() -> Path:
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
-    return base / "codecarena"
-
-
 def env_dir(registry_id: str) -> Path:
-    return data_dir() / "envs" / registry_id
+    return data_home() / "envs" / registry_id
 
 
 def _python(folder: Path) -> Path:
@@ -173,7 +167,7 @@ def remove(entry_id: str) -> bool:
 
 
 def list_envs() -> list[dict[str, Any]]:
-    root = data_dir() / "envs"
+    root = data_home() / "envs"
     if not root.is_dir():
         return []
     found = []

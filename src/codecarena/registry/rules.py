@@ -127,9 +127,9 @@ def _local_problems(entry: Entry, models_dir: Path | None) -> list[str]:
                 problems.append(f"{at} runtime package {pin} is not installed (found {installed or 'nothing'})")
     else:
         try:
-            from codecarena.runtime.envs import env_dir  # type: ignore[import-not-found]
+            from codecarena.runtime.venvs import env_dir  # type: ignore[import-not-found]
         except ImportError:
-            problems.append(f"{at} isolated runtime absent (codecarena.runtime.envs is not available)")
+            problems.append(f"{at} isolated runtime absent (codecarena.runtime.venvs is not available)")
         else:
             venv = Path(env_dir(entry.id))
             if not (venv / "pyvenv.cfg").is_file():
@@ -144,7 +144,7 @@ def _local_problems(entry: Entry, models_dir: Path | None) -> list[str]:
     return problems
 
 
-def audit(entries: Iterable[Entry], check_local: bool = False, models_dir: Path | None = None) -> list[str]:
+def rule_problems(entries: Iterable[Entry], check_local: bool = False, models_dir: Path | None = None) -> list[str]:
     """Every problem found, one line each, naming the entry; empty when the registry is sound."""
     entries = tuple(entries)
     problems = [f"{registry_id}: duplicate id ({count} entries)"

@@ -43,7 +43,7 @@ class Family:
     config_is_bitrate: bool = False
     # "none" (DSP: no weights), "real" (real weights only), "real_or_synthetic" (seeded random
     # weights can stand in, loaded through the same code path, and every output says so).
-    weights: str = "none"
+    supported_weights: str = "none"
     # Named numerical variants (codecarena.variants) that apply to this family's model.
     variants: tuple[str, ...] = ()
     # The decoder carries hidden process-wide state (libcodec2's own PRNG), so a decode equals a
@@ -96,7 +96,7 @@ LYRA = Family(
     description="Lyra v2 (SoundStream) with its real TFLite weights through ai-edge-litert; 16 kHz, 20 ms packets",
     configs=("3200", "6000", "9200"),
     default_config="3200",
-    weights="real",
+    supported_weights="real",
     options=(
         Option("xnnpack", str, "on", "XNNPACK delegate for the encoder and LyraGAN (upstream: on; the "
                "quantizer always runs the plain kernels, as upstream)", choices=("on", "off")),
@@ -110,7 +110,7 @@ ENCODEC = Family(
     description="EnCodec 24 kHz (encodec 0.1.1, own runtime): 75 Hz frames, 10-bit codebooks",
     configs=("1.5k", "3k", "6k", "12k", "24k"),
     default_config="6k",
-    weights="real_or_synthetic",
+    supported_weights="real_or_synthetic",
     options=(Option("threads", int, 1, "torch threads (fixed and recorded: thread count can change bits)",
                     minimum=1, maximum=64),),
 )
@@ -122,7 +122,7 @@ DAC = Family(
                 "44.1 kHz 86.1 Hz x 9 codebooks of 10 bits",
     configs=("16khz", "24khz", "44khz"),
     default_config="16khz",
-    weights="real_or_synthetic",
+    supported_weights="real_or_synthetic",
     variants=("eager_snake_v1",),
     options=(Option("n_quantizers", int, 12, "codebooks sent, the rate knob (default all: 12, 32 or 9; each adds "
                     "500, 750 or 861 bps)", minimum=1, maximum=32,
@@ -138,7 +138,7 @@ SNAC = Family(
     description="SNAC 24 kHz speech model (snac 1.2.1, own runtime): 3 scales of 12-bit codes, ~984 bps",
     configs=("24khz",),
     default_config="24khz",
-    weights="real_or_synthetic",
+    supported_weights="real_or_synthetic",
     variants=("eager_snake_v1",),
     options=(
         Option("noise_seed", int, 0, "seed of the decoder's NoiseBlock (torch.randn), set before every decode",
@@ -154,7 +154,7 @@ MIMI = Family(
                 "config = quantizers (8 = 1100 bps, 32 = 4400 bps)",
     configs=("8", "16", "32"),
     default_config="8",
-    weights="real_or_synthetic",
+    supported_weights="real_or_synthetic",
     options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
 )
 

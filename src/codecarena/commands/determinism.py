@@ -1,13 +1,13 @@
-"""`codecarena determinism CODEC`: the doctor from the command line."""
+"""`codecarena determinism CODEC`: the determinism doctor from the command line."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from codecarena.codecs.base import parse_weights
-from codecarena.codecs.catalog import FAMILIES
+from codecarena import selection
+from codecarena.registry.catalog import FAMILIES
+from codecarena.commands.common import CliError
 from codecarena.datasets import load_smoke
 from codecarena.runtime.limits import parse_limits
 from codecarena.specs import parse_spec
@@ -20,7 +20,7 @@ DEFAULT_SECONDS_FUSED = 0.05
 DEFAULT_INPUT = "en_librispeech_1089-134686-0000"  # smoke set, 10.4 s, speech from 0.5 s
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = subparsers.add_parser("determinism", help="cold/warm, cross-process and attention-backend controls of a torch "
                                                   "codec's encoder, with a layer trace of any divergence")
     p.add_argument("codec", help="codec spec of a torch family (e.g. dac:16khz)")
@@ -41,21 +41,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--inject-divergence", default="", metavar="MODULE",
                    help="detector self-check: perturb this module's output by one ulp on the first encode; the "
                         "evidence is marked as a self-check")
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from codecarena.cli import CliError, _runtimes, _variant
     from codecarena.console import console
     from codecarena.determinism.doctor import DoctorError, diagnose, loudest_window
 
     spec = parse_spec(args.codec)
-    if FAMILIES[spec.family].weights == "none":
+    if FAMILIES[spec.family].supported_weights == "none":
         raise CliError(f"{spec.family} is not a torch model; the determinism doctor probes torch codecs")
-    parse_weights(args.weights)
-    weights = "synthetic:" + str(parse_weights(args.weights)[1]) if args.weights != "real" else "real"
-    runtime = _runtimes((spec,), weights)[spec.family]
-    variant = _variant(args.variant, (spec,))
+    weights = selection.canonical_weights(args.weights)
+    runtime = selection.runtimes((spec,), weights)[spec.family]
+    variant = selection.check_variant(args.variant, (spec,))
     seconds = args.seconds if args.seconds is not None else (
         DEFAULT_SECONDS_FUSED if args.jit_fusion == "on" else DEFAULT_SECONDS)
     if args.input is not None:

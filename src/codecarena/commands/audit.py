@@ -1,0 +1,36 @@
+"""`codecarena audit`: re-derive a run from its files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from codecarena.commands.common import CliError
+from codecarena.results.rescore import DEFAULT_ROWS_PER_CODEC, parse_sample
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    audit = subparsers.add_parser("audit", help="re-derive a run from its files; non-zero exit on any disagreement")
+    audit.add_argument("run_dir", type=Path)
+    audit.add_argument("--replay", action="store_true", help="also decode every payload again in a fresh process")
+    audit.add_argument("--rescore", nargs="?", const=str(DEFAULT_ROWS_PER_CODEC), default=None, metavar="N|all",
+                       help="also recompute the metric values of the first N ok rows of each codec configuration "
+                            f"(default {DEFAULT_ROWS_PER_CODEC}) or of all ok rows, and compare them within each "
+                            "metric's declared tolerance")
+
+
+def run(args: argparse.Namespace) -> int:
+    from codecarena.console import console
+    from codecarena.results.audit import audit
+
+    if not args.run_dir.is_dir():
+        raise CliError(f"{args.run_dir}: not a run directory")
+    problems = audit(args.run_dir, replay=args.replay,
+                     rescore=parse_sample(args.rescore) if args.rescore is not None else None)
+    for problem in problems:
+        console.print(f"[red]{problem}[/red]", soft_wrap=True)
+    if problems:
+        console.print(f"audit failed: {len(problems)} problem(s) in {args.run_dir}")
+        return 1
+    console.print(f"audit passed: {args.run_dir} re-derives from its files")
+    return 0

@@ -1,0 +1,31 @@
+"""`codecarena codecs`: the codec specs codecarena accepts."""
+
+from __future__ import annotations
+
+import argparse
+
+from codecarena.registry.catalog import FAMILIES
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    subparsers.add_parser("codecs", help="list the codec specs codecarena accepts")
+
+
+def run(args: argparse.Namespace) -> int:
+    from codecarena.console import console
+
+    for family in FAMILIES.values():
+        console.print(f"[bold]{family.name}[/bold]  {family.description}")
+        configs = ", ".join(family.configs)
+        extra = " (or any bitrate: 7500, 10k, ...)" if family.config_is_bitrate else ""
+        console.print(f"  configs: {configs}{extra}; default {family.default_config}")
+        for option in family.options:
+            choices = f" [{'|'.join(str(c) for c in option.choices)}]" if option.choices else ""
+            bounds = (f" [{option.minimum:g}..{option.maximum:g}]"
+                      if option.minimum is not None and option.maximum is not None else "")
+            console.print(f"  {option.name}={option.default}{choices}{bounds}  {option.help}")
+        example = f"{family.name}:{family.default_config}"
+        if family.options:
+            example += f",{family.options[0].name}={family.options[0].default}"
+        console.print(f"  e.g. {example}")
+    return 0

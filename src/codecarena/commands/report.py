@@ -1,0 +1,28 @@
+"""`codecarena report`: one self-contained HTML report of one or more runs, and a Markdown summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from codecarena.results.formatting import fmt_mib
+from codecarena.results.report import write_report
+from codecarena.results.report.audio import AUDIO_MODES
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = subparsers.add_parser(
+        "report", help="one self-contained HTML report (leaderboard, Pareto plots, audio, failures, provenance)")
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--out", type=Path, default=Path("report.html"),
+                        help="HTML file to write (default report.html); the Markdown summary goes beside it (.md)")
+    parser.add_argument("--audio", choices=AUDIO_MODES, default="flac",
+                        help="embed audio as lossless FLAC (default; WAV bytes where FLAC does not help), the "
+                             "WAV files' own bytes, or not at all")
+    parser.add_argument("--title", help="page title (default: codecarena report)")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = write_report(list(args.run_dirs), args.out, audio=args.audio, title=args.title)
+    print(f"report: {out} ({fmt_mib(out.stat().st_size, 1)} MiB); summary: {out.with_suffix('.md')}")
+    return 0

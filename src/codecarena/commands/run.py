@@ -1,0 +1,162 @@
+"""`codecarena run`: encode, decode and replay every codec x utterance into a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from codecarena import selection
+from codecarena.commands.common import CliError, add_metric_args
+from codecarena.corpora import CORPUS_LAYOUTS
+from codecarena.files import sha256_json
+from codecarena.pipeline import Executor, RunOptions, execute, plan_of
+from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
+from codecarena.specs import parse_spec
+
+DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    run = subparsers.add_parser("run", help="encode, decode and replay every codec x utterance into a run directory")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument("--set", default="smoke", choices=["smoke"], help="built-in evaluation set")
+    source.add_argument("--input", type=Path, help="evaluate a folder of wav/flac files instead")
+    run.add_argument("--language", default="",
+                     help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
+    run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
+    run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
+    run.add_argument("--models-dir", type=Path,
+                     help="local mirror of model files, laid out <family>/<file> (else $CODECARENA_MODELS, cache, download)")
+    run.add_argument("--weights", default="real", metavar="real|synthetic[:SEED]",
+                     help="neural families: their pinned real weights (default), or seeded random weights saved to "
+                          "a checkpoint and loaded through the real loader; every output then says weights: synthetic")
+    run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
+                     help=f"codec spec, repeatable (default: {' '.join(DEFAULT_CODECS)})")
+    run.add_argument("--variant", default="", metavar="NAME",
+                     help="a named numerical variant applied to every codec's loaded model and recorded in every row "
+                          "(eager_snake_v1: Snake1d evaluated eagerly, see docs/determinism.md); default: upstream numerics")
+    run.add_argument("--out", type=Path, help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
+    run.add_argument("--memory-limit", default=None,
+                     help="kill a worker whose process tree RSS passes this (e.g. 4G; default half of RAM)")
+    run.add_argument("--guard-poll", default=str(DEFAULT_POLL_S),
+                     help=f"memory guard poll period in seconds (default {DEFAULT_POLL_S:g})")
+    run.add_argument("--warm-repeats", type=int, default=2, help="timed in-process repeats after the cold call")
+    run.add_argument("--stage-timeout", default=str(DEFAULT_TIMEOUT_S),
+                     help=f"seconds before a stage is killed (default {DEFAULT_TIMEOUT_S:g})")
+    run.add_argument("--corpus", default="auto", choices=CORPUS_LAYOUTS,
+                     help="layout of --input: librispeech (*.trans.txt), aishell (transcript file), kaldi (wav.scp + "
+                          "text), plain, or auto (detect; see docs/performance.md)")
+    run.add_argument("--limit", type=int, help="only the first N utterances (in sorted id order)")
+    run.add_argument("--shard", metavar="K/N", help="only utterances whose index %% N == K (0 <= K < N), after --limit")
+    run.add_argument("--mode", default="cold", choices=["cold", "warm"],
+                     help="cold: a fresh worker process per stage (default); warm: one persistent worker per codec "
+                          "runtime keeps the model loaded")
+    run.add_argument("--cold-sample", type=int, default=1,
+                     help="warm mode: the first N rows of each codec configuration still run cold (default 1)")
+    run.add_argument("--replay-sample", default=None, metavar="N|all",
+                     help="rows per codec configuration decoded again in a fresh process (default: all in cold mode "
+                          "and for the smoke set, else 1)")
+    run.add_argument("--executor", default="local", choices=["local", "ray"],
+                     help="local: this machine (default); ray: actors on a Ray cluster (see docs/performance.md)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="rows in flight at once (default: local, one per CPU core; ray, one per cluster CPU)")
+    run.add_argument("--ray-address", default=None,
+                     help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
+    add_metric_args(run)
+
+
+def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
+    """Rows per codec configuration that are replayed; None means all of them."""
+    if text is None:
+        return None if mode == "cold" or set_name.split("[")[0] == "smoke" else 1
+    if text == "all":
+        return None
+    if text.isdigit():
+        return int(text)
+    raise CliError(f"--replay-sample {text!r}: expected a number or 'all'")
+
+
+def _executor(args: argparse.Namespace) -> Executor:
+    if args.executor == "ray":
+        from codecarena.executors.ray_cluster import RayExecutor
+
+        return RayExecutor(address=args.ray_address, workers=args.workers)
+    from codecarena.executors.local import LocalExecutor
+
+    return LocalExecutor(workers=args.workers)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from codecarena.console import console, print_quality, print_summary
+    from codecarena.machine import describe
+    from codecarena.results.summary import summarize
+
+    limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
+    specs = tuple(parse_spec(s) for s in (args.codecs or DEFAULT_CODECS))
+    canon = [s.canonical for s in specs]
+    if len(set(canon)) != len(canon):
+        raise CliError(f"the same codec configuration is given twice: {canon}")
+    evalset = selection.evaluation_set(args.input, args.corpus, args.language, args.data_dir, not args.no_download,
+                                       args.limit, args.shard)
+    if args.cold_sample < 0:
+        raise CliError("--cold-sample must be >= 0")
+    replay_sample = _replay_sample(args.replay_sample, args.mode, evalset.name)
+    if args.workers is not None and args.workers < 1:
+        raise CliError("--workers must be at least 1")
+    if args.ray_address and args.executor != "ray":
+        raise CliError("--ray-address needs --executor ray")
+    if args.warm_repeats < 0:
+        raise CliError("--warm-repeats must be >= 0")
+    scorer = selection.scorer(args.metrics, args.asr_model)
+    weights = selection.canonical_weights(args.weights)
+    runtimes = selection.runtimes(specs, weights)
+    opts = RunOptions(
+        out=Path("."), codecs=specs, limits=limits, warm_repeats=args.warm_repeats,
+        metrics=scorer.metrics if scorer else (),
+        asr_models=tuple((k, str(v)) for k, v in sorted(scorer.asr_models.items())) if scorer else (),
+        weights=weights, variant=selection.check_variant(args.variant, specs),
+        runtimes=tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items()),
+        mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample)
+    if args.out is None:
+        digest = sha256_json(plan_of(evalset, opts))[:10]
+        name = evalset.name.replace(":", "-").replace("/", "_")
+        out = Path("runs") / f"{name}-{digest}"
+    else:
+        out = args.out
+    opts = dataclasses.replace(opts, out=out)
+    total = len(specs) * len(evalset.utterances)
+    console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
+                  f"{len(specs)} codec configurations; run directory {out}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("rows", total=total)
+        resumed_rows = []
+
+        def on_row(row, resumed: bool) -> None:  # type: ignore[no-untyped-def]
+            tag = "resumed" if resumed else row.status
+            if resumed:
+                resumed_rows.append(row)
+            progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})")
+
+        run_info = describe(args.command_line)
+        run_info["metrics"] = scorer.describe() if scorer else []
+        run_info["runtimes"] = {rec["registry"]: rec for rec in runtimes.values()}
+        rows = execute(evalset, opts, run_info, _executor(args), on_row, scorer)
+    if resumed_rows:
+        console.print(f"{len(resumed_rows)} complete rows resumed from the earlier run (files verified); "
+                      f"{len(rows) - len(resumed_rows)} computed now")
+    summary = summarize(rows)
+    print_summary(summary)
+    if scorer:
+        print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
+    failed = [r for r in rows if r.status != "ok" or not r.checks_passed
+              or (r.replay_sampled and r.replay_identical is not True)]
+    console.print(f"run directory: {out}")
+    if failed:
+        console.print(f"[red]{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "
+                      f"{out / 'rows.jsonl'}[/red]")
+        return 1
+    return 0

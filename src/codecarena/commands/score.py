@@ -1,0 +1,64 @@
+"""`codecarena score`: score decoded files against references with the same metrics as a run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from codecarena import selection
+from codecarena.arena import ARENA_RATE
+from codecarena.commands.common import CliError, add_metric_args
+from codecarena.datasets import load_input_dir
+from codecarena.runtime.limits import parse_limits
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    score = subparsers.add_parser("score", help="score decoded files against references with the same metrics")
+    score.add_argument("ref_dir", type=Path, help="reference wav/flac folder (transcripts as for --input)")
+    score.add_argument("dec_dir", type=Path, help="decoded files with the same relative names")
+    score.add_argument("--json", type=Path, help="also write every score to this JSON file")
+    add_metric_args(score)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codecarena.audio_input import check_audio_file
+    from codecarena.console import console, print_quality
+    from codecarena.files import write_json
+    from codecarena.metrics.guarded import GuardedScorer
+    from codecarena.metrics.scorer import UtteranceInfo
+    from codecarena.results.summary import metric_stats
+
+    scorer = selection.scorer(args.metrics, args.asr_model)
+    if scorer is None:
+        raise CliError("--metrics none leaves nothing to score")
+    refs = load_input_dir(args.ref_dir)
+    pairs = []
+    for utt in refs.utterances:
+        relative = utt.path.relative_to(args.ref_dir.resolve())
+        candidates = [args.dec_dir / relative.with_suffix(s) for s in (".wav", ".flac")]
+        dec_path = next((c for c in candidates if c.is_file()), None)
+        if dec_path is None:
+            raise CliError(f"{args.dec_dir}: no decoded file for {relative}")
+        decoded = check_audio_file(dec_path)  # an AudioInputError: main prints it as one line naming the file
+        if decoded.channels != 1:
+            raise CliError(f"{dec_path}: expected mono audio")
+        if ((utt.sample_rate, utt.num_samples) != (decoded.sample_rate, decoded.num_samples)
+                or utt.sample_rate != ARENA_RATE):
+            raise CliError(f"{dec_path}: {decoded.num_samples} samples at {decoded.sample_rate} Hz, its reference has "
+                           f"{utt.num_samples} at {utt.sample_rate} Hz; both must be 16 kHz and of equal length")
+        pairs.append((utt, dec_path))
+    # A metric's native crash fails that metric in a scoring process, never this command.
+    guarded = GuardedScorer(scorer.metrics, scorer.asr_models, parse_limits(None), log_path=None)
+    scored = []
+    try:
+        for utt, dec_path in pairs:
+            info = UtteranceInfo(utt.id, utt.language, utt.transcript, utt.critical)
+            scored.append({"utterance": utt.id, "reference": str(utt.path), "decoded": str(dec_path),
+                           "metrics": guarded.score_files(info, utt.path, dec_path)})
+    finally:
+        guarded.close()
+    print_quality({args.dec_dir.name: metric_stats([s["metrics"] for s in scored])})
+    if args.json:
+        write_json(args.json, {"version": 1, "metrics": scorer.describe(), "scores": scored})
+        console.print(f"scores written to {args.json}")
+    return 0

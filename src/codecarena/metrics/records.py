@@ -1,0 +1,40 @@
+"""A metric's value as a row stores it: the record {value, status, error, details}.
+
+Failure policy, for every metric: a value that cannot be computed is stored as null with a
+one-line reason (status "failed"); a metric that does not apply to a row (no critical entities,
+no transcript) is stored as null with status "not_applicable". Nothing is ever replaced by 0 or 1,
+and summaries average over successes and count the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Record = dict[str, Any]
+Records = dict[str, Record]  # output name -> record
+
+
+def result(value: float | None = None, error: str | None = None, status: str | None = None,
+           **details: Any) -> Record:
+    if value is not None and not np.isfinite(value):
+        value, error = None, f"non-finite value {value}"
+    return {"value": value, "status": status or ("ok" if error is None else "failed"),
+            "error": error, "details": details}
+
+
+def failure_reason(exc: BaseException) -> str:
+    """'<Type>: <first line of the message>', the one-line reason of a failed record."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What a metric's scoring function returns."""
+
+    records: Records  # every output but the transcript outputs when there is no transcript
+    # The details every output carries (the ASR hypotheses), also one the Scorer records as not_applicable.
+    shared_details: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,50 @@
+"""Numbers as people read them: the terminal tables, the report, the leaderboard and compare all
+format through these, so one value reads the same everywhere. Exports and JSON keep full precision
+and never pass through here."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MIB = 2**20
+
+
+def fmt_num(value: float | None, digits: int = 3) -> str:
+    """Fixed point; '-' for a missing or non-finite value."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def fmt_signed(value: float | None, digits: int = 4) -> str:
+    """Fixed point with its sign always shown (differences); '-' for a missing value."""
+    return "-" if value is None else f"{value:+.{digits}f}"
+
+
+def fmt_kbps(bps: float | None, digits: int = 3) -> str:
+    """Bits per second as kbps."""
+    return "-" if bps is None else f"{bps / 1000:.{digits}f}"
+
+
+def fmt_mib(nbytes: float | None, digits: int = 0) -> str:
+    """Bytes as MiB."""
+    return "-" if nbytes is None else f"{nbytes / MIB:.{digits}f}"
+
+
+def fmt_cold_warm(stage: dict[str, Any]) -> str:
+    """A stage's median cold and warm RTF as `cold/warm`; warm gets a fourth digit, being far smaller."""
+    return f"{fmt_num(stage['cold_rtf_median'])}/{fmt_num(stage['warm_rtf_median'], 4)}"
+
+
+def metric_cell(stats: dict[str, Any] | None) -> str:
+    """A metric's mean over successes, then how many values failed or did not apply."""
+    if not stats:
+        return "-"
+    text = fmt_num(stats["mean"])
+    extra = []
+    if stats["n_failed"]:
+        extra.append(f"{stats['n_failed']} failed")
+    if stats["n_not_applicable"]:
+        extra.append(f"{stats['n_not_applicable']} n/a")
+    return text + (f" ({', '.join(extra)})" if extra else "")

@@ -1,0 +1,145 @@
+"""A leaderboard as flat records for other tools: csv, json or parquet, one record per codec
+configuration and run, metric stats as `<output>_mean`, `<output>_n_ok`, ...; and reading any of
+the three back with the types restored."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from codecarena.results.leaderboard import Leaderboard, LeaderboardError
+
+EXPORT_VERSION = 1
+
+BASE_COLUMNS: tuple[tuple[str, type], ...] = (
+    ("group", str), ("run", str), ("run_label", str), ("codec", str), ("family", str), ("weights", str),
+    ("variant", str), ("registry", str), ("rows", int), ("rows_ok", int), ("rows_failed", int),
+    ("audio_s", float), ("representation_bps", float), ("payload_bps", float),
+    ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_peak_rss_bytes_max", int),
+    ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_peak_rss_bytes_max", int),
+    ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_sampled", int), ("replay_identical", int),
+    ("checks_passed", int),
+)
+METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
+                                                 ("n_not_applicable", int))
+
+
+def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:
+    cols = list(BASE_COLUMNS)
+    for name in metric_names:
+        cols += [(f"{name}_{suffix}", kind) for suffix, kind in METRIC_SUFFIXES]
+    return cols
+
+
+def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, Any]]]:
+    """One flat record per leaderboard entry; metric stats as `<output>_mean`, `<output>_n_ok`, ..."""
+    columns = flat_columns(board.metric_names)
+    records = []
+    for e in board.entries:
+        rec: dict[str, Any] = {k: e.get(k) for k, _ in BASE_COLUMNS}
+        for stage in ("encode", "decode"):
+            for k, v in e[stage].items():
+                rec[f"{stage}_{k}"] = v
+        for name in board.metric_names:
+            stats = e["metrics"].get(name) or {}
+            for suffix, _ in METRIC_SUFFIXES:
+                rec[f"{name}_{suffix}"] = stats.get(suffix)
+        records.append({k: _coerce(rec.get(k), kind) for k, kind in columns})
+    return columns, records
+
+
+def _coerce(value: Any, kind: type) -> Any:
+    if value is None:
+        return None
+    if kind is float:
+        return float(value)
+    if kind is int:
+        return int(value)
+    return str(value)
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)  # shortest text that reads back to the same double
+    return str(value)
+
+
+def write_export(board: Leaderboard, fmt: str, out: Path | None) -> bytes | str:
+    """Write the flat leaderboard as csv, json or parquet to `out` (or return csv/json text)."""
+    columns, records = flatten(board)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([name for name, _ in columns])
+        for rec in records:
+            writer.writerow([_csv_cell(rec[name]) for name, _ in columns])
+        text = buf.getvalue()
+    elif fmt == "json":
+        doc = {
+            "version": EXPORT_VERSION,
+            "columns": [{"name": n, "type": k.__name__} for n, k in columns],
+            "groups": [{"id": g.id, "title": g.title, "set": g.key.set_name, "manifest_sha256": g.key.manifest,
+                        "machine": g.key.machine, "weights": g.key.weights_class,
+                        "runs": [str(board.runs[i].path) for i in g.runs], "reasons": g.reasons}
+                       for g in board.groups],
+            "rows": records,
+        }
+        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    elif fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if out is None:
+            raise LeaderboardError("--format parquet needs --out FILE")
+        types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
+        schema = pa.schema([(n, types[k]) for n, k in columns])
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), out)
+        return out.read_bytes()
+    else:
+        raise LeaderboardError(f"unknown format {fmt!r}")
+    if out is not None:
+        Path(out).write_text(text, encoding="utf-8")
+    return text
+
+
+def _column_type(name: str) -> type:
+    base = dict(BASE_COLUMNS)
+    if name in base:
+        return base[name]
+    for suffix, kind in METRIC_SUFFIXES:
+        if name.endswith(f"_{suffix}"):
+            return kind
+    raise LeaderboardError(f"unknown column {name!r}")
+
+
+def read_export(path: Path) -> list[dict[str, Any]]:
+    """The flat records of a csv, json or parquet export, with their types restored."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            out = []
+            for raw in reader:
+                rec = {}
+                for name, text in raw.items():
+                    kind = _column_type(name)
+                    rec[name] = text if kind is str else (None if text == "" else kind(text))
+                out.append(rec)
+            return out
+    if suffix == ".json":
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("version") != EXPORT_VERSION:
+            raise LeaderboardError(f"{path}: export version {doc.get('version')}, expected {EXPORT_VERSION}")
+        return [{k: _coerce(v, _column_type(k)) for k, v in rec.items()} for rec in doc["rows"]]
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return [{k: _coerce(v, _column_type(k)) for k, v in rec.items()} for rec in pq.read_table(path).to_pylist()]
+    raise LeaderboardError(f"{path}: expected .csv, .json or .parquet")
+

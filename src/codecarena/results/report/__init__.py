@@ -1,0 +1,116 @@
+"""The report: one self-contained HTML file to look at, and a Markdown summary beside it.
+
+The HTML makes no request of its own: CSS and the small script (`static/`, sorting a table by a
+clicked header and nothing else) are inline, plots and spectrograms are PNG `data:` URIs, and every
+reference and decoded file is embedded losslessly as a `data:` URI in an `<audio controls>` player
+(`audio.py` says how); `--audio none` leaves the players out.
+
+Sections: leaderboards (one per group of comparable runs; the numbers come from DuckDB over the
+exported rows, see `results/leaderboard.py`), Pareto plots of quality vs representation bitrate and
+a cost plot (`plots.py`), a comparison of consecutive comparable runs (`results/compare.py`),
+per-utterance listening with spectrograms (`listening.py`), every failure with its reason, and
+provenance (`provenance.py`). What each section shows: docs/report.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from importlib import resources
+from pathlib import Path
+
+import codecarena
+from codecarena.results import leaderboard as lb
+from codecarena.results.report.audio import AUDIO_MODES, AudioStats
+from codecarena.results.report.context import ReportContext, audio_note
+from codecarena.results.report.listening import listening_html
+from codecarena.results.report.markdown import markdown_summary
+from codecarena.results.report.markup import esc
+from codecarena.results.report.plots import family_styles
+from codecarena.results.report.provenance import provenance_html
+from codecarena.results.report.sections import (
+    comparison_html,
+    declaration_titles,
+    failures_html,
+    grouping_html,
+    leaderboard_html,
+    plots_html,
+)
+from codecarena.results.store import StoreError
+
+
+class ReportError(ValueError):
+    """Run directories that cannot be reported on."""
+
+
+def _static(name: str) -> str:
+    return (resources.files(__name__) / "static" / name).read_text(encoding="utf-8")
+
+
+def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", title: str | None = None) -> Path:
+    """Write the self-contained HTML report of `run_dirs` to `out_html` and its Markdown summary
+    to `out_html.with_suffix('.md')`; returns `out_html`."""
+    if audio not in AUDIO_MODES:
+        raise ReportError(f"audio must be one of {AUDIO_MODES}, got {audio!r}")
+    out_html = Path(out_html)
+    try:
+        board = lb.compute([Path(d) for d in run_dirs])
+    except StoreError as exc:
+        raise ReportError(str(exc)) from None
+    if not board.entries:
+        raise ReportError("the runs hold no rows: nothing to report")
+    ctx = ReportContext(board=board, audio_mode=audio, audio=AudioStats(mode=audio),
+                        styles=family_styles([e["family"] for e in board.entries]))
+    titles = declaration_titles(board.runs)
+    sections = []
+    # Leaderboards and plots, one block per group
+    lb_parts = [grouping_html(board)]
+    for group in board.groups:
+        lb_parts.append(f'<section class="group" id="group-{esc(group.id)}" data-group="{esc(group.id)}">'
+                        f"<h3>{esc(group.id)}: {esc(group.title)}</h3>")
+        for reason in group.reasons:
+            lb_parts.append(f'<p class="note">{esc(group.id)} {esc(reason)}.</p>')
+        lb_parts.append(leaderboard_html(board, group, titles))
+        lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '
+                        'over successful values (hover a header for its definition); failed and not-applicable values are '
+                        'counted under the mean and listed in <a href="#failures">Failures</a>, never replaced. RTF: '
+                        'medians over completed rows (cold: a fresh process from start to result; warm: the codec call '
+                        'repeated in-process). Click a header to sort.</p>')
+        lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}")
+        lb_parts.append("</section>")
+    sections.append('<h2 id="leaderboard">Leaderboard</h2>' + "".join(lb_parts))
+    sections.append(comparison_html(ctx))
+    listen = []
+    for group in board.groups:
+        listen.append(f'<section class="listen" data-group="{esc(group.id)}"><h3>{esc(group.id)}: '
+                      f'{esc(group.title)}</h3>{listening_html(ctx, group)}</section>')
+    sections.append('<h2 id="listening">Listening: every utterance, reference and decoded versions</h2>'
+                    '<p class="note">Spectrograms: 0 to 8 kHz, 80 dB range, one colour scale per utterance (set by the '
+                    f'reference), so a quieter or band-limited version looks darker. {esc(audio_note(ctx))}</p>'
+                    + "".join(listen))
+    failures, failure_count = failures_html(ctx)
+    sections.append(f'<h2 id="failures">Failures, failed checks and metric values that are not ok</h2>{failures}')
+    sections.append(f'<h2 id="provenance">Provenance</h2>{provenance_html(board)}')
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    heading = title or "codecarena report"
+    toc = ['<a href="#leaderboard">Leaderboard</a>']
+    if len(board.runs) > 1:
+        toc.append('<a href="#comparison">Comparison</a>')
+    toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>',
+            '<a href="#provenance">Provenance</a>']
+    n_rows = sum(len(r.rows) for r in board.runs)
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; media-src data:; "
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+        f"<title>{esc(heading)}</title><style>\n{_static('report.css')}</style></head><body>"
+        f'<header class="top"><h1>{esc(heading)}</h1><p>{len(board.runs)} run(s), {n_rows} rows, '
+        f"{len(board.entries)} codec configurations in {len(board.groups)} leaderboard(s). Generated {esc(now)} by "
+        f"codecarena {esc(codecarena.__version__)}.</p></header>"
+        f'<nav class="toc">{"".join(toc)}</nav><main>{"".join(sections)}</main>'
+        f"<script>\n{_static('report.js')}</script></body></html>\n"
+    )
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    out_html.write_text(page, encoding="utf-8")
+    out_html.with_suffix(".md").write_text(markdown_summary(ctx, out_html, failure_count), encoding="utf-8")
+    return out_html

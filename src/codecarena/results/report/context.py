@@ -1,0 +1,31 @@
+"""What the report's sections share while the page is built: the leaderboard, the audio mode and
+what was embedded, the plot styles, and the notes later sections and the Markdown summary repeat."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from codecarena.results import leaderboard as lb
+from codecarena.results.formatting import fmt_mib
+from codecarena.results.report.audio import AudioStats
+
+
+@dataclass
+class ReportContext:
+    board: lb.Leaderboard
+    audio_mode: str
+    audio: AudioStats
+    styles: dict[str, tuple[str, str]]
+    skipped_plots: list[tuple[str, str, str]] = field(default_factory=list)  # (group, metric, why)
+    comparison_notes: list[str] = field(default_factory=list)
+
+
+def audio_note(ctx: ReportContext) -> str:
+    a = ctx.audio
+    if ctx.audio_mode == "none":
+        return "Audio: not embedded (--audio none); spectrograms only."
+    how = ("FLAC (lossless, bit-exact with the 16-bit PCM WAV files; written with soundfile)" if ctx.audio_mode == "flac"
+           else "the files' own bytes (WAV)")
+    return (f"Audio: {a.files} files embedded as data: URIs, {a.flac} as FLAC, {a.original} as their own bytes; "
+            f"{fmt_mib(a.bytes_embedded, 1)} MiB embedded for {fmt_mib(a.bytes_on_disk, 1)} MiB on disk. "
+            f"Mode: {how}. No lossy re-encoding.")

@@ -1,0 +1,124 @@
+"""The listening section: for every utterance the reference and every decoded version side by
+side, each a card with its spectrogram, its player and its headline numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from codecarena.results import leaderboard as lb
+from codecarena.results.formatting import fmt_kbps, fmt_num
+from codecarena.results.report.audio import embed_audio, read_audio, spectrogram_db, spectrogram_png
+from codecarena.results.report.context import ReportContext
+from codecarena.results.report.markup import data_uri, esc
+from codecarena.results.report.plots import PARETO_METRICS
+from codecarena.results.schema import Row
+from codecarena.rundir import RunDir, UnsafePathError
+
+
+def _rows_by_key(board: lb.Leaderboard) -> dict[tuple[int, str, str], Row]:
+    return {(run.index, row.codec, row.utterance): row for run in board.runs for row in run.rows}
+
+
+def _audio_file(run: lb.RunInfo, path: str) -> Path | None:
+    """A row's stored file inside its run; None for one that is missing or leaves the run (never
+    read into a report)."""
+    try:
+        resolved = RunDir(run.path).resolve(path)
+    except UnsafePathError:
+        return None
+    return resolved if resolved.is_file() else None
+
+
+def _row_metric_line(row: Row) -> str:
+    parts = []
+    for name in PARETO_METRICS:
+        rec = row.metrics.get(name)
+        if rec is None:
+            continue
+        label = lb.metric_label(name)
+        if rec["status"] == "ok":
+            parts.append(f"{label} {fmt_num(rec['value'])}")
+        elif rec["status"] == "failed":
+            parts.append(f'<span class="bad" title="{esc(rec["error"])}">{esc(label)} failed</span>')
+        else:
+            parts.append(f'<span title="{esc(rec["error"])}">{esc(label)} n/a</span>')
+    bits = [f"{fmt_kbps(row.representation_bps, 2)} kbps"] if row.representation_bps else []
+    return " · ".join(bits + [p if p.startswith("<") else esc(p) for p in parts])
+
+
+def listening_html(ctx: ReportContext, group: lb.Group) -> str:
+    board = ctx.board
+    rows = _rows_by_key(board)
+    entries = board.group_entries(group.id)
+    multi_run = len(group.runs) > 1
+    first = board.runs[group.runs[0]]
+    utterances = [u[0] for u in first.plan.utterances]
+    for run_index in group.runs:
+        for row in board.runs[run_index].rows:
+            if row.utterance not in utterances:
+                utterances.append(row.utterance)
+    out = []
+    for utt in utterances:
+        versions = [(e, rows.get((e["run_index"], e["codec"], utt))) for e in entries]
+        versions = [(e, r) for e, r in versions if r is not None]
+        if not versions:
+            continue
+        cards = []
+        # The reference: once per distinct reference sha256 (runs of one group share the set).
+        refs: dict[str, tuple[lb.RunInfo, Row]] = {}
+        for e, r in versions:
+            refs.setdefault(r.reference_sha256, (board.runs[e["run_index"]], r))
+        top_db: float | None = None
+        for sha, (run, r) in refs.items():
+            path = _audio_file(run, r.reference)
+            if path is None:
+                cards.append(_failed_card("card ref failed", "reference",
+                                          f"reference not found in the run at {r.reference}"))
+                continue
+            db = spectrogram_db(*read_audio(path))
+            top_db = float(db.max()) if top_db is None else top_db
+            cards.append(_card(ctx, "reference", f"{fmt_num(r.duration_s, 2)} s · {esc(r.language or '-')} · "
+                               f'<span class="mono" title="{esc(sha)}">{esc(sha[:10])}</span>', db, top_db,
+                               path, "ref"))
+        for e, r in versions:
+            title = e["codec"] + (f" @{e['run_label']}" if multi_run else "")
+            if r.decoded is None or r.status != "ok":
+                cards.append(_failed_card("card failed", title, f"{r.status}: {r.error or 'no decoded audio'}"))
+                continue
+            path = _audio_file(board.runs[e["run_index"]], r.decoded)
+            if path is None:
+                cards.append(_failed_card("card failed", title, f"decoded file missing in the run: {r.decoded}"))
+                continue
+            db = spectrogram_db(*read_audio(path))
+            if top_db is None:
+                top_db = float(db.max())
+            flags = []
+            if r.replay_sampled and r.replay_identical is not True:
+                flags.append('<span class="bad">replay differs</span>')
+            if not r.checks_passed:
+                flags.append(f'<span class="bad">checks failed: {esc(r.error)}</span>')
+            meta = _row_metric_line(r) + ("<br>" + " ".join(flags) if flags else "")
+            cards.append(_card(ctx, title, meta, db, top_db, path, "dec"))
+        lang = versions[0][1].language
+        out.append(f'<div class="utt" data-utterance="{esc(utt)}"><h4>{esc(utt)} '
+                   f'<span class="muted">({esc(lang or "no language")}, {fmt_num(versions[0][1].duration_s, 2)} s)'
+                   f'</span></h4><div class="cards">{"".join(cards)}</div></div>')
+    return "".join(out)
+
+
+def _failed_card(cls: str, title: str, why: str) -> str:
+    return f'<div class="{cls}"><h5>{esc(title)}</h5><div class="m bad">{esc(why)}</div></div>'
+
+
+def _card(ctx: ReportContext, title: str, meta_html: str, db: np.ndarray, top_db: float, path: Path,
+          kind: str) -> str:
+    png = spectrogram_png(db, top_db)
+    player = ""
+    if ctx.audio_mode != "none":
+        player = (f'<audio controls preload="metadata" class="{kind}" data-file="{esc(path.name)}" '
+                  f'src="{embed_audio(path, ctx.audio_mode, ctx.audio)}"></audio>')
+    cls = "card ref" if kind == "ref" else "card"
+    return (f'<div class="{cls}"><h5>{esc(title)}</h5><div class="m">{meta_html}</div>'
+            f'<img class="spec" alt="spectrogram of {esc(title)}" src="{data_uri(png, "image/png")}">{player}</div>')

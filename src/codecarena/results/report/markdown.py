@@ -1,0 +1,65 @@
+"""The Markdown summary written beside the HTML report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codecarena.results import leaderboard as lb
+from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_cell
+from codecarena.results.report.context import ReportContext, audio_note
+from codecarena.results.report.plots import PARETO_METRICS
+
+
+def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> str:
+    """The Markdown summary beside the HTML report: runs, one leaderboard table per group, counts."""
+    board = ctx.board
+    lines = ["# codecarena report", "",
+             f"Full report (plots, audio, spectrograms, provenance): `{out_html.name}`.", ""]
+    lines.append("Runs:")
+    for run in board.runs:
+        lines.append(f"- {run.label}: `{run.path}` (set {run.set_name}, {len(run.rows)} rows, "
+                     f"{lb.machine_text(run.machine)}, codecarena {run.record.codecarena} "
+                     f"{run.record.git.get('revision') or ''})")
+    lines.append("")
+    for group in board.groups:
+        entries = board.group_entries(group.id)
+        names = [n for n in PARETO_METRICS if any(n in e["metrics"] for e in entries)]
+        lines += [f"## {group.id}: {group.title}", ""]
+        for reason in group.reasons:
+            lines.append(f"- {reason}")
+        if group.reasons:
+            lines.append("")
+        multi = len(group.runs) > 1
+        head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
+        head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
+        head += ["dec RTF cold/warm", "enc RTF cold/warm", "peak RSS MiB", "dec model MiB", "replay", "checks"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|")
+        for e in entries:
+            cells = ([e["run_label"]] if multi else []) + [e["codec"], e["weights"], e["variant"] or "-",
+                                                           fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
+            cells += [metric_cell(e["metrics"].get(n)) for n in names]
+            cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),
+                      fmt_mib(e["decoder_model_bytes"], 2),
+                      f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("")
+    lines.append("Metrics: mean over successful values; failed and not-applicable values are counted, never "
+                 "replaced. kbps: total bits / total seconds of completed rows. RTF: medians. All metric outputs "
+                 "are in the HTML report and in `codecarena leaderboard --format csv`.")
+    lines.append("")
+    if ctx.skipped_plots:
+        lines.append("Plots skipped: " + "; ".join(f"{g} {lb.metric_label(m)} ({why})" for g, m, why in ctx.skipped_plots))
+        lines.append("")
+    fails = sum(1 for run in board.runs for r in run.rows if r.status != "ok")
+    checks = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and not r.checks_passed)
+    replay = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and r.replay_sampled and r.replay_identical is not True)
+    mfail = sum(p["n"] for p in board.metric_problems if p["status"] == "failed")
+    mna = sum(p["n"] for p in board.metric_problems if p["status"] == "not_applicable")
+    lines.append(f"Failures: {fails} failed rows, {checks} failed checks, {replay} replays not identical, "
+                 f"{mfail} failed and {mna} not-applicable metric values (each with its reason in the HTML report).")
+    for note in ctx.comparison_notes:
+        lines.append(f"Comparison: {note}.")
+    lines.append("")
+    lines.append(audio_note(ctx))
+    return "\n".join(lines) + "\n"

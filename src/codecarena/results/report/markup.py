@@ -1,0 +1,40 @@
+"""Small HTML pieces every section of the report uses."""
+
+from __future__ import annotations
+
+import base64
+import html
+from typing import Any
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def data_uri(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def num_td(value: float | None, text: str, extra: str = "", cls: str = "") -> str:
+    """A table cell showing `text` that sorts by the full-precision `value`."""
+    v = "" if value is None else repr(float(value))
+    c = f' class="{cls}"' if cls else ""
+    return f'<td data-v="{v}"{c}>{esc(text)}{extra}</td>'
+
+
+def weights_pill(weights: str) -> str:
+    return f'<span class="pill {esc(weights)}">{esc(weights)}</span>'
+
+
+def kv(pairs: list[tuple[str, Any]]) -> str:
+    return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
+
+
+def code(value: Any) -> str:
+    return f"<code>{esc(value)}</code>"
+
+
+def short_sha(value: Any) -> str:
+    """A sha256 cut to 12 hex digits, whole on hover; any other value as it is."""
+    text = str(value)
+    return f'<span class="mono" title="{esc(text)}">{esc(text[:12])}</span>' if len(text) == 64 else esc(text)

@@ -1,0 +1,229 @@
+"""The report's HTML sections that come from the leaderboard: how the runs were grouped, one
+leaderboard table and its plots per group, the failures, and the comparison of consecutive
+comparable runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codecarena.results import compare, compare_text
+from codecarena.results import leaderboard as lb
+from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num
+from codecarena.results.report.context import ReportContext
+from codecarena.results.report.markup import code, data_uri, esc, num_td, weights_pill
+from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
+from codecarena.results.schema import Row
+
+
+def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
+    """Metric output -> its description in the runs' metric declarations (the header tooltips)."""
+    titles: dict[str, str] = {}
+    for run in runs:
+        for decl in run.record.metrics:
+            for output in decl.get("outputs") or []:
+                titles.setdefault(output, decl.get("description", ""))
+    return titles
+
+
+def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str]) -> str:
+    entries = board.group_entries(group.id)
+    names = [n for n in board.metric_names if any(n in e["metrics"] for e in entries)]
+    multi_run = len(group.runs) > 1
+    head = []
+    if multi_run:
+        head.append('<th class="l">run</th>')
+    head += ['<th class="l">codec</th>', '<th class="l">family</th>', '<th class="l">weights</th>',
+             '<th class="l">variant</th>', '<th title="representation bits / second of audio">repr kbps</th>',
+             '<th title="whole payload file (header and framing) bits / second">payload kbps</th>']
+    for n in names:
+        arrow = "&darr;" if n in lb.LOWER_IS_BETTER else "&uarr;"
+        head.append(f'<th title="{esc(titles.get(n, n))} (mean over successes; '
+                    f'{"lower" if n in lb.LOWER_IS_BETTER else "higher"} is better)">{esc(lb.metric_label(n))} {arrow}</th>')
+    head += ['<th title="median over rows: process start + imports + load + I/O + first call, / audio s">dec RTF cold</th>',
+             '<th title="median of the repeated in-process decode call / audio s">dec RTF warm</th>',
+             '<th>enc RTF cold</th>', '<th>enc RTF warm</th>',
+             '<th title="max over encode and decode stages of the process-tree peak RSS">peak RSS MiB</th>',
+             '<th title="model bytes the decoder needs: decoder_model_bytes (Lyra) or parameter_bytes (0 for DSP)">'
+             'dec model MiB</th>',
+             '<th title="rows of the replay sample whose second decode in another fresh process gave identical bytes">replay identical</th>',
+             '<th title="rows whose decoded audio is finite and not silent">checks</th>',
+             '<th>rows ok</th>']
+    body = []
+    for e in entries:
+        cells = []
+        if multi_run:
+            cells.append(f'<td class="l">{esc(e["run_label"])}</td>')
+        cells.append(f'<td class="l"><b>{esc(e["codec"])}</b></td>')
+        cells.append(f'<td class="l">{esc(e["family"])}</td>')
+        cells.append(f'<td class="l">{weights_pill(e["weights"])}</td>')
+        cells.append(f'<td class="l">{esc(e["variant"] or "-")}</td>')
+        rep, pay = e["representation_bps"], e["payload_bps"]
+        cells.append(num_td(rep, fmt_kbps(rep)))
+        cells.append(num_td(pay, fmt_kbps(pay)))
+        for n in names:
+            stats = e["metrics"].get(n)
+            if not stats:
+                cells.append('<td data-v="">-</td>')
+                continue
+            subs = []
+            if stats["n_failed"]:
+                subs.append(f'<span class="sub bad">{stats["n_failed"]} failed</span>')
+            if stats["n_not_applicable"]:
+                subs.append(f'<span class="sub">{stats["n_not_applicable"]} n/a</span>')
+            cells.append(num_td(stats["mean"], fmt_num(stats["mean"]), "".join(subs)))
+        for stage, key, digits in (("decode", "cold_rtf_median", 3), ("decode", "warm_rtf_median", 4),
+                                   ("encode", "cold_rtf_median", 3), ("encode", "warm_rtf_median", 4)):
+            cells.append(num_td(e[stage][key], fmt_num(e[stage][key], digits)))
+        cells.append(num_td(e["peak_rss_bytes_max"], fmt_mib(e["peak_rss_bytes_max"])))
+        dm = e["decoder_model_bytes"]
+        cells.append(num_td(dm, fmt_mib(dm, 2)))
+        n = e["rows"]
+        sampled = e["replay_sampled"]
+        cells.append(num_td(e["replay_identical"], f'{e["replay_identical"]}/{sampled}',
+                             cls="bad" if e["replay_identical"] < sampled else "good"))
+        cells.append(num_td(e["checks_passed"], f'{e["checks_passed"]}/{n}',
+                             cls="bad" if e["checks_passed"] < n else "good"))
+        cells.append(num_td(e["rows_ok"], f'{e["rows_ok"]}/{n}', cls="bad" if e["rows_ok"] < n else ""))
+        body.append(f'<tr class="lb-row" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
+                    + "".join(cells) + "</tr>")
+    return (f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}">'
+            f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
+
+
+def plots_html(ctx: ReportContext, group: lb.Group) -> str:
+    entries = ctx.board.group_entries(group.id)
+    with_run = len(group.runs) > 1
+    figures = []
+    for metric in PARETO_METRICS:
+        png, why = pareto_plot(entries, metric, ctx.styles, with_run)
+        if png is None:
+            ctx.skipped_plots.append((group.id, metric, why))
+            continue
+        label = lb.metric_label(metric)
+        direction = "lower" if metric in lb.LOWER_IS_BETTER else "higher"
+        figures.append(f'<figure data-metric="{esc(metric)}"><img class="plot" alt="{esc(label)} vs kbps" '
+                       f'src="{data_uri(png, "image/png")}"><figcaption>{esc(label)} ({direction} is better) vs '
+                       f'representation kbps; outlined points and the step line are the Pareto frontier.'
+                       f'</figcaption></figure>')
+    skipped = [(m, why) for g, m, why in ctx.skipped_plots if g == group.id]
+    note = ""
+    if skipped:
+        note = ('<p class="note">Plots skipped: ' + "; ".join(f"{esc(lb.metric_label(m))} ({esc(why)})"
+                                                             for m, why in skipped) + ".</p>")
+    cost = cost_plot(entries, ctx.styles, with_run)
+    cost_html = ""
+    if cost is not None:
+        cost_html = (f'<figure class="wide" data-metric="cost"><img class="plot" alt="cost vs kbps" '
+                     f'src="{data_uri(cost, "image/png")}"><figcaption>Cost vs representation kbps: median cold '
+                     f'and warm real-time factor (hollow: encode, filled: decode; log scale, lower is faster) and '
+                     f'peak RSS.</figcaption></figure>')
+    return f'<div class="plots">{"".join(figures)}</div>{note}<div class="plots">{cost_html}</div>'
+
+
+def failures_html(ctx: ReportContext) -> tuple[str, int]:
+    """The failures section, and how many failures it lists (failed rows, failed checks and
+    failed metric values; not-applicable values and skipped plots are listed but not counted)."""
+    board = ctx.board
+    parts = []
+    count = 0
+    notes = [(run.label, note) for run in board.runs for note in run.notes]
+    if notes:
+        parts.append("<h3>Runs</h3><ul>" + "".join(f"<li><b>{esc(l)}</b>: {esc(n)}</li>" for l, n in notes) + "</ul>")
+    # (run, row, failed stages or check, reason)
+    row_fail: list[tuple[lb.RunInfo, Row, str, str]] = []
+    check_fail: list[tuple[lb.RunInfo, Row, str, str]] = []
+    for run in board.runs:
+        for r in run.rows:
+            if r.status != "ok":
+                row_fail.append((run, r, ", ".join(s.name for s in r.stages if not s.ok) or "-", r.error or "failed"))
+            else:
+                if not r.checks_passed:
+                    why = r.error or ", ".join(w for w, bad in (("non-finite output", r.finite is False),
+                                                                ("silent output", r.silent is True)) if bad)
+                    check_fail.append((run, r, "checks", why or "checks failed"))
+                if r.replay_sampled and r.replay_identical is not True:
+                    check_fail.append((run, r, "replay", f"second decode differs: {r.decoded_sha256} vs "
+                                                         f"{r.replay_sha256}"))
+    multi = len(board.runs) > 1
+    runcol = "<th class=\"l\">run</th>" if multi else ""
+
+    def runcell(run: lb.RunInfo) -> str:
+        return f'<td class="l">{esc(run.label)}</td>' if multi else ""
+
+    for title, column, failed in (("Failed rows", "stage", row_fail), ("Failed checks", "check", check_fail)):
+        if not failed:
+            continue
+        count += len(failed)
+        parts.append(f"<h3>{title} ({len(failed)})</h3><div class=\"scroll\"><table class=\"failures\"><thead><tr>"
+                     f"{runcol}<th class=\"l\">codec</th><th class=\"l\">utterance</th><th class=\"l\">{column}</th>"
+                     f"<th class=\"l\">reason</th></tr></thead><tbody>"
+                     + "".join(f'<tr class="failure">{runcell(run)}<td class="l">{esc(r.codec)}</td><td class="l">'
+                               f'{esc(r.utterance)}</td><td class="l">{esc(what)}</td><td class="wrap">{esc(why)}</td></tr>'
+                               for run, r, what, why in failed)
+                     + "</tbody></table></div>")
+    problems = board.metric_problems
+    if problems:
+        failed = sum(p["n"] for p in problems if p["status"] == "failed")
+        skipped = sum(p["n"] for p in problems if p["status"] == "not_applicable")
+        count += failed
+        body = []
+        for p in problems:
+            utts = p["utterances"]
+            shown = ", ".join(utts[:6]) + (f" and {len(utts) - 6} more" if len(utts) > 6 else "")
+            cls = "bad" if p["status"] == "failed" else "muted"
+            body.append(f'<tr class="metric-problem">{runcell(board.runs[p["run_index"]])}<td class="l">{esc(p["codec"])}</td>'
+                        f'<td class="l">{esc(p["output"])}</td><td class="l {cls}">'
+                        f'{"failed" if p["status"] == "failed" else "not applicable (skipped)"}</td>'
+                        f'<td>{p["n"]}</td><td class="wrap">{esc(p["error"])}</td>'
+                        f'<td class="wrap mono">{esc(shown)}</td></tr>')
+        parts.append(f"<h3>Metric values that are not ok ({failed} failed, {skipped} not applicable)</h3>"
+                     f'<p class="note">Nothing is replaced by 0 or 1: these values are left out of the means and '
+                     f'counted in the leaderboard.</p><div class="scroll"><table class="failures"><thead><tr>{runcol}'
+                     f'<th class="l">codec</th><th class="l">metric output</th><th class="l">status</th><th>rows</th>'
+                     f'<th class="l">reason</th><th class="l">utterances</th></tr></thead><tbody>{"".join(body)}'
+                     f"</tbody></table></div>")
+    if ctx.skipped_plots:
+        parts.append("<h3>Plots skipped</h3><ul>" + "".join(
+            f"<li>{esc(g)}: {esc(lb.metric_label(m))}: {esc(why)}</li>" for g, m, why in ctx.skipped_plots) + "</ul>")
+    if not parts:
+        parts.append('<p class="good">No failures: every row completed, every check passed, the replay was '
+                     "identical everywhere and every metric value is ok.</p>")
+    return "".join(parts), count
+
+
+def comparison_html(ctx: ReportContext) -> str:
+    board = ctx.board
+    if len(board.runs) < 2:
+        return ""
+    parts = ['<h2 id="comparison">Comparison of consecutive comparable runs</h2>']
+    by_key: dict[Any, list[lb.RunInfo]] = {}
+    for run in board.runs:
+        by_key.setdefault(lb.comparison_key(run), []).append(run)
+    pairs = [(a, b) for runs in by_key.values() for a, b in zip(runs, runs[1:])]
+    if not pairs:
+        parts.append('<p class="note">No two runs share an evaluation set, a machine and a weights kind, so no pair '
+                     'is compared.</p>')
+        ctx.comparison_notes.append("no comparable pair of runs")
+        return "".join(parts)
+    for a, b in pairs:
+        parts.append(f"<h3>{esc(a.label)} &rarr; {esc(b.label)}</h3>")
+        try:
+            fragment = compare_text.render_html(compare.compare_runs(a.path, b.path))
+        except Exception as exc:  # noqa: BLE001 - a comparison that fails must not lose the report
+            note = f"{a.label} -> {b.label}: comparison failed ({type(exc).__name__}: {exc})"
+            ctx.comparison_notes.append(note)
+            parts.append(f'<p class="note bad">{esc(note)}</p>')
+            continue
+        parts.append(f'<div class="comparison">{fragment}</div>')
+    return "".join(parts)
+
+
+def grouping_html(board: lb.Leaderboard) -> str:
+    runs = "".join(f"<li><b>{esc(r.label)}</b>: {code(r.path)} &mdash; set {esc(r.set_name)}, {len(r.rows)} rows, "
+                   f"{esc(lb.machine_text(r.machine))}</li>" for r in board.runs)
+    text = f"<ul>{runs}</ul>"
+    if len(board.groups) > 1:
+        items = "".join(f"<li><b>{esc(g.id)}</b> ({esc(g.title)}): {esc('; '.join(g.reasons))}</li>" for g in board.groups)
+        text += (f'<div class="box warn"><b>Not one ranking.</b> These runs differ in evaluation set, machine or '
+                 f'weights kind, so they are shown as {len(board.groups)} separate leaderboards:<ul>{items}</ul></div>')
+    return text

@@ -1,0 +1,116 @@
+"""Launching one codec stage (encode, decode, replay) and turning what happened into a `Stage` record.
+
+A cold stage is a fresh `python -m codecarena.worker JOB.json` under the memory guard and the stage
+timeout; a warm stage goes to a persistent worker that keeps the model loaded. Either way the record
+holds the worker's own timing split, the guard's record and the RTFs derived from them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from codecarena.runtime.guard import GuardRecord, run_guarded
+from codecarena.runtime.limits import StageLimits
+from codecarena.runtime.persistent import PersistentWorker, WorkerFailed
+from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # "encode", "decode" or "replay"
+    exit_status: int
+    ok: bool
+    error: str
+    wall_s: float  # spawn to exit, as the harness saw it
+    process_start_s: float  # spawn until the worker's first statement
+    imports_s: float
+    load_s: float
+    io_s: float
+    compute_s: float  # the first (cold) codec call
+    warm_compute_s: list[float]
+    cold_rtf: float | None  # (process start + imports + load + io + compute) / audio seconds
+    warm_rtf: float | None  # median warm compute / audio seconds; None without warm repeats
+    peak_rss_bytes: int  # max of the guard's polled tree RSS and the worker's own getrusage peak
+    guard: GuardRecord
+
+
+def _report_times(report: StageReport | None) -> dict[str, float]:
+    """A stage's timing split as its worker reported it (zeros when no report came back)."""
+    return {key: getattr(report, key) if report else 0.0 for key in ("imports_s", "load_s", "io_s", "compute_s")}
+
+
+def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str) -> tuple[Stage, StageReport | None]:
+    job_path = work / f"{name}.job.json"
+    write_job(job_path, job)
+    Path(job.report).unlink(missing_ok=True)
+    result = run_guarded(
+        [python, "-m", "codecarena.worker", str(job_path)],
+        limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s, timeout_s=limits.stage_timeout_s,
+        log_path=work / f"{name}.log",
+    )
+    guard = result.guard
+    report: StageReport | None = None
+    report_error = ""
+    if Path(job.report).exists() and not guard.fired and not guard.timed_out:
+        try:
+            report = read_report(Path(job.report))
+        except ProtocolError as exc:
+            report_error = str(exc)
+    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
+    if guard.fired:
+        error = (f"memory guard killed the {name} worker: process tree RSS {peak / 2**20:.0f} MiB "
+                 f"passed the limit {guard.limit_bytes / 2**20:.0f} MiB")
+    elif guard.timed_out:
+        error = f"{name} worker killed after the {limits.stage_timeout_s:g} s stage timeout"
+    elif report is None:
+        error = report_error or f"{name} worker exited with status {result.returncode} and no report (see {work / (name + '.log')})"
+    elif not report.ok:
+        error = f"{name}: {report.error}"
+    elif result.returncode != 0:
+        error = f"{name} worker reported success but exited with status {result.returncode}"
+    else:
+        error = ""
+    cold_rtf = warm_rtf = None
+    process_start = 0.0
+    if report is not None and report.audio_s > 0:
+        process_start = max(0.0, report.started_at - result.spawn_time)
+        cold = process_start + report.imports_s + report.load_s + report.io_s + report.compute_s
+        cold_rtf = cold / report.audio_s
+        if report.warm_compute_s:
+            warm_rtf = statistics.median(report.warm_compute_s) / report.audio_s
+    stage = Stage(
+        name=name, exit_status=result.returncode, ok=not error, error=error, wall_s=result.wall_s,
+        process_start_s=process_start,
+        **_report_times(report),
+        warm_compute_s=list(report.warm_compute_s) if report else [],
+        cold_rtf=cold_rtf, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
+    )
+    return stage, report
+
+
+def run_stage_warm(name: str, job: Job, work: Path, worker: PersistentWorker) -> tuple[Stage, StageReport | None]:
+    """The same stage through a persistent worker: no process start, the model already loaded after
+    its first job. A worker that dies fails this stage only; the next job starts a new worker."""
+    job_path = work / f"{name}.job.json"
+    Path(job.report).unlink(missing_ok=True)
+    start = time.perf_counter()
+    report: StageReport | None
+    try:
+        report = worker.submit(job, job_path)
+        error = "" if report.ok else f"{name}: {report.error}"
+    except WorkerFailed as exc:
+        report, error = None, f"{name}: {exc}"
+    wall = time.perf_counter() - start
+    guard = GuardRecord(limit_bytes=worker.limit_bytes, poll_s=worker.poll_s, fired=worker.fired,
+                  peak_rss_bytes=worker.job_peak_rss_bytes, polls=worker.job_polls, timed_out=worker.timed_out)
+    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
+    warm_rtf = report.compute_s / report.audio_s if report is not None and report.audio_s > 0 else None
+    stage = Stage(
+        name=name, exit_status=0 if not error else 2, ok=not error, error=error, wall_s=wall, process_start_s=0.0,
+        **_report_times(report),
+        warm_compute_s=[], cold_rtf=None, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
+    )
+    return stage, report

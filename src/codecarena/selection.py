@@ -1,0 +1,118 @@
+"""What a command asks to run, checked before any worker starts: the weights, the isolated runtime of
+each codec family, a numerical variant, the metrics, the evaluation set and registry entries by name.
+
+Every command that launches codec workers (run, determinism, serve) selects through here, so a refusal
+reads the same whichever command meets it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from codecarena.codecs.base import parse_weights
+from codecarena.registry.catalog import FAMILIES
+from codecarena.corpora import load_corpus, parse_shard, select
+from codecarena.datasets import EvalSet, load_smoke
+from codecarena.metrics.declarations import select as select_metrics
+from codecarena.metrics.scorer import Scorer
+from codecarena.registry.entries import Entry, RegistryError, entry_for_family, load_entry
+from codecarena.specs import CodecSpec
+
+
+class SelectionError(Exception):
+    """A selection that cannot run; the message says which part and why."""
+
+
+def canonical_weights(text: str) -> str:
+    """`real`, or `synthetic:SEED` with the seed spelled out (synthetic alone means seed 0)."""
+    try:
+        kind, seed = parse_weights(text)
+    except ValueError as exc:
+        raise SelectionError(str(exc)) from None
+    return "real" if kind == "real" else f"synthetic:{seed}"
+
+
+def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, Any]]:
+    """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
+    from codecarena.registry.rules import pins_complete
+    from codecarena.runtime.venvs import describe as describe_runtime
+
+    found = {}
+    for family in dict.fromkeys(s.family for s in specs):
+        entry = entry_for_family(family)
+        kind = FAMILIES[family].supported_weights
+        if weights != "real" and kind == "real":
+            raise SelectionError(f"{family}: runs its real weights only; --weights {weights} is not available for it")
+        # A number is only as good as its pins: a floating or partial pin is refused, not warned about.
+        # Synthetic weights of a neural family use no pinned checkpoint, and say so in every output.
+        synthetic = weights != "real" and kind == "real_or_synthetic"
+        if not synthetic and (entry.status == "unpinned" or not pins_complete(entry)):
+            raise SelectionError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
+                                 f"codecarena refuses to run it until they are supplied")
+        found[family] = describe_runtime(entry)
+    return found
+
+
+def check_variant(name: str, specs: Iterable[CodecSpec]) -> str:
+    """A known variant that every chosen family declares (the worker also refuses a model it finds
+    nothing to replace in)."""
+    from codecarena.variants import VariantError, check_name
+
+    try:
+        check_name(name)
+    except VariantError as exc:
+        raise SelectionError(str(exc)) from None
+    if name:
+        refused = sorted({s.family for s in specs if name not in FAMILIES[s.family].variants})
+        if refused:
+            raise SelectionError(
+                f"variant {name} does not apply to {', '.join(refused)} "
+                f"(it applies to {', '.join(f for f, fam in FAMILIES.items() if name in fam.variants)})")
+    return name
+
+
+def scorer(metrics: str, asr_models: Sequence[str]) -> Scorer | None:
+    """The scorer of a comma list of metrics (None for `none`), with each LANG=DIR ASR model folder."""
+    names = select_metrics(metrics)
+    models: dict[str, Path] = {}
+    for item in asr_models:
+        lang, sep, folder = item.partition("=")
+        if not sep or not lang or not Path(folder).is_dir():
+            raise SelectionError(f"--asr-model {item!r}: expected LANG=DIR with an existing model folder")
+        models[lang] = Path(folder).resolve()
+    return Scorer(names, models) if names else None
+
+
+def with_language(evalset: EvalSet, language: str) -> EvalSet:
+    """Give utterances without a declared language the one the user named; the manifest hash
+    changes with it, so the run's plan records the choice."""
+    if not language:
+        return evalset
+    utterances = tuple(u if u.language else dataclasses.replace(u, language=language) for u in evalset.utterances)
+    digest = hashlib.sha256(f"{evalset.manifest_sha256}:language={language}".encode()).hexdigest()
+    return dataclasses.replace(evalset, utterances=utterances, manifest_sha256=digest)
+
+
+def evaluation_set(input_dir: Path | None, layout: str, language: str, data_dir: Path | None, allow_download: bool,
+                   limit: int | None, shard: str | None) -> EvalSet:
+    """A folder of audio in the named corpus layout, or else the smoke set; then --limit and --shard."""
+    try:
+        parsed = parse_shard(shard) if shard else None
+        if input_dir is not None:
+            return with_language(load_corpus(input_dir, layout, limit, parsed), language)
+        return select(load_smoke(data_dir=data_dir, allow_download=allow_download), limit, parsed)
+    except ValueError as exc:
+        raise SelectionError(str(exc)) from None
+
+
+def registry_entry(name: str) -> Entry:
+    """The registry entry a name means: a registry id, or else a codec family (either may carry :CONFIG)."""
+    family = name.partition(":")[0]
+    try:
+        return load_entry(family)
+    except RegistryError:
+        return entry_for_family(family)

