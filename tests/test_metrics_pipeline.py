@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def pcm_smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pcm") / "run"
     result = codecarena("run", "--data-dir", mirror, "--codec", "pcm:16", "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
+    (out.parent / "stdout.txt").write_text(result.stdout)
     return out
 
 
@@ -43,14 +45,12 @@ def test_pcm_control_scores_as_transparent_on_the_smoke_set(pcm_smoke: Path) -> 
         assert m["speaker_sim"]["value"] >= 0.99
         for name in ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808"):
             assert 1.0 <= m[name]["value"] <= 5.0
-        if row["language"] == "en":
-            assert m["dwer"]["value"] == 0.0
-            assert m["wer"]["value"] == m["ref_wer"]["value"]
-        else:
-            # No offline Mandarin ASR model: recorded as failed with the reason, never as 0 or 1.
-            for name in ("wer", "cer", "ref_wer", "dwer", "critical_survived"):
-                assert m[name]["value"] is None and m[name]["status"] == "failed"
-                assert "no offline ASR model for language 'zh'" in m[name]["error"]
+        # The decoded audio is the reference: the same transcript, dWER and dCER 0, the floor's error rates.
+        assert m["dwer"]["value"] == m["dcer"]["value"] == 0.0
+        assert (m["wer"]["value"], m["cer"]["value"]) == (m["ref_wer"]["value"], m["ref_cer"]["value"])
+        model = {"en": "tiny.en", "zh": "base"}[row["language"]]
+        assert m["cer"]["details"]["asr"]["model"] == model
+        assert m["cer"]["details"]["normalizer"] == {"en": "en-1", "zh": "zh-2"}[row["language"]]
 
 
 def test_critical_entities_survive_transparent_coding(pcm_smoke: Path) -> None:
@@ -60,13 +60,24 @@ def test_critical_entities_survive_transparent_coding(pcm_smoke: Path) -> None:
     assert record["details"]["entities"][0]["text"] == "EIGHTEEN THIRTEEN"
     librispeech = {r["utterance"]: r for r in rows_of(pcm_smoke)}["en_librispeech_1089-134686-0000"]
     assert librispeech["metrics"]["critical_survived"]["status"] == "not_applicable"
+    mandarin = {r["utterance"]: r for r in rows_of(pcm_smoke)}["zh_aishell1_BAC009S0002W0124"]
+    (entity,) = mandarin["metrics"]["critical_survived"]["details"]["entities"]
+    # The reference says 六月, Whisper base writes 6月: the normaliser makes them meet.
+    assert entity["text"] == "六月" and entity["survived"] and entity["hypothesis_text"] == "六月"
+    assert mandarin["metrics"]["critical_survived"]["value"] == 1.0
 
 
 def test_summary_averages_successes_and_counts_failures(pcm_smoke: Path) -> None:
     summary = json.loads((pcm_smoke / "summary.json").read_text())
     (codec,) = summary["codecs"]
-    wer = codec["metrics"]["wer"]
-    assert (wer["n_ok"], wer["n_failed"]) == (6, 4)
+    for name in ("wer", "cer", "ref_cer", "dcer"):
+        stats = codec["metrics"][name]
+        assert (stats["n_ok"], stats["n_failed"], stats["n_not_applicable"]) == (10, 0, 0)
+    critical = codec["metrics"]["critical_survived"]
+    assert (critical["n_ok"], critical["n_failed"], critical["n_not_applicable"]) == (4, 0, 6)
+    # No real failure: the console shows no failure count and no failure reason.
+    shown = (pcm_smoke.parent / "stdout.txt").read_text()
+    assert re.search(r"\d+ failed", shown) is None and "metric values failed" not in shown
     assert codec["metrics"]["pesq_wb"]["n_ok"] == 10
     values = [r["metrics"]["pesq_wb"]["value"] for r in rows_of(pcm_smoke)]
     assert codec["metrics"]["pesq_wb"]["mean"] == pytest.approx(sum(values) / len(values), rel=1e-12)
@@ -78,6 +89,8 @@ def test_summary_averages_successes_and_counts_failures(pcm_smoke: Path) -> None
         for model in entry["model_files"]:
             assert model["sha256"] == model["pinned_sha256"]
     assert declared["asr"]["asr_models"]["en"]["temperature"] == 0.0
+    assert declared["asr"]["asr_models"]["zh"]["model"]["name"] == "base"
+    assert run["plan"]["asr_models"] == [["en", "tiny.en"], ["zh", "base"]]
     assert codecarena("audit", pcm_smoke).returncode == 0
 
 
@@ -86,6 +99,79 @@ def test_every_metric_of_the_smoke_run_rescores_from_its_files(pcm_smoke: Path) 
     assert {row["metrics_code_sha256"] for row in rows_of(pcm_smoke)} == {metrics_code_sha256()}
     result = codecarena("audit", pcm_smoke, "--rescore", "all")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_reference_results_are_audited(pcm_smoke: Path, tmp_path: Path) -> None:
+    """One transcript and one speaker embedding per reference, in the run directory; an edited cached
+    transcript is caught by the audit."""
+    stored = sorted((pcm_smoke / "reference_results").glob("*/*.json"))
+    assert len(stored) == 20
+    copy = tmp_path / "run"
+    shutil.copytree(pcm_smoke, copy)
+    row = next(r for r in rows_of(copy) if r["language"] == "zh")
+    (entry,) = (copy / "reference_results" / row["reference_sha256"]).glob("asr_transcript-*.json")
+    data = json.loads(entry.read_text())
+    data["value"] = data["value"] + "不"
+    entry.write_text(json.dumps(data))
+    result = codecarena("audit", copy)
+    assert result.returncode != 0
+    assert f"pcm:16 {row['utterance']}: scored against the reference transcript" in result.stdout + result.stderr
+
+
+def test_mandarin_dcer_grows_as_the_rate_falls(pcm_smoke: Path, tmp_path: Path) -> None:
+    mirror = need_mirror()
+    out = tmp_path / "low"
+    result = codecarena("run", "--data-dir", mirror, "--codec", "codec2:1200", "--codec", "opus:6k",
+                        "--metrics", "asr", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def mean_dcer(run: Path, codec: str) -> float:
+        values = [r["metrics"]["dcer"]["value"] for r in rows_of(run) if r["codec"] == codec and r["language"] == "zh"]
+        assert len(values) == 4 and None not in values
+        return sum(values) / len(values)
+
+    pcm = mean_dcer(pcm_smoke, "pcm:16")
+    assert pcm == 0.0
+    assert mean_dcer(out, "codec2:1200") > pcm and mean_dcer(out, "opus:6k") > pcm
+
+
+def test_a_language_no_model_covers_is_not_applicable_and_not_a_failure(tmp_path: Path) -> None:
+    corpus = tmp_path / "tlh"
+    corpus.mkdir()
+    shutil.copy(need_mirror() / SHORT_CLIPS[0], corpus / "clip.wav")
+    out = tmp_path / "run"
+    result = codecarena("run", "--input", corpus, "--language", "tlh", "--codec", "pcm:16", "--metrics", "asr,stoi",
+                        "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = rows_of(out)
+    assert {row["metrics"][o]["status"] for o in ("wer", "cer", "dwer", "dcer", "critical_survived")} == {
+        "not_applicable"}
+    assert "no ASR model covers language 'tlh'" in row["metrics"]["dcer"]["error"]
+    assert re.search(r"\d+ failed", result.stdout) is None and "metric values failed" not in result.stdout
+    assert "n/a" in result.stdout
+    assert codecarena("audit", out).returncode == 0
+
+
+def test_an_asr_model_that_differs_from_its_pins_stops_the_run_with_one_line(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache)}
+    corpus = tmp_path / "zh"
+    corpus.mkdir()
+    shutil.copy(need_mirror() / "zh_aishell1_BAC009S0002W0123.wav", corpus / "clip.wav")
+    args = ("run", "--input", corpus, "--language", "zh", "--codec", "pcm:16", "--metrics", "asr")
+    assert codecarena(*args, "--out", tmp_path / "good", env=env).returncode == 0  # assembles base
+    (vocabulary,) = cache.glob("codecarena/asr/whisper-base-*/vocabulary.txt")
+    data = bytearray(vocabulary.read_bytes())
+    data[100] ^= 1
+    vocabulary.write_bytes(bytes(data))
+    result = codecarena(*args, "--out", tmp_path / "bad", env=env)
+    assert result.returncode == 2 and not (tmp_path / "bad").exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{vocabulary} has sha256" in line and "pinned 34ce3fe1" in line
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    mine = codecarena(*args, "--asr-model", f"zh={empty}", "--out", tmp_path / "mine", env=env)
+    assert mine.returncode == 2 and "lacks model.bin" in mine.stderr
 
 
 def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:

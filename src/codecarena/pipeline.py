@@ -64,7 +64,7 @@ class RunOptions:
     runtimes: tuple[tuple[str, str, str], ...] = ()
     weights: str = "real"  # "real" or "synthetic:SEED"
     metrics: tuple[str, ...] = ()
-    asr_models: tuple[tuple[str, str], ...] = ()  # (language, model folder)
+    asr_models: tuple[tuple[str, str], ...] = ()  # (language, ASR model: a catalogue name or a folder)
     variant: str = ""  # a named numerical variant applied to every codec's model ("" = upstream)
     mode: str = "cold"  # "cold": a fresh process per stage; "warm": persistent workers per codec runtime
     cold_sample: int = 1  # warm mode: the first N rows of each codec configuration still run cold

@@ -109,5 +109,9 @@ class RunDir:
     def work(self, codec_slug: str, utterance: str) -> Path:
         return self.path("work", codec_slug, check_id(utterance, str(self.root)))
 
+    def reference_results(self) -> Path:
+        """What metrics computed from a reference alone (metrics/reference_results.py)."""
+        return self.path("reference_results")
+
     def persistent_logs(self) -> Path:
         return self.path("work", "persistent")

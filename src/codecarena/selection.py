@@ -75,16 +75,38 @@ def check_variant(name: str, specs: Iterable[CodecSpec]) -> str:
     return name
 
 
-def scorer(metrics: str, asr_models: Sequence[str]) -> Scorer | None:
-    """The scorer of a comma list of metrics (None for `none`), with each LANG=DIR ASR model folder."""
+def scorer(metrics: str, asr_models: Sequence[str], languages: Iterable[str] = ()) -> Scorer | None:
+    """The scorer of a comma list of metrics (None for `none`), with each LANG=NAME or LANG=DIR ASR
+    model, and the default model of each of `languages` written out, so that a run's plan names the
+    model of every language it scores. Every chosen model is verified first (SelectionError)."""
+    from codecarena.metrics.asr_models import CATALOGUE, AsrModelError, primary_language, resolve
+
     names = select_metrics(metrics)
-    models: dict[str, Path] = {}
+    models: dict[str, str] = {}
     for item in asr_models:
-        lang, sep, folder = item.partition("=")
-        if not sep or not lang or not Path(folder).is_dir():
-            raise SelectionError(f"--asr-model {item!r}: expected LANG=DIR with an existing model folder")
-        models[lang] = Path(folder).resolve()
-    return Scorer(names, models) if names else None
+        lang, sep, choice = item.partition("=")
+        if sep and lang and choice in CATALOGUE:
+            models[primary_language(lang)] = choice
+        elif sep and lang and Path(choice).is_dir():
+            models[primary_language(lang)] = str(Path(choice).resolve())
+        else:
+            raise SelectionError(f"--asr-model {item!r}: expected LANG=NAME ({', '.join(CATALOGUE)}) "
+                                 "or LANG=DIR with an existing model folder")
+    if not names:
+        return None
+    chosen = Scorer(names, models)
+    if "asr" in names:
+        for lang in languages:
+            choice = chosen.asr_choice(lang) if lang else None
+            if choice is not None:
+                models.setdefault(primary_language(lang), choice)
+        # A model that is missing or differs from its pins stops the run before any row, not each row.
+        for lang, choice in sorted(models.items()):
+            try:
+                resolve(choice)
+            except AsrModelError as exc:
+                raise SelectionError(f"ASR model for {lang!r}: {exc}") from None
+    return Scorer(names, models)
 
 
 def with_language(evalset: EvalSet, language: str) -> EvalSet:

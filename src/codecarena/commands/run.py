@@ -110,13 +110,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--ray-address needs --executor ray")
     if args.warm_repeats < 0:
         raise CliError("--warm-repeats must be >= 0")
-    scorer = selection.scorer(args.metrics, args.asr_model)
+    languages = sorted({u.language for u in evalset.utterances if u.language})
+    scorer = selection.scorer(args.metrics, args.asr_model, languages)
     weights = selection.canonical_weights(args.weights)
     runtimes = selection.runtimes(specs, weights)
     opts = RunOptions(
         out=Path("."), codecs=specs, limits=limits, warm_repeats=args.warm_repeats,
         metrics=scorer.metrics if scorer else (),
-        asr_models=tuple((k, str(v)) for k, v in sorted(scorer.asr_models.items())) if scorer else (),
+        asr_models=tuple(sorted(scorer.asr_models.items())) if scorer else (),
         weights=weights, variant=selection.check_variant(args.variant, specs),
         runtimes=tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items()),
         mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample)
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})")
 
         run_info = describe(args.command_line)
-        run_info["metrics"] = scorer.describe() if scorer else []
+        run_info["metrics"] = scorer.describe(languages) if scorer else []
         run_info["runtimes"] = {rec["registry"]: rec for rec in runtimes.values()}
         rows = execute(evalset, opts, run_info, _executor(args), on_row, scorer)
     if resumed_rows:

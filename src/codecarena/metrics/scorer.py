@@ -4,8 +4,9 @@ Every output of every selected metric gets a record {value, status, error, detai
 failing never stops another. Metrics are computed one at a time in `scoring_order`, each by
 `Scorer.score_metric`, so that the guarded scoring process (metrics/guarded.py) can announce each
 one before computing it with the very code that scores in-process. `score_metric` checks the
-metric's declared needs, then calls its scoring function, loaded once per Scorer. The ASR of each
-reference is computed once per utterance and reused for the floor WER and for dWER.
+metric's declared needs, then calls its scoring function, loaded once per Scorer. What a metric
+computes from the reference alone (its ASR, its speaker embedding) is computed once per reference
+(metrics/reference_results.py) and reused by every row that is scored against it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.arena import ARENA_RATE
+from codecarena.files import sha256_file
+from codecarena.metrics import asr_models as catalogue
 from codecarena.metrics import declarations
 from codecarena.metrics.records import Records, failure_reason, result
 from codecarena.metrics.declarations import BY_NAME, METRICS, Asr, Inputs, MetricSpec, Need, ScoreFunction
+from codecarena.metrics.reference_results import ReferenceResults
 
 if TYPE_CHECKING:
     from codecarena.metrics.content import Transcriber
@@ -59,7 +63,7 @@ def scoring_order(metrics: Iterable[str]) -> tuple[str, ...]:
     """The metrics without a model file first, in declaration order (the signal metrics: they share
     one alignment), then the model-based ones as selected."""
     selected = tuple(metrics)
-    first = tuple(spec.name for spec in METRICS if spec.name in selected and not spec.models)
+    first = tuple(spec.name for spec in METRICS if spec.name in selected and not spec.uses_models)
     return first + tuple(name for name in selected if name not in first)
 
 
@@ -81,50 +85,59 @@ class RowScorer(Protocol):
     def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> Records: ...
 
 
+def reference_sha256_of(samples: np.ndarray) -> str:
+    """The key of reference audio given as samples rather than as a file (the Scorer.score API)."""
+    return hashlib.sha256(b"float64 samples\0" + np.ascontiguousarray(samples, dtype=np.float64).tobytes()).hexdigest()
+
+
 @dataclass
 class Scorer:
     metrics: tuple[str, ...]
-    # language -> CTranslate2 Whisper model folder; English defaults to the shipped tiny.en.
-    asr_models: dict[str, Path] = field(default_factory=dict)
+    # language -> the ASR model's choice: a catalogue name (metrics/asr_models.py) or a model folder.
+    # A language not named gets asr_models.default_choice (tiny.en for English, base for the rest).
+    asr_models: dict[str, str] = field(default_factory=dict)
+    # Where reference-side results persist (a run's reference_results/); None: in memory only.
+    reference_results: Path | None = None
     _functions: dict[str, ScoreFunction] = field(default_factory=dict, repr=False)
-    _transcribers: dict[str, Transcriber] = field(default_factory=dict, repr=False)
+    _transcribers: dict[str, Transcriber | str] = field(default_factory=dict, repr=False)
     _unusable: dict[str, str] = field(default_factory=dict, repr=False)
-    _reference_asr: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    _results: ReferenceResults = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        specs = [BY_NAME[name] for name in self.metrics]
-        shipped = None
-        if any(Need.ASR_LANGUAGE in spec.needs for spec in specs):
-            from codecarena.metrics.content import default_asr_model_dir
-
-            shipped = default_asr_model_dir()
-            if "en" not in self.asr_models and shipped is not None:
-                self.asr_models = {"en": shipped, **self.asr_models}
-        for spec in specs:
+        self.asr_models = {catalogue.primary_language(lang): str(choice) for lang, choice in self.asr_models.items()}
+        self._results = ReferenceResults(self.reference_results)
+        for spec in (BY_NAME[name] for name in self.metrics):
             _, problem = declarations.verify_models(spec)
-            # An ASR metric's pins are those of the shipped English model: a user-supplied English
-            # model replaces it, so the pins do not apply.
-            if problem and not (Need.ASR_LANGUAGE in spec.needs and self.asr_models.get("en") != shipped):
+            if problem:
                 self._unusable[spec.name] = problem
 
-    def describe(self) -> list[dict[str, Any]]:
+    def forget_reference_results(self) -> None:
+        """Drop the in-memory reference-side results (benchmarks time both sides of every pair)."""
+        self._results = ReferenceResults(self.reference_results)
+
+    def asr_choice(self, language: str) -> str | None:
+        """The ASR model that scores a language: the user's choice, else the default; None: none covers it."""
+        lang = catalogue.primary_language(language)
+        return self.asr_models.get(lang) or catalogue.default_choice(lang)
+
+    def describe(self, languages: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The metric declarations for run.json; a metric that needs an ASR model also records the
-        settings of each one (loading them)."""
+        catalogue and the settings of the model of each of `languages` and of each chosen language
+        (loading them)."""
         def extra(spec: MetricSpec) -> dict[str, Any]:
             if Need.ASR_LANGUAGE not in spec.needs:
                 return {}
             models: dict[str, Any] = {}
-            for lang in sorted(self.asr_models):
-                try:
-                    models[lang] = self._transcriber(lang).settings
-                except Exception as exc:  # recorded; every row's ASR then fails with the same reason
-                    models[lang] = {"path": str(self.asr_models[lang]), "error": failure_reason(exc)}
-            return {"asr_models": models}
+            for lang in sorted({catalogue.primary_language(lang) for lang in languages if lang} | set(self.asr_models)):
+                choice = self.asr_choice(lang)
+                if choice is None:
+                    models[lang] = {"not_applicable": f"no ASR model covers language {lang!r}"}
+                    continue
+                transcriber = self._transcriber(lang)
+                models[lang] = (transcriber.settings if not isinstance(transcriber, str)
+                                else {"choice": choice, "error": transcriber})
+            return {"asr_models": models, "asr_catalogue": catalogue.describe_catalogue()}
         return declarations.describe(self.metrics, extra)
-
-    def forget_reference_asr(self) -> None:
-        """Drop the cached transcripts of references (benchmarks time both transcriptions)."""
-        self._reference_asr.clear()
 
     @property
     def code_sha256(self) -> str:
@@ -133,31 +146,45 @@ class Scorer:
     def failed_all(self, reason: str) -> Records:
         return failed_records(self.metrics, reason)
 
-    def score(self, utt: UtteranceInfo, reference: np.ndarray, decoded: np.ndarray, sample_rate: int) -> Records:
+    def score(self, utt: UtteranceInfo, reference: np.ndarray, decoded: np.ndarray, sample_rate: int,
+              reference_sha256: str | None = None) -> Records:
         from codecarena.metrics.signal import SignalPair
 
         pair = SignalPair(reference, decoded)
+        key = reference_sha256 or reference_sha256_of(pair.reference)
         scores: Records = {}
         for name in scoring_order(self.metrics):
-            scores.update(self.score_metric(name, utt, pair, sample_rate))
+            scores.update(self.score_metric(name, utt, pair, sample_rate, key))
         return scores
 
     def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> Records:
         """Scores of two wav files, read as float64 (the decoded file's rate is the one scored)."""
         ref_audio, _ = sf.read(reference, dtype="float64")
         dec_audio, rate = sf.read(decoded, dtype="float64")
-        return self.score(utt, ref_audio, dec_audio, rate)
+        return self.score(utt, ref_audio, dec_audio, rate, sha256_file(reference))
 
-    def score_metric(self, name: str, utt: UtteranceInfo, pair: SignalPair, sample_rate: int) -> Records:
-        """The records of every output of one metric, in its declared order."""
+    def score_metric(self, name: str, utt: UtteranceInfo, pair: SignalPair, sample_rate: int,
+                     reference_sha256: str) -> Records:
+        """The records of every output of one metric, in its declared order. `reference_sha256` keys
+        the reference-side results (the sha256 of the reference file)."""
         spec = BY_NAME[name]
         unmet = self._unusable.get(name) or self._unmet(spec, utt, sample_rate)
         if unmet:
             return failed_records((name,), unmet)
+        if Need.ASR_LANGUAGE in spec.needs and self.asr_choice(utt.language) is None:
+            reason = (f"no ASR model covers language {utt.language!r} "
+                      f"(pass --asr-model {utt.language}=DIR with a multilingual CTranslate2 Whisper model)")
+            return {output: result(status="not_applicable", error=reason) for output in spec.outputs}
+        transcriber = self._transcriber(utt.language) if Need.ASR_LANGUAGE in spec.needs else None
+        if isinstance(transcriber, str):
+            return failed_records((name,), transcriber)
         transcript = utt.transcript or None
         try:
-            asr = self._asr(utt, pair.reference, sample_rate) if Need.ASR_LANGUAGE in spec.needs else None
-            scored = self._function(spec)(Inputs(pair, sample_rate, utt.language, transcript, utt.critical, asr))
+            asr = (self._asr(transcriber, pair.reference, sample_rate, reference_sha256)
+                   if transcriber is not None else None)
+            inputs = Inputs(pair, sample_rate, utt.language, transcript, utt.critical, asr,
+                            reference_sha256, self._results)
+            scored = self._function(spec)(inputs)
         except Exception as exc:  # a metric's failure is recorded with its reason, never fatal
             return failed_records((name,), failure_reason(exc))
         records = dict(scored.records)
@@ -172,12 +199,8 @@ class Scorer:
         and a missing transcript leaves only the transcript outputs not_applicable.)"""
         if Need.ARENA_RATE in spec.needs and sample_rate != ARENA_RATE:
             return f"{spec.name} needs {ARENA_RATE} Hz audio, got {sample_rate} Hz"
-        if Need.ASR_LANGUAGE in spec.needs:
-            if not utt.language:
-                return "utterance has no language (pass --language for an --input folder)"
-            if utt.language not in self.asr_models:
-                return (f"no offline ASR model for language {utt.language!r} "
-                        f"(pass --asr-model {utt.language}=DIR with a CTranslate2 Whisper model)")
+        if Need.ASR_LANGUAGE in spec.needs and not utt.language:
+            return "utterance has no language (pass --language for an --input folder)"
         return None
 
     def _function(self, spec: MetricSpec) -> ScoreFunction:
@@ -185,16 +208,23 @@ class Scorer:
             self._functions[spec.name] = spec.load()
         return self._functions[spec.name]
 
-    def _transcriber(self, language: str) -> Transcriber:
-        if language not in self._transcribers:
+    def _transcriber(self, language: str) -> Transcriber | str:
+        """The loaded transcriber of a language, or why it cannot load (kept: every row of the
+        language then fails with the same one-line reason, without a retry per row)."""
+        lang = catalogue.primary_language(language)
+        if lang not in self._transcribers:
             from codecarena.metrics.content import Transcriber
 
-            self._transcribers[language] = Transcriber(self.asr_models[language], language=language)
-        return self._transcribers[language]
+            choice = self.asr_choice(lang)
+            try:
+                if choice is None:
+                    raise catalogue.AsrModelError(f"no ASR model covers language {lang!r}")
+                self._transcribers[lang] = Transcriber(catalogue.resolve(choice), language=lang)
+            except Exception as exc:
+                self._transcribers[lang] = failure_reason(exc)
+        return self._transcribers[lang]
 
-    def _asr(self, utt: UtteranceInfo, reference: np.ndarray, sample_rate: int) -> Asr:
-        transcriber = self._transcriber(utt.language)
-        key = (utt.language, utt.id)
-        if key not in self._reference_asr:
-            self._reference_asr[key] = transcriber.transcribe(reference, sample_rate)
-        return Asr(transcriber, self._reference_asr[key])
+    def _asr(self, transcriber: Transcriber, reference: np.ndarray, sample_rate: int, reference_sha256: str) -> Asr:
+        heard = self._results.get("asr_transcript", reference_sha256, transcriber.identity,
+                                  lambda: transcriber.transcribe(reference, sample_rate))
+        return Asr(transcriber, heard)

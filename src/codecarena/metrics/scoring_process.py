@@ -8,6 +8,7 @@ into the replies. It exits when stdin closes (the harness is gone or done).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import IO
 def serve(config_line: str, requests: IO[str], replies: IO[str]) -> None:
     import soundfile as sf
 
+    from codecarena.files import sha256_file
     from codecarena.metrics.guarded import Event, decode_config, decode_request, encode
     from codecarena.metrics.scorer import Scorer, failed_records
     from codecarena.metrics.signal import SignalPair
@@ -26,12 +28,14 @@ def serve(config_line: str, requests: IO[str], replies: IO[str]) -> None:
         replies.flush()
 
     config = decode_config(config_line)
-    scorer = Scorer(config.metrics, {language: Path(folder) for language, folder in config.asr_models})
+    scorer = Scorer(config.metrics, dict(config.asr_models),
+                    Path(config.reference_results) if config.reference_results else None)
     for line in requests:
         request = decode_request(line)
         try:
             reference, _ = sf.read(request.reference, dtype="float64")
             decoded, rate = sf.read(request.decoded, dtype="float64")
+            reference_sha256 = sha256_file(Path(request.reference))
         except (OSError, RuntimeError) as exc:  # soundfile's errors are RuntimeErrors
             reason = f"cannot read the audio to score: {type(exc).__name__}: {exc}".splitlines()[0]
             for name in request.metrics:
@@ -41,7 +45,7 @@ def serve(config_line: str, requests: IO[str], replies: IO[str]) -> None:
         pair = SignalPair(reference, decoded)
         for name in request.metrics:
             send(Event("started", name))
-            send(Event("scored", name, scorer.score_metric(name, request.utterance, pair, rate)))
+            send(Event("scored", name, scorer.score_metric(name, request.utterance, pair, rate, reference_sha256)))
         send(Event("finished"))
 
 
@@ -49,6 +53,9 @@ def main() -> int:
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     # Native code that prints (to fd 1) would otherwise corrupt the replies.
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    # The log (stderr) gets one line per transcription: how often each reference was heard.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
+    logging.getLogger("codecarena.asr").setLevel(logging.INFO)
     config_line = sys.stdin.readline()
     if not config_line:
         return 0

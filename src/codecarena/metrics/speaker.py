@@ -35,6 +35,8 @@ class SpeakerSimilarity:
             raise ValueError("no voiced audio left after Resemblyzer's VAD trimming")
         return np.asarray(self._encoder.embed_utterance(wav), dtype=np.float64)
 
-    def similarity(self, reference: np.ndarray, decoded: np.ndarray, sample_rate: int) -> float:
-        a, b = self.embed(reference, sample_rate), self.embed(decoded, sample_rate)
+    def similarity_to(self, reference_embedding: np.ndarray | list[float], decoded: np.ndarray,
+                      sample_rate: int) -> float:
+        """The cosine of a reference's embedding (computed once per reference) and the decoded audio's."""
+        a, b = np.asarray(reference_embedding, dtype=np.float64), self.embed(decoded, sample_rate)
         return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))

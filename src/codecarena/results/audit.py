@@ -18,6 +18,7 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.files import sha256_file
+from codecarena.metrics.reference_results import Entry, ReferenceResultError, entries, parse_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.runtime.venvs import sync_interpreter
@@ -177,6 +178,42 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
     return problems
 
 
+def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
+    """The reference-side results (metrics/reference_results.py) against the rows: every entry parses
+    and belongs to a reference of the run, and every row's ASR records name a reference transcript
+    that is the cached one, so no row was scored against another transcript of its reference."""
+    problems: list[str] = []
+    stored: dict[tuple[str, str, str], Entry] = {}
+    references = {row.reference_sha256 for row in rows}
+    for path in entries(run.reference_results()):
+        try:
+            entry = parse_entry(path)
+        except ReferenceResultError as exc:
+            problems.append(str(exc))
+            continue
+        if entry.reference_sha256 not in references:
+            problems.append(f"{path}: no row of the run has this reference (sha256 {entry.reference_sha256[:12]})")
+        stored[(entry.kind, entry.reference_sha256, entry.identity_sha256)] = entry
+    for row in rows:
+        where = f"{row.codec} {row.utterance}"
+        details = next((r.get("details") for r in row.metrics.values() if isinstance(r, dict)
+                        and isinstance(r.get("details"), dict) and "reference_hypothesis" in r["details"]), None)
+        if details is None:
+            continue
+        settings = (details.get("asr") or {}).get("settings_sha256") if isinstance(details.get("asr"), dict) else None
+        entry = stored.get(("asr_transcript", row.reference_sha256, str(settings)))
+        if entry is None:
+            problems.append(f"{where}: its reference transcript is not in {run.reference_results()}")
+        elif entry.value != details["reference_hypothesis"]:
+            problems.append(f"{where}: scored against the reference transcript {details['reference_hypothesis']!r}, "
+                            f"the run's cached one is {entry.value!r}")
+        speaker = row.metrics.get("speaker_sim")
+        if isinstance(speaker, dict) and speaker.get("status") == "ok" and not any(
+                kind == "speaker_embedding" and ref == row.reference_sha256 for kind, ref, _ in stored):
+            problems.append(f"{where}: its reference's speaker embedding is not in {run.reference_results()}")
+    return problems
+
+
 def replay_problems(rows: list[Row], run_dir: Path, python: str,
                     interpreters: dict[str, str] | None = None) -> list[str]:
     """Decode every payload again in a fresh worker and compare with the stored decoded audio."""
@@ -238,6 +275,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
             problems += _audit_row(row, run_files, where)
         except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
             problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
+    problems += reference_result_problems(rows, run_files)
     if loaded.summary is None:
         problems.append(f"{run_files.summary}: missing")
     else:

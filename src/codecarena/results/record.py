@@ -45,7 +45,7 @@ class Plan:
     replay_sample: int | None
     metrics: list[str]
     runtimes: list[list[str]]  # [family, registry id, interpreter]
-    asr_models: list[list[str]]  # [language, model folder]
+    asr_models: list[list[str]]  # [language, ASR model: a catalogue name or a model folder]
     legacy_limits: dict[str, Any] | None = None  # version 1 only: the limits the plan held then
 
     def __post_init__(self) -> None:

@@ -56,9 +56,9 @@ def sample_rows(rows: list[Row], sample: Sample) -> list[Row]:
 
 def utterance_of(row: Row) -> UtteranceInfo:
     """The utterance as the row's metrics saw it: the transcript is recorded with WER, CER and the
-    reference's WER, the critical entities with critical_survived."""
+    reference's WER and CER, the critical entities with critical_survived."""
     transcript = None
-    for output in ("wer", "cer", "ref_wer"):
+    for output in ("wer", "cer", "ref_wer", "ref_cer"):
         details = _details(row.metrics.get(output))
         if isinstance(details.get("transcript"), str):
             transcript = details["transcript"]
@@ -126,9 +126,9 @@ def rescore_problems(run_dir: Path, rows: list[Row], plan: Plan, sample: Sample)
     if not metrics:
         return []
     try:
-        models = {lang: Path(folder) for lang, folder in plan.asr_models}
-    except ValueError:
-        return [f"{run_dir / 'run.json'}: plan.asr_models is not a list of [language, folder] pairs"]
+        models = {str(lang): str(model) for lang, model in plan.asr_models}
+    except (TypeError, ValueError):
+        return [f"{run_dir / 'run.json'}: plan.asr_models is not a list of [language, model] pairs"]
     run = RunDir(run_dir)
     current = metrics_code_sha256()
     problems: list[str] = []
