@@ -42,10 +42,14 @@ def dac_run(dac_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
-def test_real_weights_are_refused_while_the_checkpoint_is_unpinned(dac_env: dict[str, str],
-                                                                    speech_dir: Path, tmp_path: Path) -> None:
-    result = codecarena("run", "--input", speech_dir, "--codec", "dac:16khz", "--out", tmp_path / "r", env=dac_env)
-    assert result.returncode == 2 and "dac: registry pins are incomplete" in result.stderr
+def test_real_weights_absent_stop_the_run_with_one_line_naming_fetch(dac_env: dict[str, str],
+                                                                   speech_dir: Path, tmp_path: Path) -> None:
+    result = codecarena("run", "--input", speech_dir, "--codec", "dac:16khz", "--no-download", "--out", tmp_path / "r",
+                        env={**dac_env, "CODECARENA_MODELS": ""})
+    assert result.returncode == 2 and not (tmp_path / "r").exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert "dac:16khz: real weights unavailable" in line and "codecarena fetch dac:16khz" in line
+    assert "CODECARENA_MODELS" in line
 
 
 def test_rows_replay_identically_with_exact_length_and_say_synthetic(dac_run: Path) -> None:

@@ -39,11 +39,14 @@ def encodec_run(encodec_env: dict[str, str], tmp_path_factory: pytest.TempPathFa
     return out
 
 
-def test_real_weights_are_refused_while_the_checkpoint_is_unpinned(encodec_env: dict[str, str],
-                                                                    speech_dir: Path, tmp_path: Path) -> None:
-    result = codecarena("run", "--input", speech_dir, "--codec", "encodec:6k", "--out", tmp_path / "r",
-                        env=encodec_env)
-    assert result.returncode == 2 and "encodec: registry pins are incomplete" in result.stderr
+def test_real_weights_absent_stop_the_run_with_one_line_naming_fetch(encodec_env: dict[str, str],
+                                                                   speech_dir: Path, tmp_path: Path) -> None:
+    result = codecarena("run", "--input", speech_dir, "--codec", "encodec:6k", "--no-download", "--out", tmp_path / "r",
+                        env={**encodec_env, "CODECARENA_MODELS": ""})
+    assert result.returncode == 2 and not (tmp_path / "r").exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert "encodec:6k: real weights unavailable" in line and "codecarena fetch encodec:6k" in line
+    assert "CODECARENA_MODELS" in line
 
 
 def test_rows_replay_identically_with_exact_length_and_say_synthetic(encodec_run: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import shutil
 import threading
@@ -85,3 +86,75 @@ def test_fetch_from_a_mirror_reads_no_network(served_registry) -> None:  # type:
     assert result.returncode == 0, result.stderr
     assert _Counting.requests == []
     assert str(MODELS / "lyra_v2" / "quantizer.tflite") in result.stdout
+
+
+@pytest.fixture
+def served_dac(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """DAC's registry entry with its three release files replaced by served random bytes; the 24 kHz
+    file keeps no size (never published), as in the shipped entry."""
+    import hashlib
+    import re
+
+    import numpy as np
+
+    root = tmp_path / "served"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    registry = tmp_path / "registry"
+    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    toml = registry / "families" / "dac.toml"
+    text = toml.read_text()
+    _Counting.requests = []
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a, **k: _Counting(*a, directory=str(root), **k))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    for name, old_sha in re.findall(r'name = "([^"]+)"\nurl = "[^"]+"\n(?:bytes = \d+\n)?sha256 = "([0-9a-f]{64})"', text):
+        data = rng.bytes(1000 + len(name))
+        (root / name).write_bytes(data)
+        text = text.replace(old_sha, hashlib.sha256(data).hexdigest())
+        text = re.sub(rf'(name = "{re.escape(name)}"\nurl = ")[^"]+(")', rf"\g<1>{base}/{name}\g<2>", text)
+        text = re.sub(rf'(name = "{re.escape(name)}"\nurl = "[^"]+"\nbytes = )\d+', rf"\g<1>{len(data)}", text)
+    toml.write_text(text)
+    env = {"CODECARENA_REGISTRY": str(registry), "XDG_CACHE_HOME": str(tmp_path / "cache"), "CODECARENA_MODELS": ""}
+    yield root, env, tmp_path / "cache" / "codecarena" / "models" / "dac"
+    server.shutdown()
+
+
+def test_fetch_of_one_configuration_and_a_size_never_published(served_dac) -> None:  # type: ignore[no-untyped-def]
+    root, env, cache = served_dac
+    first = codecarena("fetch", "dac:24khz", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _Counting.requests == ["/weights_24khz.pth"]  # only that configuration's file
+    assert (cache / "weights_24khz.pth").read_bytes() == (root / "weights_24khz.pth").read_bytes()
+    assert "size never published: recorded now" in first.stdout
+    recorded = json.loads((cache / "sizes.json").read_text())
+    assert recorded["weights_24khz.pth"]["bytes"] == (root / "weights_24khz.pth").stat().st_size
+    again = codecarena("fetch", "dac:24khz", env=env)
+    assert again.returncode == 0 and _Counting.requests == ["/weights_24khz.pth"]  # nothing downloaded twice
+    # Without a published size, a tampered file is still refused by its sha256.
+    (cache / "weights_24khz.pth").unlink()
+    victim = root / "weights_24khz.pth"
+    victim.write_bytes(victim.read_bytes()[:-1] + b"x")
+    bad = codecarena("fetch", "dac:24khz", env=env)
+    assert bad.returncode == 2 and "sha256 mismatch" in bad.stderr and not (cache / "weights_24khz.pth").exists()
+
+
+def test_fetch_from_files_downloaded_elsewhere(served_dac, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root, env, cache = served_dac
+    elsewhere = tmp_path / "usb"
+    elsewhere.mkdir()
+    shutil.copy(root / "weights_16khz.pth", elsewhere / "renamed-on-the-way.bin")  # matched by hash, not name
+    result = codecarena("fetch", "dac:16khz", "--from", elsewhere, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (cache / "weights_16khz.pth").read_bytes() == (root / "weights_16khz.pth").read_bytes()
+    assert _Counting.requests == []
+    wrong = tmp_path / "wrong.pth"
+    wrong.write_bytes(b"not the pinned file")
+    refused = codecarena("fetch", "dac:16khz", "--from", wrong, env=env)
+    assert refused.returncode == 2 and "matches no pinned file" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    # Another configuration's file is not this configuration's.
+    other = codecarena("fetch", "dac:16khz", "--from", root / "weights.pth", env=env)
+    assert other.returncode == 2 and "matches no pinned file" in other.stderr

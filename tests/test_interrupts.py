@@ -82,9 +82,11 @@ def _many_utterances(speech_dir: Path, folder: Path) -> Path:
 
 def _start_run(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as sink:
-        # Its own session, as a shell job would be, so a group signal reaches only the run.
+        # Its own session, as a shell job would be, so a group signal reaches only the run; SIGINT at
+        # its default, as in a terminal (a test suite started as a background job inherits it ignored).
         return subprocess.Popen([sys.executable, "-m", "codecarena", *args], stdout=sink, stderr=sink,
-                                start_new_session=True, env={**os.environ, "COLUMNS": "200"})
+                                start_new_session=True, env={**os.environ, "COLUMNS": "200"},
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _run_until_mid_row(proc: subprocess.Popen[bytes], out: Path) -> list[psutil.Process]:
@@ -168,6 +170,16 @@ def _hanging_python(tmp_path: Path) -> Path:
     return script
 
 
+@pytest.fixture
+def terminal_sigint():  # type: ignore[no-untyped-def]
+    """SIGINT raising KeyboardInterrupt in this process, as in a terminal: a test suite started as a
+    background job inherits SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("terminal_sigint")
 def test_rows_still_running_after_the_grace_are_killed(speech_dir: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local, "INTERRUPT_GRACE_S", 0.5)

@@ -94,7 +94,10 @@ def test_shipped_registry_has_every_census_system_and_the_pcm_control() -> None:
     assert entries["pcm"].kind == "control" and entries["pcm"].roles == ()
     assert {i for i, e in entries.items() if e.status == "scored"} == {"opus", "codec2", "pcm"}
     assert entries["lyra_v2"].status == "streaming_verified"
-    others = CENSUS_IDS - {"opus", "codec2", "lyra_v2"}
+    # Pinned from docs/pins.md: registered (pinned, not yet run here with real weights).
+    pinned = {"encodec", "dac", "snac", "mimi", "bigcodec", "wavtokenizer_large_speech_75"}
+    assert all(entries[i].status == "registered" and pins_complete(entries[i]) for i in pinned)
+    others = CENSUS_IDS - {"opus", "codec2", "lyra_v2"} - pinned
     assert all(entries[i].status == "unpinned" and not pins_complete(entries[i]) for i in others)
     assert "platform_deferred" in entries["stable_codec"].status_reason
     assert (entries["opus"].source_release, entries["opus"].source_bundled_by) == ("1.6.1", "av==18.1.0")
@@ -120,8 +123,12 @@ def test_entry_for_family_and_list_rows() -> None:
     rows = {r["id"]: r for r in list_rows(load_all())}
     assert rows["lyra_v2"] == {"id": "lyra_v2", "roles": ["deployment_teacher", "low_bit_teacher"],
                                "status": "streaming_verified", "pins_complete": True, "codec_family": "lyra",
-                               "environment": "main"}
-    assert rows["encodec"]["pins_complete"] is False and rows["encodec"]["environment"] == "isolated"
+                               "environment": "main", "weights_license": "Apache-2.0", "non_commercial": False,
+                               "files": 3, "sizes_unpublished": []}
+    assert rows["encodec"]["pins_complete"] is True and rows["encodec"]["environment"] == "isolated"
+    assert rows["encodec"]["non_commercial"] is True
+    assert rows["dac"]["sizes_unpublished"] == ["weights_24khz.pth"]
+    assert rows["xcodec2"]["pins_complete"] is False
 
 
 # --- parsing ------------------------------------------------------------------------------------------
@@ -207,7 +214,14 @@ def test_a_partial_checkpoint_above_unpinned() -> None:
 @pytest.mark.parametrize(("change", "gap"), [
     ({"url": ""}, "has no https URL"),
     ({"sha256": "237da0b1"}, "has no full sha256"),
-    ({"bytes": 0}, "has no size"),
+    ({"sha256": ""}, "has no full sha256"),
+    # A floating revision: a branch name where the commit belongs.
+    ({"url": "https://raw.githubusercontent.com/google/lyra/main/lyra/model_coeffs/soundstream_encoder.tflite"},
+     "is not at a fixed revision"),
+    ({"url": "https://huggingface.co/google/lyra/resolve/main/soundstream_encoder.tflite"}, "is not at a fixed revision"),
+    # A release tag without the commit it stands for.
+    ({"url": "https://github.com/google/lyra/releases/download/v1.3.2/soundstream_encoder.tflite"},
+     "is not at a fixed revision"),
 ])
 def test_an_incomplete_checkpoint_file_above_unpinned(change: dict[str, object], gap: str) -> None:
     checkpoint = load_entry("lyra_v2").checkpoint
@@ -215,6 +229,54 @@ def test_an_incomplete_checkpoint_file_above_unpinned(change: dict[str, object],
     files = (dataclasses.replace(checkpoint.files[0], **change), *checkpoint.files[1:])  # type: ignore[arg-type]
     entry = lyra(checkpoint=dataclasses.replace(checkpoint, files=files))
     assert mentions(rule_problems([entry]), "lyra_v2: status 'streaming_verified' but", gap)
+
+
+@pytest.mark.parametrize("change", [
+    # An immutable, hash-named URL (EnCodec's form), a release tag with its commit (DAC's form).
+    {"url": "https://dl.example.org/v0/soundstream_encoder-237da0b1.tflite"},
+    {"url": "https://github.com/google/lyra/releases/download/v1.3.2/soundstream_encoder.tflite", "tag": "v1.3.2",
+     "revision": "a436c61015ee2c8dd92a2ed121cf15e13fe38789"},
+    # A size never published: the sha256 alone is the identity.
+    {"bytes": 0},
+])
+def test_fixed_urls_and_unpublished_sizes_are_complete_pins(change: dict[str, object]) -> None:
+    checkpoint = load_entry("lyra_v2").checkpoint
+    assert checkpoint is not None
+    files = (dataclasses.replace(checkpoint.files[0], **change), *checkpoint.files[1:])  # type: ignore[arg-type]
+    assert own(rule_problems([lyra(checkpoint=dataclasses.replace(checkpoint, files=files))])) == []
+
+
+def test_a_release_tag_needs_its_commit_and_a_given_size_must_be_positive() -> None:
+    checkpoint = """[checkpoint]
+revision = "{rev}"
+license = "MIT"
+gated = false
+mirror_dir = "toy"
+
+[[checkpoint.files]]
+name = "w.pth"
+url = "https://example.org/w.pth"
+sha256 = "{sha}"
+side = "both"
+{extra}
+"""
+    def parse(extra: str) -> Entry:
+        return parse_entry(toml(tables=checkpoint.format(rev="a" * 40, sha="0" * 64, extra=extra)), "toy.toml")
+    with pytest.raises(RegistryError, match="tag needs the revision"):
+        parse('tag = "0.0.1"')
+    with pytest.raises(RegistryError, match="bytes must be positive"):
+        parse("bytes = 0")
+    assert parse("").checkpoint.files[0].bytes == 0  # type: ignore[union-attr]
+
+
+def test_per_configuration_files() -> None:
+    checkpoint = load_entry("dac").checkpoint
+    assert checkpoint is not None
+    assert [f.name for f in checkpoint.for_config("16khz").files] == ["weights_16khz.pth"]
+    assert [f.name for f in checkpoint.for_config("44khz").files] == ["weights.pth"]
+    assert checkpoint.for_config("24khz").files[0].bytes == 0  # never published
+    assert load_entry("encodec").checkpoint.non_commercial  # type: ignore[union-attr]
+    assert not checkpoint.non_commercial
 
 
 def test_a_checkpoint_revision_that_is_not_a_commit() -> None:

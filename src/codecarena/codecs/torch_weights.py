@@ -109,10 +109,12 @@ def synthetic_checkpoint(registry_id: str, name: str, seed: int, build: Callable
     return path
 
 
-def checkpoint_weights(registry_id: str, weights: str, name: str, build: Callable[[int], dict[str, Any]]) -> Weights:
+def checkpoint_weights(registry_id: str, weights: str, name: str, build: Callable[[int], dict[str, Any]],
+                       config: str = "") -> Weights:
     """The checkpoint a torch family loads, parsed weights-only, with the identity its payloads record:
-    the cached synthetic file for `synthetic:SEED`, else the registry's pinned checkpoint, verified
-    on the bytes parsed (refused while the registry pins none completely)."""
+    the cached synthetic file for `synthetic:SEED`, else the registry's pinned file of codec
+    configuration `config` (one file), verified on the bytes parsed (refused while the registry pins
+    none completely)."""
     from codecarena.codecs.base import parse_weights
     from codecarena.registry.entries import load_entry
 
@@ -125,9 +127,13 @@ def checkpoint_weights(registry_id: str, weights: str, name: str, build: Callabl
     if entry.checkpoint is None:
         raise ValueError(f"registry entry {registry_id} pins no complete checkpoint "
                          f"({entry.status_reason}); use --weights synthetic")
-    folder, files = read_checkpoint(entry.checkpoint)
-    path = folder / entry.checkpoint.files[0].name
-    return Weights(path, weights_only_load(path, files.pop(path.name)), entry.checkpoint.identity(registry_id))
+    checkpoint = entry.checkpoint.for_config(config)
+    if len(checkpoint.files) != 1:
+        raise ValueError(f"registry entry {registry_id} pins {len(checkpoint.files)} files for configuration "
+                         f"{config!r}; expected one weights file")
+    folder, files = read_checkpoint(checkpoint)
+    path = folder / checkpoint.files[0].name
+    return Weights(path, weights_only_load(path, files.pop(path.name)), checkpoint.identity(registry_id))
 
 
 def synthetic_weights(registry_id: str, path: Path, seed: int) -> Weights:

@@ -27,12 +27,19 @@ def run(args: argparse.Namespace) -> int:
     entries = load_all()
     if args.registry_command == "list":
         table = Table(title=f"codec registry ({len(entries)} entries)")
-        for column in ("id", "family", "roles", "status", "pins complete", "runtime"):
+        for column in ("id", "family", "roles", "status", "pins complete", "weights licence", "runtime"):
             table.add_column(column)
         for row in list_rows(entries):
+            licence = row["weights_license"] or "-"
+            if row["non_commercial"]:
+                licence += " [NON-COMMERCIAL]"
+            if row["sizes_unpublished"]:
+                licence += f"; size unpublished, sha256 is the identity: {', '.join(row['sizes_unpublished'])}"
             table.add_row(row["id"], row["codec_family"] or "-", ", ".join(row["roles"]) or "-", row["status"],
-                          "yes" if row["pins_complete"] else "no", row["environment"])
+                          "yes" if row["pins_complete"] else "no", licence, row["environment"])
         console.print(table)
+        console.print("status: unpinned (pins incomplete: refused) < registered (pinned) < installed (runtime builds) "
+                      "< probed < smoked < scored (real-weight runs here); see docs/registry.md")
         return 0
     problems = rule_problems(entries, check_local=args.check_local, models_dir=args.models_dir)
     for problem in problems:

@@ -51,9 +51,13 @@ class RegistryError(ValueError):
 class CheckpointFile:
     name: str
     url: str
-    bytes: int
+    bytes: int  # 0: the size was never published; the sha256 alone is the file's identity
     sha256: str
     side: str  # "encoder", "decoder" or "both": what a sender or a receiver must ship
+    configs: tuple[str, ...] = ()  # the codec configurations that load this file; () = every one
+    # The commit the URL's revision or release tag stands for, when it is not the checkpoint's.
+    revision: str = ""
+    tag: str = ""  # a release tag in the URL (/releases/download/<tag>/); `revision` is its commit
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,15 @@ class Checkpoint:
         """What a payload records so that a decoder can refuse other weights."""
         return {"registry": registry_id, "revision": self.revision,
                 **{f.name: f.sha256 for f in self.files}}
+
+    def for_config(self, config: str) -> Checkpoint:
+        """The files one codec configuration loads (DAC's three sample rates are three files)."""
+        return Checkpoint(self.revision, self.license, self.gated, self.mirror_dir,
+                          tuple(f for f in self.files if not f.configs or config in f.configs))
+
+    @property
+    def non_commercial(self) -> bool:
+        return "NC" in self.license.replace("-", " ").upper().split()
 
 
 @dataclass(frozen=True)
@@ -174,10 +187,17 @@ def _checkpoint(data: Any, where: str) -> Checkpoint | PartialCheckpoint:
         side = file.get("side", str)
         if side not in SIDES:
             raise file.fail("side", "must be encoder, decoder or both")
-        size = file.get("bytes", int)
-        if size <= 0:
-            raise file.fail("bytes", "must be positive")
-        files.append(CheckpointFile(file.get("name", str), file.get("url", str), size, sha, side))
+        size = file.get("bytes", int, 0)
+        if file.has("bytes") and size <= 0:
+            raise file.fail("bytes", "must be positive (leave it out when the size was never published)")
+        revision = file.get("revision", str, "")
+        if revision and not HEX40.fullmatch(revision):
+            raise file.fail("revision", "must be a full 40-hex commit")
+        tag = file.get("tag", str, "")
+        if tag and not revision:
+            raise file.fail("tag", "needs the revision (the commit the tag stands for)")
+        files.append(CheckpointFile(file.get("name", str), file.get("url", str), size, sha, side,
+                                    file.strings("configs", []), revision, tag))
         file.done()
     revision = table.get("revision", str)
     if not HEX40.fullmatch(revision):

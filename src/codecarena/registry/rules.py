@@ -21,6 +21,7 @@ from codecarena.registry.entries import (
     LADDER,
     ROLES,
     STATUSES,
+    CheckpointFile,
     Entry,
 )
 
@@ -56,11 +57,25 @@ def pin_gaps(entry: Entry) -> list[str]:
         for f in entry.checkpoint.files:
             if not f.url.startswith("https://"):
                 gaps.append(f"checkpoint file {f.name!r} has no https URL")
-            if f.bytes <= 0:
-                gaps.append(f"checkpoint file {f.name!r} has no size")
+            elif not url_fixed(f, entry.checkpoint.revision):
+                gaps.append(f"checkpoint file {f.name!r}: URL {f.url} is not at a fixed revision "
+                            "(no 40-hex revision, release tag with its commit, or hash-named file in it)")
             if not HEX64.fullmatch(f.sha256):
                 gaps.append(f"checkpoint file {f.name!r} has no full sha256")
     return gaps
+
+
+def url_fixed(f: CheckpointFile, checkpoint_revision: str) -> bool:
+    """Whether a file's URL can only ever serve one file: it names a full revision (the file's or the
+    checkpoint's, e.g. Hugging Face's /resolve/<commit>/), a release tag whose commit is recorded, or
+    a file name carrying the file's own hash prefix (an immutable, hash-named URL)."""
+    revision = f.revision or checkpoint_revision
+    parts = f.url.split("/")
+    if HEX40.fullmatch(revision) and revision in parts:
+        return True
+    if f.tag and HEX40.fullmatch(f.revision) and f"/releases/download/{f.tag}/" in f.url:
+        return True
+    return f.sha256[:8] in parts[-1]
 
 
 def pins_complete(entry: Entry) -> bool:
@@ -160,7 +175,17 @@ def rule_problems(entries: Iterable[Entry], check_local: bool = False, models_di
     return problems
 
 
+def _weights_row(entry: Entry) -> dict[str, Any]:
+    checkpoint = entry.checkpoint
+    if checkpoint is None:
+        licence = entry.partial_checkpoint.license if entry.partial_checkpoint else ""
+        return {"weights_license": licence, "non_commercial": False, "files": 0, "sizes_unpublished": []}
+    return {"weights_license": checkpoint.license, "non_commercial": checkpoint.non_commercial,
+            "files": len(checkpoint.files), "sizes_unpublished": [f.name for f in checkpoint.files if not f.bytes]}
+
+
 def list_rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
     """One row per entry for `codecarena registry list`."""
     return [{"id": e.id, "roles": list(e.roles), "status": e.status, "pins_complete": pins_complete(e),
-             "codec_family": e.codec_family, "environment": e.runtime.environment} for e in entries]
+             "codec_family": e.codec_family, "environment": e.runtime.environment, **_weights_row(e)}
+            for e in entries]

@@ -19,6 +19,7 @@ import soundfile as sf
 
 from codecarena.files import sha256_file
 from codecarena.metrics.reference_results import Entry, ReferenceResultError, entries, parse_entry
+from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.runtime.venvs import sync_interpreter
@@ -160,6 +161,23 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
     return problems
 
 
+def _registry_pin_problems(row: Row, where: str) -> list[str]:
+    """A row that says real weights must carry its registry entry's pinned checkpoint identity for its
+    configuration: any other checkpoint (a user's, an edited pin) presented as the registry's is refused."""
+    try:
+        entry = load_entry(row.registry)
+    except RegistryError as exc:
+        return [f"{where}: its registry entry cannot be read ({exc})"]
+    if entry.checkpoint is None:
+        return []
+    config = row.codec.partition(":")[2].partition(",")[0]
+    pinned = entry.checkpoint.for_config(config).identity(entry.id)
+    if row.checkpoint != pinned:
+        return [f"{where}: row says weights 'real' (the registry's pin) but its checkpoint {row.checkpoint} is not "
+                f"the registry's pin for {row.codec} {pinned}"]
+    return []
+
+
 def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
     problems = _audit_stages(row, where)
     # Synthetic weights must never pass for real ones: the payload's identity decides.
@@ -167,6 +185,8 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
     if synthetic != (row.weights == "synthetic"):
         problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
                         f"{row.checkpoint.get('weights', 'real or none')!r}")
+    if row.weights == "real":
+        problems += _registry_pin_problems(row, where)
     if row.status == "ok":
         problems += _audit_ok_row(row, run, where)
     else:

@@ -172,10 +172,11 @@ def checkpoint_problem(spec: CodecSpec, declared: dict[str, Any]) -> str:
     if weights == "real":
         if entry.checkpoint is None:
             return f"registry entry {entry.id} pins no checkpoint, yet the declaration claims real weights"
-        if claim != entry.checkpoint.identity(entry.id):
-            return f"the declared checkpoint {claim} is not the registry's pin for {entry.id}"
+        pinned = entry.checkpoint.for_config(spec.config)
+        if claim != pinned.identity(entry.id):
+            return f"the declared checkpoint {claim} is not the registry's pin for {spec.canonical}"
         try:
-            resolve(entry.checkpoint, allow_download=False)
+            resolve(pinned, allow_download=False)
         except CheckpointError as exc:
             return f"the pinned checkpoint cannot be verified here: {exc}"
         return ""

@@ -98,6 +98,9 @@ def provenance_html(board: lb.Leaderboard) -> str:
             else:
                 ck_html = '<span class="muted">none (DSP)</span>'
             rt = runtimes.get(row.registry)
+            if rt and rt.get("weights_license"):
+                flag = ' <span class="pill bad">non-commercial</span>' if rt.get("weights_non_commercial") else ""
+                ck_html += f'<br><span class="muted">weights licence:</span> {esc(rt["weights_license"])}{flag}'
             if rt:
                 pk = rt.get("packages") or []
                 rt_html = (f"{esc(rt.get('environment'))} {code(rt.get('interpreter'))}<br>packages "

@@ -1,0 +1,116 @@
+"""`--weights real` through each torch family's real loader, on a test registry whose pins are the
+hashes of synthetic checkpoint files (real weights cannot be downloaded here): the files are imported
+with `fetch --from`, as on an air-gapped machine, then a run loads them as the family's pinned
+checkpoint. Rows say real, carry the registry's checkpoint identity, and the audit passes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
+
+pytestmark = pytest.mark.slow
+
+# family -> (codec configuration, {pinned file name: synthetic file, relative to the synthetic cache})
+CASES = {
+    "encodec": ("encodec:1.5k", {"encodec_24khz-d7cc33bc.th": "encodec/encodec_24khz-v1-seed0.pt"}),
+    "dac": ("dac:16khz", {"weights_16khz.pth": "dac/dac_16khz-v1-seed0.pt"}),
+    "snac": ("snac:24khz", {"pytorch_model.bin": "snac/snac_24khz-v1-seed0/pytorch_model.bin",
+                            "config.json": "snac/snac_24khz-v1-seed0/config.json"}),
+    "mimi": ("mimi:8", {"model.safetensors": "mimi/mimi-v1-seed0/model.safetensors",
+                        "config.json": "mimi/mimi-v1-seed0/config.json",
+                        "preprocessor_config.json": None}),
+}
+
+
+def _pin_files(registry: Path, family: str, files: dict[str, Path]) -> dict[str, str]:
+    """Point the family's pins at `files` (name -> file): sha256 and size replaced in its TOML.
+    EnCodec's URL is hash-named, so its name follows the new hash. Returns name -> new name."""
+    toml = registry / "families" / f"{family}.toml"
+    text = toml.read_text()
+    names = {}
+    for name, path in files.items():
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        block = re.search(rf'name = "{re.escape(name)}"\nurl = "[^"]+"\n(?:bytes = \d+\n)?sha256 = "[0-9a-f]{{64}}"',
+                          text)
+        assert block, (family, name)
+        new = re.sub(r'sha256 = "[0-9a-f]{64}"', f'sha256 = "{sha}"', block.group(0))
+        new = re.sub(r"bytes = \d+", f"bytes = {len(data)}", new)
+        renamed = name.replace("d7cc33bc", sha[:8])
+        new = new.replace(name, renamed)
+        text = text.replace(block.group(0), new)
+        names[name] = renamed
+    toml.write_text(text)
+    return names
+
+
+@pytest.mark.parametrize("family", CASES)
+def test_real_weights_load_through_the_family_loader(family: str, runtime_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    codec, sources = CASES[family]
+    env = runtime_env(family)
+    clips = tmp_path / "in"
+    clips.mkdir()
+    shutil.copy(need_mirror() / SHORT_CLIPS[0], clips / SHORT_CLIPS[0])
+    # The synthetic checkpoint, generated (once per session) by a synthetic run.
+    made = codecarena("run", "--input", clips, "--weights", "synthetic", "--codec", codec, "--metrics", "none",
+                      "--out", tmp_path / "synthetic", env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    synthetic = Path(env["XDG_CACHE_HOME"]) / "codecarena" / "models" / "synthetic"
+    elsewhere = tmp_path / "downloaded-elsewhere"
+    elsewhere.mkdir()
+    files = {}
+    for name, relative in sources.items():
+        if relative is None:  # a file the loader verifies but does not read
+            (elsewhere / name).write_text("{}\n")
+        else:
+            shutil.copy(synthetic / relative, elsewhere / name)
+        files[name] = elsewhere / name
+    registry = tmp_path / "registry"
+    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    _pin_files(registry, family, files)
+    real_env = {**env, "CODECARENA_REGISTRY": str(registry), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                "CODECARENA_MODELS": ""}
+    audit = codecarena("registry", "audit", env=real_env)
+    assert audit.returncode == 0, audit.stdout  # the test registry's pins are complete
+
+    absent = codecarena("run", "--input", clips, "--codec", codec, "--no-download", "--metrics", "none",
+                        "--out", tmp_path / "absent", env=real_env)
+    assert absent.returncode == 2 and f"codecarena fetch {codec}" in absent.stderr
+
+    imported = codecarena("fetch", codec, "--from", elsewhere, env=real_env)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    out = tmp_path / "real"
+    result = codecarena("run", "--input", clips, "--codec", codec, "--no-download", "--metrics", "none",
+                        "--out", out, env=real_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = rows_of(out)
+    entry = json.loads(json.dumps(row["checkpoint"]))
+    assert row["weights"] == "real" and row["status"] == "ok" and row["replay_identical"] is True
+    assert entry["registry"] == family and "weights" not in entry
+    assert {name: sha for name, sha in entry.items() if name not in ("registry", "revision")} == {
+        name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for name, path in zip(_renamed(family, files), files.values())}
+    assert codecarena("audit", out, env=real_env).returncode == 0
+    # Other weights presented as the registry's pin (a user's file, an edited identity) are refused.
+    lines = (out / "rows.jsonl").read_text().splitlines()
+    forged = json.loads(lines[0])
+    forged["checkpoint"] = {**forged["checkpoint"], "revision": "0" * 40}
+    (out / "rows.jsonl").write_text(json.dumps(forged) + "\n")
+    refused = codecarena("audit", out, env=real_env)
+    assert refused.returncode == 1 and "row says weights 'real' (the registry's pin) but its checkpoint" in refused.stdout
+
+
+def _renamed(family: str, files: dict[str, Path]) -> list[str]:
+    if family != "encodec":
+        return list(files)
+    (path,) = files.values()
+    return [f"encodec_24khz-{hashlib.sha256(path.read_bytes()).hexdigest()[:8]}.th"]
