@@ -114,3 +114,60 @@ def _renamed(family: str, files: dict[str, Path]) -> list[str]:
         return list(files)
     (path,) = files.values()
     return [f"encodec_24khz-{hashlib.sha256(path.read_bytes()).hexdigest()[:8]}.th"]
+
+
+def test_a_user_pinned_checkpoint_runs_labelled_pinned_by_user(runtime_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    env = runtime_env("encodec")
+    clips = tmp_path / "in"
+    clips.mkdir()
+    shutil.copy(need_mirror() / SHORT_CLIPS[0], clips / SHORT_CLIPS[0])
+    made = codecarena("run", "--input", clips, "--weights", "synthetic", "--codec", "encodec:1.5k", "--metrics", "none",
+                      "--out", tmp_path / "synthetic", env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    finetune = tmp_path / "my_finetune.pt"
+    shutil.copy(Path(env["XDG_CACHE_HOME"]) / "codecarena" / "models" / "synthetic" / "encodec" /
+                "encodec_24khz-v1-seed0.pt", finetune)
+    user_env = {**env, "XDG_DATA_HOME": env["XDG_DATA_HOME"], "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                "CODECARENA_MODELS": ""}
+    none_yet = codecarena("run", "--input", clips, "--codec", "encodec:1.5k", "--weights", "user", "--metrics", "none",
+                          "--out", tmp_path / "none", env=user_env)
+    assert none_yet.returncode == 2 and "codecarena registry pin encodec:1.5k --file PATH" in none_yet.stderr
+    pinned = codecarena("registry", "pin", "encodec:1.5k", "--file", finetune, "--url", "https://example.org/ft.pt",
+                        env=user_env)
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    try:
+        listed = codecarena("registry", "audit", env=user_env)
+        assert listed.returncode == 0, listed.stdout
+        assert "user pin (not a registry pin) encodec:1.5k: my_finetune.pt" in listed.stdout
+        out = tmp_path / "user"
+        result = codecarena("run", "--input", clips, "--codec", "encodec:1.5k", "--weights", "user", "--metrics", "none",
+                            "--out", out, env=user_env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "pinned by user" in result.stdout
+        (row,) = rows_of(out)
+        assert row["weights"] == "user" and row["checkpoint"]["pinned_by"] == "user"
+        assert row["checkpoint"]["my_finetune.pt"] == hashlib.sha256(finetune.read_bytes()).hexdigest()
+        assert codecarena("audit", out, env=user_env).returncode == 0
+        board = codecarena("leaderboard", out, env=user_env)
+        assert board.returncode == 0 and "pinned by user" in board.stdout
+        report = codecarena("report", out, "--out", tmp_path / "report" / "report.html", env=user_env)
+        assert report.returncode == 0, report.stderr
+        assert "pinned by user" in (tmp_path / "report" / "report.html").read_text()
+        # Presented as the registry's pin, the same row is refused.
+        forged = {**row, "weights": "real"}
+        (out / "rows.jsonl").write_text(json.dumps(forged) + "\n")
+        refused = codecarena("audit", out, env=user_env)
+        assert refused.returncode == 1 and "row says weights 'real'" in refused.stdout
+        # A checkpoint whose keys are not EnCodec's is refused by the family's loader.
+        alien = tmp_path / "alien.pt"
+        import torch
+
+        torch.save({"not.encodec": torch.zeros(1)}, alien)
+        assert codecarena("registry", "pin", "encodec:1.5k", "--file", alien, env=user_env).returncode == 0
+        wrong = codecarena("run", "--input", clips, "--codec", "encodec:1.5k", "--weights", "user", "--metrics", "none",
+                           "--out", tmp_path / "alien-run", env=user_env)
+        assert wrong.returncode == 1
+        (failed,) = rows_of(tmp_path / "alien-run")
+        assert "checkpoint does not match the architecture" in failed["error"]
+    finally:
+        shutil.rmtree(Path(env["XDG_DATA_HOME"]) / "codecarena" / "user-pins", ignore_errors=True)

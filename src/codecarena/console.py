@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, fmt_num
+from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, fmt_num, weights_label
 
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -25,7 +25,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
         peaks = [c[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if c[s]["peak_rss_bytes_max"]]
         table.add_row(
             c["codec"],
-            c["weights"],
+            weights_label(c["weights"]),
             f"{c['rows_ok']}/{c['rows']}",
             fmt_kbps(c["representation_bps"]),
             fmt_kbps(c["payload_bps"]),

@@ -28,17 +28,17 @@ class SelectionError(Exception):
 
 
 def canonical_weights(text: str) -> str:
-    """`real`, or `synthetic:SEED` with the seed spelled out (synthetic alone means seed 0)."""
+    """`real`, `user`, or `synthetic:SEED` with the seed spelled out (synthetic alone means seed 0)."""
     try:
         kind, seed = parse_weights(text)
     except ValueError as exc:
         raise SelectionError(str(exc)) from None
-    return "real" if kind == "real" else f"synthetic:{seed}"
+    return kind if kind in ("real", "user") else f"synthetic:{seed}"
 
 
 def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, Any]]:
     """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
-    from codecarena.registry.rules import pins_complete
+    from codecarena.registry.rules import pin_gaps
     from codecarena.runtime.venvs import describe as describe_runtime
 
     found = {}
@@ -47,14 +47,22 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
         kind = FAMILIES[family].supported_weights
         if weights != "real" and kind == "real":
             raise SelectionError(f"{family}: runs its real weights only; --weights {weights} is not available for it")
+        if weights == "user" and kind != "real_or_synthetic":
+            raise SelectionError(f"{family}: takes no user-pinned checkpoint (--weights user is for neural families)")
         # A number is only as good as its pins: a floating or partial pin is refused, not warned about.
-        # Synthetic weights of a neural family use no pinned checkpoint, and say so in every output.
-        synthetic = weights != "real" and kind == "real_or_synthetic"
-        if not synthetic and (entry.status == "unpinned" or not pins_complete(entry)):
+        # Synthetic weights of a neural family use no pinned checkpoint, and say so in every output; a
+        # user's pin replaces the registry's checkpoint, never its source pin.
+        synthetic = weights.startswith("synthetic") and kind == "real_or_synthetic"
+        gaps = pin_gaps(entry)
+        if weights == "user":
+            gaps = [gap for gap in gaps if not gap.startswith("checkpoint")]
+        if not synthetic and (gaps or (entry.status == "unpinned" and weights != "user")):
             raise SelectionError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
                                  f"codecarena refuses to run it until they are supplied")
         found[family] = describe_runtime(entry)
-        if not synthetic and entry.checkpoint is not None:
+        if weights == "user":
+            found[family] |= {"weights_license": "unknown (pinned by user)", "weights_non_commercial": False}
+        elif not synthetic and entry.checkpoint is not None:
             # The licence of the weights the rows will come from, flagged when it forbids commercial use.
             found[family] |= {"weights_license": entry.checkpoint.license,
                               "weights_non_commercial": entry.checkpoint.non_commercial}
@@ -67,6 +75,9 @@ def real_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download: b
     allowed: workers never download, and a missing file stops the run before its first row."""
     from codecarena.checkpoints import CheckpointError, resolve
 
+    if weights == "user":
+        _user_checkpoints(specs)
+        return
     if weights != "real":
         return
     for spec in specs:
@@ -79,6 +90,22 @@ def real_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download: b
             raise SelectionError(f"{spec.canonical}: real weights unavailable: {exc}; fetch them with "
                                  f"`codecarena fetch {spec.family}:{spec.config}` or set CODECARENA_MODELS "
                                  f"to a mirror") from None
+
+
+def _user_checkpoints(specs: Iterable[CodecSpec]) -> None:
+    """Every configuration has a user pin whose kept files still verify."""
+    from codecarena.checkpoints import CheckpointError, resolve
+    from codecarena.registry.user_pins import UserPinError, find, pins_dir
+
+    for spec in specs:
+        try:
+            pin = find(spec.family, spec.config)
+            if pin is None:
+                raise UserPinError(f"no user pin (pin one with `codecarena registry pin {spec.family}:{spec.config} "
+                                   f"--file PATH`)")
+            resolve(pin.checkpoint(), models_dir=pins_dir(), allow_download=False)
+        except (UserPinError, CheckpointError) as exc:
+            raise SelectionError(f"{spec.canonical}: --weights user: {exc}") from None
 
 
 def check_variant(name: str, specs: Iterable[CodecSpec]) -> str:

@@ -79,7 +79,8 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         weights = job.weights
         if loaded is not None:
             identity = dict(loaded.checkpoint)
-            weights = f"synthetic:{identity.get('seed')}" if identity.get("weights") == "synthetic" else "real"
+            weights = (f"synthetic:{identity.get('seed')}" if identity.get("weights") == "synthetic"
+                       else "user" if identity.get("pinned_by") == "user" else "real")
         variant = loaded.variant if loaded is not None else job.variant
         t = time.perf_counter()
         key = (spec.canonical, weights, variant)

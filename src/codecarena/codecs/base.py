@@ -81,12 +81,13 @@ def from_int16(samples: np.ndarray) -> np.ndarray:
 
 
 def parse_weights(text: str) -> tuple[str, int | None]:
-    """`real` or `synthetic[:SEED]` (seed 0 by default) -> (kind, seed)."""
+    """`real` (the registry's pin), `user` (the user's pin, registry/user_pins.py) or
+    `synthetic[:SEED]` (seed 0 by default) -> (kind, seed)."""
     kind, _, seed = text.partition(":")
-    if kind == "real" and not seed:
-        return "real", None
+    if kind in ("real", "user") and not seed:
+        return kind, None
     if kind == "synthetic":
         if seed and not seed.isdigit():
             raise ValueError(f"weights {text!r}: the seed must be a non-negative integer")
         return "synthetic", int(seed or 0)
-    raise ValueError(f"weights {text!r}: expected real or synthetic[:SEED]")
+    raise ValueError(f"weights {text!r}: expected real, user or synthetic[:SEED]")

@@ -29,10 +29,10 @@ import torch
 from transformers import MimiConfig, MimiModel
 from transformers.utils import logging as transformers_logging
 
-from codecarena.checkpoints import cache_dir, read_checkpoint
+from codecarena.checkpoints import cache_dir
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, generate_once, synthetic_identity, training_audio
+from codecarena.codecs.torch_weights import Weights, generate_once, pinned_files, synthetic_identity, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "mimi"
@@ -191,25 +191,19 @@ def synthetic_dir(seed: int) -> Path:
     return folder
 
 
-def checkpoint_weights(weights: str) -> Weights:
+def checkpoint_weights(weights: str, config: str) -> Weights:
     """The weights file parsed from the bytes its identity hashes: the synthetic file, or the
-    registry's pinned one verified on those bytes."""
-    from codecarena.registry.entries import load_entry
-
+    registry's (or the user's) pinned one verified on those bytes."""
     kind, seed = parse_weights(weights)
     if kind == "synthetic":
         assert seed is not None
         path = synthetic_dir(seed) / WEIGHTS_FILE
         data = path.read_bytes()
         return safetensors_weights(path, data, synthetic_identity(REGISTRY_ID, path, data, seed))
-    entry = load_entry(REGISTRY_ID)
-    if entry.checkpoint is None:
-        raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
-                         f"({entry.status_reason}); use --weights synthetic")
-    folder, files = read_checkpoint(entry.checkpoint)
+    folder, files, identity = pinned_files(REGISTRY_ID, kind, config)
     if WEIGHTS_FILE not in files:
-        raise ValueError(f"registry entry {REGISTRY_ID} pins no {WEIGHTS_FILE}")
-    return safetensors_weights(folder / WEIGHTS_FILE, files.pop(WEIGHTS_FILE), entry.checkpoint.identity(REGISTRY_ID))
+        raise ValueError(f"{REGISTRY_ID} ({kind} weights) pins no {WEIGHTS_FILE}")
+    return safetensors_weights(folder / WEIGHTS_FILE, files.pop(WEIGHTS_FILE), identity)
 
 
 class MimiAdapter(TorchAdapter):
@@ -219,7 +213,7 @@ class MimiAdapter(TorchAdapter):
         torch.set_num_threads(int(self.spec.options()["threads"]))
         kind, _ = parse_weights(self.weights)
         self.quantizers = int(self.spec.config)
-        weights = checkpoint_weights(self.weights)
+        weights = checkpoint_weights(self.weights, self.spec.config)
         self.model = load_model(weights)
         config = self.model.config
         self.frame_size = int(RATE / config.frame_rate)

@@ -25,13 +25,14 @@ import numpy as np
 import torch
 from snac import SNAC
 
-from codecarena.checkpoints import cache_dir, read_checkpoint
+from codecarena.checkpoints import cache_dir
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter
 from codecarena.codecs.torch_weights import (
     Weights,
     generate_once,
     load_strict,
+    pinned_files,
     save_deterministic,
     synthetic_weights,
     training_audio,
@@ -85,18 +86,14 @@ def draw_codebooks(model: SNAC, seed: int) -> None:
             residual = residual - quantized
 
 
-def real_weights() -> Weights:
-    """The registry's pinned checkpoint (config.json and pytorch_model.bin), verified on the bytes
-    parsed; its config must be the 24 kHz architecture this adapter builds."""
-    from codecarena.registry.entries import load_entry
-
-    entry = load_entry(REGISTRY_ID)
-    if entry.checkpoint is None:
-        raise ValueError(f"registry entry {REGISTRY_ID} pins no complete checkpoint "
-                         f"({entry.status_reason}); use --weights synthetic")
-    folder, files = read_checkpoint(entry.checkpoint)
+def pinned_weights(kind: str) -> Weights:
+    """The registry's (`real`) or the user's (`user`) pinned checkpoint, config.json and
+    pytorch_model.bin, verified on the bytes parsed; its config must be the 24 kHz architecture this
+    adapter builds."""
+    folder, files, identity = pinned_files(REGISTRY_ID, kind, "24khz")
     if set(files) != {"config.json", "pytorch_model.bin"}:
-        raise ValueError(f"registry entry {REGISTRY_ID} must pin config.json and pytorch_model.bin, pins {sorted(files)}")
+        raise ValueError(f"{REGISTRY_ID} ({kind} weights) must pin config.json and pytorch_model.bin, "
+                         f"pins {sorted(files)}")
     try:
         config = json.loads(files["config.json"])
     except ValueError:
@@ -105,7 +102,7 @@ def real_weights() -> Weights:
         raise ValueError(f"{folder / 'config.json'}: not the 24 kHz SNAC configuration this adapter builds "
                          f"({CONFIG_24KHZ}); refusing to load")
     path = folder / "pytorch_model.bin"
-    return Weights(path, weights_only_load(path, files["pytorch_model.bin"]), entry.checkpoint.identity(REGISTRY_ID))
+    return Weights(path, weights_only_load(path, files["pytorch_model.bin"]), identity)
 
 
 class SnacAdapter(TorchAdapter):
@@ -120,7 +117,7 @@ class SnacAdapter(TorchAdapter):
             assert seed is not None
             weights = synthetic_weights(REGISTRY_ID, synthetic_dir(seed) / "pytorch_model.bin", seed)
         else:
-            weights = real_weights()
+            weights = pinned_weights(kind)
         self.model = SNAC(**CONFIG_24KHZ)
         load_strict(self.model, weights)
         self.model.eval()

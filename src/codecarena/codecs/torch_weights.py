@@ -116,24 +116,43 @@ def checkpoint_weights(registry_id: str, weights: str, name: str, build: Callabl
     configuration `config` (one file), verified on the bytes parsed (refused while the registry pins
     none completely)."""
     from codecarena.codecs.base import parse_weights
-    from codecarena.registry.entries import load_entry
 
     kind, seed = parse_weights(weights)
     if kind == "synthetic":
         assert seed is not None
         path = synthetic_checkpoint(registry_id, name, seed, lambda: build(seed))
         return synthetic_weights(registry_id, path, seed)
+    folder, files, identity = pinned_files(registry_id, kind, config)
+    if len(files) != 1:
+        raise ValueError(f"{registry_id} ({kind} weights) pins {len(files)} files for configuration {config!r}; "
+                         "expected one weights file")
+    (file_name, data), = files.items()
+    path = folder / file_name
+    return Weights(path, weights_only_load(path, data), identity)
+
+
+def pinned_files(registry_id: str, kind: str, config: str) -> tuple[Path, dict[str, bytes], dict[str, str]]:
+    """The verified bytes of every pinned file a configuration loads, by name, with the identity its
+    payloads record: the registry's pin (`real`), or the user's (`user`: identity `pinned_by: user`)."""
+    from codecarena.registry.entries import load_entry
+
     entry = load_entry(registry_id)
+    if kind == "user":
+        from codecarena.registry import user_pins
+
+        pin = user_pins.find(entry.codec_family, config)
+        if pin is None:
+            raise ValueError(f"no user pin for {entry.codec_family}:{config} "
+                             f"(codecarena registry pin {entry.codec_family}:{config} --file PATH)")
+        checkpoint = pin.checkpoint()
+        folder, files = read_checkpoint(checkpoint, models_dir=user_pins.pins_dir())
+        return folder, files, {**checkpoint.identity(registry_id), "pinned_by": "user"}
     if entry.checkpoint is None:
         raise ValueError(f"registry entry {registry_id} pins no complete checkpoint "
                          f"({entry.status_reason}); use --weights synthetic")
     checkpoint = entry.checkpoint.for_config(config)
-    if len(checkpoint.files) != 1:
-        raise ValueError(f"registry entry {registry_id} pins {len(checkpoint.files)} files for configuration "
-                         f"{config!r}; expected one weights file")
     folder, files = read_checkpoint(checkpoint)
-    path = folder / checkpoint.files[0].name
-    return Weights(path, weights_only_load(path, files.pop(path.name)), checkpoint.identity(registry_id))
+    return folder, files, checkpoint.identity(registry_id)
 
 
 def synthetic_weights(registry_id: str, path: Path, seed: int) -> Weights:

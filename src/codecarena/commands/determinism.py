@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if FAMILIES[spec.family].supported_weights == "none":
         raise CliError(f"{spec.family} is not a torch model; the determinism doctor probes torch codecs")
     weights = selection.canonical_weights(args.weights)
+    if weights == "user":
+        raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")
     runtime = selection.runtimes((spec,), weights)[spec.family]
     variant = selection.check_variant(args.variant, (spec,))
     seconds = args.seconds if args.seconds is not None else (

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_cell
+from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_cell, weights_label
 from codecarena.results.leaderboard import (
     LOWER_IS_BETTER,
     Leaderboard,
@@ -82,7 +82,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
             # metric cells may wrap their "(n failed, n n/a)" onto a second line
             table.add_column(c, justify="left" if left else "right", no_wrap=c not in metric_cols)
         for e in entries:
-            cells = ([e["run_label"]] if multi_run else []) + [e["codec"], e["weights"]]
+            cells = ([e["run_label"]] if multi_run else []) + [e["codec"], weights_label(e["weights"])]
             cells += [e["variant"] or "-"] if show_variant else []
             cells += [fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
             cells += [metric_cell(e["metrics"].get(n)) for n in names]

@@ -28,9 +28,10 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
     run.add_argument("--models-dir", type=Path,
                      help="local mirror of model files, laid out <family>/<file> (else $CODECARENA_MODELS, cache, download)")
-    run.add_argument("--weights", default="real", metavar="real|synthetic[:SEED]",
-                     help="neural families: their pinned real weights (default), or seeded random weights saved to "
-                          "a checkpoint and loaded through the real loader; every output then says weights: synthetic")
+    run.add_argument("--weights", default="real", metavar="real|user|synthetic[:SEED]",
+                     help="neural families: the registry's pinned real weights (default), the checkpoint you pinned "
+                          "with `registry pin` (every output says pinned by user), or seeded random weights saved to "
+                          "a checkpoint and loaded through the real loader (every output says weights: synthetic)")
     run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
                      help=f"codec spec, repeatable (default: {' '.join(DEFAULT_CODECS)})")
     run.add_argument("--variant", default="", metavar="NAME",

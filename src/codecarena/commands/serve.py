@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     spec = parse_spec(args.codec)
     weights = selection.canonical_weights(args.weights)
+    if weights == "user":
+        raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")
     for option, seconds in (("--max-seconds", args.max_seconds), ("--read-timeout", args.read_timeout)):
         if not (math.isfinite(seconds) and seconds > 0):
             raise CliError(f"{option} {seconds:g}: must be a positive number of seconds")

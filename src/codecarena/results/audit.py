@@ -187,6 +187,9 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
                         f"{row.checkpoint.get('weights', 'real or none')!r}")
     if row.weights == "real":
         problems += _registry_pin_problems(row, where)
+    if (row.weights == "user") != (row.checkpoint.get("pinned_by") == "user"):
+        problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
+                        f"{'pinned by user' if row.checkpoint.get('pinned_by') == 'user' else 'not pinned by user'}")
     if row.status == "ok":
         problems += _audit_ok_row(row, run, where)
     else:

@@ -37,6 +37,11 @@ def fmt_cold_warm(stage: dict[str, Any]) -> str:
     return f"{fmt_num(stage['cold_rtf_median'])}/{fmt_num(stage['warm_rtf_median'], 4)}"
 
 
+def weights_label(weights: str) -> str:
+    """How a row's weights kind reads: `user` is a checkpoint the user pinned, not the registry."""
+    return "pinned by user" if weights == "user" else weights
+
+
 def metric_cell(stats: dict[str, Any] | None) -> str:
     """A metric's mean over successes, then how many values failed or did not apply."""
     if not stats:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codecarena.results import leaderboard as lb
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_cell
+from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_cell, weights_label
 from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.plots import PARETO_METRICS
 
@@ -36,7 +36,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|")
         for e in entries:
-            cells = ([e["run_label"]] if multi else []) + [e["codec"], e["weights"], e["variant"] or "-",
+            cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"]), e["variant"] or "-",
                                                            fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
             cells += [metric_cell(e["metrics"].get(n)) for n in names]
             cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),

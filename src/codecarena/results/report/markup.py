@@ -6,6 +6,8 @@ import base64
 import html
 from typing import Any
 
+from codecarena.results.formatting import weights_label
+
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
@@ -23,7 +25,7 @@ def num_td(value: float | None, text: str, extra: str = "", cls: str = "") -> st
 
 
 def weights_pill(weights: str) -> str:
-    return f'<span class="pill {esc(weights)}">{esc(weights)}</span>'
+    return f'<span class="pill {esc(weights)}">{esc(weights_label(weights))}</span>'
 
 
 def kv(pairs: list[tuple[str, Any]]) -> str:

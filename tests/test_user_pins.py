@@ -1,0 +1,76 @@
+"""User pins: the overlay outside the package, strictly parsed, with the files kept and verified."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codecarena import checkpoints
+from codecarena.registry import user_pins
+from conftest import codecarena
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return tmp_path
+
+
+def test_a_pin_is_kept_found_and_loaded_verified(home: Path) -> None:
+    weights = home / "ft.pt"
+    weights.write_bytes(b"fine-tuned weights")
+    made = user_pins.pin("dac", "16khz", [weights], "https://example.org/ft.pt")
+    assert user_pins.find("dac", "16khz") == made and user_pins.find("dac", "24khz") is None
+    (f,) = made.files
+    assert (f.name, f.bytes, f.origin) == ("ft.pt", 18, "https://example.org/ft.pt")
+    folder, data = checkpoints.read_checkpoint(made.checkpoint(), models_dir=user_pins.pins_dir())
+    assert data == {"ft.pt": b"fine-tuned weights"} and folder == user_pins.pins_dir() / "dac-16khz"
+    # A pin without a configuration serves every one; a pin for one configuration comes first.
+    every = user_pins.pin("dac", "", [weights])
+    assert user_pins.find("dac", "24khz") == every and user_pins.find("dac", "16khz") == made
+    assert every.files[0].origin == str(weights.resolve())
+    # The kept file changed afterwards: refused by its hash.
+    kept = user_pins.pins_dir() / "dac-16khz" / "ft.pt"
+    kept.unlink()
+    kept.write_bytes(b"fine-tuned weightz")
+    with pytest.raises(checkpoints.CheckpointError, match="sha256 mismatch"):
+        checkpoints.read_checkpoint(made.checkpoint(), models_dir=user_pins.pins_dir())
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d.update(version=2),
+    lambda d: d["pins"][0]["files"][0].update(sha256="abc"),
+    lambda d: d["pins"][0]["files"][0].update(name="../escape"),
+    lambda d: d["pins"][0].update(extra=1),
+])
+def test_the_overlay_is_parsed_strictly(home: Path, damage) -> None:  # type: ignore[no-untyped-def]
+    weights = home / "ft.pt"
+    weights.write_bytes(b"x")
+    user_pins.pin("encodec", "", [weights])
+    path = user_pins.pins_dir() / "pins.json"
+    data = json.loads(path.read_text())
+    damage(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(user_pins.UserPinError, match=str(path)):
+        user_pins.load()
+
+
+def test_registry_pin_refuses_what_it_cannot_pin(home: Path) -> None:
+    env = {"XDG_DATA_HOME": str(home / "data")}
+    weights = home / "ft.pt"
+    weights.write_bytes(b"x")
+    dsp = codecarena("registry", "pin", "opus:6k", "--file", weights, env=env)
+    assert dsp.returncode == 2 and "user pins are for the neural families" in dsp.stderr
+    config = codecarena("registry", "pin", "dac:8khz", "--file", weights, env=env)
+    assert config.returncode == 2 and "no configuration '8khz'" in config.stderr
+    missing = codecarena("registry", "pin", "dac", "--file", home / "absent.pt", env=env)
+    assert missing.returncode == 2 and "absent.pt: no such file" in missing.stderr
+    assert not (home / "data" / "codecarena" / "user-pins" / "pins.json").exists()
+
+
+@pytest.mark.parametrize("command", [["serve", "--codec", "dac:16khz", "--port", "9"], ["determinism", "dac:16khz"]])
+def test_user_weights_are_for_run_only(command: list[str]) -> None:
+    result = codecarena(*command, "--weights", "user")
+    assert result.returncode == 2 and "is for `codecarena run` only" in result.stderr
