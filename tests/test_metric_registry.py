@@ -21,7 +21,7 @@ from conftest import SHORT_CLIPS, need_mirror
 
 CLIP = SHORT_CLIPS[0]
 DECLARED = {"name", "outputs", "needs", "packages", "modules", "models", "failure_policy", "description",
-            "max_audio_s", "rescore_tolerance"}
+            "max_audio_s", "min_audio_s", "input_checks", "rescore_tolerance"}
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +210,33 @@ def test_reference_side_work_is_done_once_per_reference_across_scorers_and_resum
     again = Scorer(("asr", "speaker_sim"), reference_results=store).score_files(utt, reference, decoded[0])
     assert len(heard) == 7 and len(embedded) == 7  # only the decoded side
     assert again == rows[0]
+
+
+def test_too_short_silent_or_clipped_inputs_are_declared_failures_never_numbers(speech: np.ndarray) -> None:
+    scorer = Scorer(("stoi", "si_sdr", "dnsmos"))
+    one = scorer.score(UtteranceInfo("u", "en", None, ()), speech[:1], speech[:1], 16000)
+    assert one["dnsmos_ovrl"] == result(error="decoded audio is 6.25e-05 s long; dnsmos needs at least 1 s")
+    assert one["stoi"] == result(error="decoded audio is 6.25e-05 s long; stoi needs at least 0.4 s")
+
+    quiet = speech / np.max(np.abs(speech)) * 10 ** (-61 / 20)  # peak -61 dBFS
+    silent = scorer.score(UtteranceInfo("u", "en", None, ()), speech, quiet, 16000)
+    assert silent["si_sdr"]["status"] == "failed" and silent["dnsmos_ovrl"]["status"] == "failed"
+    assert silent["si_sdr"]["error"] == ("decoded audio is silent (peak -61.0 dBFS, below -60 dBFS); "
+                                        "si_sdr is undefined on silence")
+    audible = speech / np.max(np.abs(speech)) * 10 ** (-59 / 20)  # peak -59 dBFS: scored
+    assert scorer.score(UtteranceInfo("u", "en", None, ()), speech, audible, 16000)["si_sdr"]["status"] == "ok"
+    # DNSMOS reads only the decoded audio: a silent reference does not stop it.
+    no_reference = scorer.score(UtteranceInfo("u", "en", None, ()), np.zeros_like(speech), speech, 16000)
+    assert no_reference["stoi"]["error"] == "reference audio is silent (peak digital silence, below -60 dBFS); " \
+                                           "stoi is undefined on silence"
+    assert no_reference["dnsmos_ovrl"]["status"] == "ok"
+
+    def clipped(share: float) -> np.ndarray:
+        x = speech.copy()
+        x[: int(share * x.size)] = 32767 / 32768
+        return x
+    over = scorer.score(UtteranceInfo("u", "en", None, ()), speech, clipped(0.02), 16000)
+    assert over["stoi"]["error"] == ("decoded audio is clipped (2.0% of its samples at full scale, more than 1%); "
+                                     "stoi is not scored on saturated audio")
+    under = scorer.score(UtteranceInfo("u", "en", None, ()), speech, clipped(0.009), 16000)
+    assert under["stoi"]["status"] == "ok"

@@ -67,9 +67,10 @@ def _tone(seconds: float, freq: float, seed: int, rate: int = 16000) -> np.ndarr
 def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *, set_name: str = "input:fake",
              manifest: str = "a" * 64, cpu: str = "Test CPU", cpu_count: int = 2, os_name: str = "Linux-test",
              utterances: tuple[str, ...] = ("utt_a", "utt_b", "utt_c"), fail: tuple[str, str] | None = None,
-             audio: bool = True, seed: int = 0) -> Path:
+             audio: bool = True, seed: int = 0, suspect: tuple[str, str] | None = None) -> Path:
     """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
-    wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed."""
+    wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed;
+    `suspect`: (codec, utterance) whose PESQ-WB is suspect."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -97,7 +98,8 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 sf.write(path, np.clip(sig + rng.normal(0, 0.01 * (k + 1), sig.size), -1, 1), rate, subtype="PCM_16")
             q = float(rng.uniform(1.0, 4.5))
             metrics = {
-                "pesq_wb": _metric(None, "failed", "row failed") if failed else _metric(q),
+                "pesq_wb": (_metric(None, "failed", "row failed") if failed else
+                            _metric(1.1, "suspect", SUSPECT_REASON) if suspect == (codec, utt) else _metric(q)),
                 "stoi": _metric(None, "failed", "row failed") if failed else _metric(float(rng.uniform(0.6, 1.0))),
                 "dwer": (_metric(None, "failed", "row failed") if failed else
                          _metric(None, "not_applicable", "no reference transcript") if j == 0 else
@@ -157,6 +159,7 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
     return run_dir
 
 
+SUSPECT_REASON = "whole-file pesq_wb 1.10 is more than 0.5 below every segment of the same file (2.41, 2.70)"
 CODECS = [("opus:6k", "opus", "none", 6.0), ("codec2:3200", "codec2", "none", 3.2), ("pcm:16", "pcm", "none", 256.0)]
 
 
@@ -181,9 +184,10 @@ def assert_matches_summary(board: lb.Leaderboard, run_index: int, summary: dict[
         assert set(e["metrics"]) == set(c["metrics"])
         for name, stats in c["metrics"].items():
             got = e["metrics"][name]
-            for key in ("n_ok", "n_failed", "n_not_applicable"):
+            for key in ("n_ok", "n_failed", "n_not_applicable", "n_suspect"):
                 assert got[key] == stats[key], (c["codec"], name, key)
             assert _same(got["mean"], stats["mean"]), (c["codec"], name)
+            assert _same(got["mean_with_suspect"], stats["mean_with_suspect"]), (c["codec"], name)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -524,3 +528,22 @@ def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
     assert messages == []
     assert outside == []
     assert shot.stat().st_size > 10_000
+
+
+def test_a_suspect_value_is_counted_kept_out_of_the_mean_and_shown(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    a = make_run(tmp_path, "a", CODECS, suspect=("opus:6k", "utt_b"))
+    summary = json.loads((a / "summary.json").read_text())
+    opus = next(c for c in summary["codecs"] if c["codec"] == "opus:6k")["metrics"]["pesq_wb"]
+    rows = [json.loads(line) for line in (a / "rows.jsonl").read_text().splitlines()]
+    ok = [r["metrics"]["pesq_wb"]["value"] for r in rows if r["codec"] == "opus:6k" and r["utterance"] != "utt_b"]
+    assert (opus["n_ok"], opus["n_suspect"], opus["n_failed"]) == (2, 1, 0)
+    assert opus["mean"] == pytest.approx(sum(ok) / 2) and opus["mean_with_suspect"] == pytest.approx((sum(ok) + 1.1) / 3)
+    board = lb.compute([a])
+    assert_matches_summary(board, 0, summary)
+    (problem,) = [p for p in board.metric_problems if p["status"] == "suspect"]
+    assert (problem["codec"], problem["output"], problem["error"]) == ("opus:6k", "pesq_wb", SUSPECT_REASON)
+    _fake_compare(monkeypatch)
+    page = report.write_report([a], tmp_path / "out" / "report.html").read_text()
+    assert "1 suspect</span>" in page and SUSPECT_REASON in page and "suspect (kept out of the mean)" in page
+    assert "1 suspect" in (tmp_path / "out" / "report.md").read_text()

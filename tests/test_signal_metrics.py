@@ -410,3 +410,45 @@ def test_signal_scores_flattens_the_records(speech: np.ndarray) -> None:
     failed = SignalScores.from_results(score_signal(speech, np.zeros_like(speech), {"pesq_wb", "stoi"}))
     assert failed.pesq_wb is None and failed.stoi is None
     assert set(failed.errors) == {"pesq_wb", "stoi"} and failed.delay_samples is None
+
+
+@pytest.fixture(scope="module")
+def long_speech() -> np.ndarray:
+    """Three Mandarin smoke-set clips back to back: 15.3 s with pauses between them."""
+    import soundfile as sf
+
+    clips = sorted(DATA.glob("zh_*.wav"))[:3]
+    if len(clips) < 3:
+        pytest.skip(f"Mandarin smoke clips not found in {DATA}; set CODECARENA_DATA to the smoke-set folder")
+    return np.concatenate([sf.read(c, dtype="float64")[0] for c in clips])
+
+
+def test_pesq_far_below_its_segments_is_suspect_with_the_segment_scores(long_speech: np.ndarray) -> None:
+    """The mechanism of a whole-file PESQ failure: a file whose two halves each score near 4.6, scored
+    1.7 as a whole (PESQ's level alignment is one gain for the whole file; here the level drops by
+    26 dB at a pause). The value is kept, marked suspect, with both segments in its details."""
+    cut = S.pesq_split(long_speech)
+    decoded = long_speech.copy()
+    decoded[cut:] *= 0.05
+    record = S.SignalPair(long_speech, decoded).score("pesq_wb")
+    segments = record["details"]["segments"]
+    assert [s["start_s"] for s in segments] == [0.0, cut / ARENA_RATE]
+    assert all(s["value"] > 4.5 for s in segments)
+    assert record["status"] == "suspect" and record["value"] < 2.0
+    assert record["error"].startswith(f"whole-file pesq_wb {record['value']:.2f} is more than 0.5 below every segment")
+    # The same file unchanged: whole and segments agree, the value is ok.
+    clean = S.SignalPair(long_speech, long_speech.copy()).score("pesq_wb")
+    assert clean["status"] == "ok" and len(clean["details"]["segments"]) == 2
+    # Under 4 s a file is not split.
+    short = S.SignalPair(long_speech[:3 * ARENA_RATE], decoded[:3 * ARENA_RATE]).score("pesq_wb")
+    assert short["status"] == "ok" and "segments" not in short["details"]
+
+
+def test_a_delay_found_at_the_search_bound_makes_aligned_values_suspect(speech: np.ndarray) -> None:
+    late = delayed(speech, int(0.26 * ARENA_RATE))  # beyond the +-250 ms search
+    scores = score_signal(speech, late, {"stoi", "si_sdr", "pesq_wb"})
+    for name in ("stoi", "si_sdr"):
+        assert scores[name]["status"] == "suspect" and scores[name]["value"] is not None
+        assert scores[name]["details"]["near_search_bound"] is True
+        assert "of the search bound (+-250 ms)" in scores[name]["error"]
+    assert scores["pesq_wb"]["status"] == "ok"  # PESQ has its own delay search

@@ -52,7 +52,7 @@ def print_quality(groups: dict[str, dict[str, Any]]) -> None:
     names = list(dict.fromkeys(name for stats in groups.values() for name in stats))
     if not names:
         return
-    table = Table(title="quality (mean over successes; failed / not applicable counts)")
+    table = Table(title="quality (mean over ok values; suspect, failed and not applicable counts)")
     table.add_column("metric")
     for label in groups:
         table.add_column(label, justify="right")
@@ -64,6 +64,8 @@ def print_quality(groups: dict[str, dict[str, Any]]) -> None:
                 cells.append("-")
                 continue
             text = fmt_num(entry["mean"])
+            if entry.get("n_suspect"):
+                text += f" ({entry['n_suspect']} suspect: {fmt_num(entry['mean_with_suspect'])} with them)"
             if entry["n_failed"]:
                 text += f" ({entry['n_failed']} failed)"
             if entry["n_not_applicable"]:

@@ -319,9 +319,10 @@ def entity_outcome(kind: str, text: str, hypothesis: str, reference_hypothesis: 
     if zh_negation and mandarin.negator_in("".join(needle)) is None:
         raise ValueError(f"negation entity {text!r} holds no negator ({', '.join(mandarin.NEGATORS)})")
     at = _find(needle, hyp)
+    heard_in_reference = _tokens(normalize_text(reference_hypothesis, language), language)
     outcome: dict[str, Any] = {
         "kind": kind, "text": text, "normalized": join.join(needle), "survived": at is not None,
-        "in_reference_asr": _find(needle, _tokens(normalize_text(reference_hypothesis, language), language)) is not None,
+        "in_reference_asr": _find(needle, heard_in_reference) is not None,
     }
     span: tuple[int, int] | None = None
     if at is not None:

@@ -22,11 +22,15 @@ from codecarena.metrics import dnsmos, speaker
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
 from codecarena.metrics.records import Scored, result
 from codecarena.metrics.reference_results import ReferenceResults
+from codecarena.metrics.validity import CLIPPED_SHARE, SILENT_PEAK_DBFS
 
 if TYPE_CHECKING:
     from codecarena.metrics.content import Transcriber
     from codecarena.metrics.signal import SignalPair
 
+INPUT_CHECKS = (f"every signal the metric reads must last at least min_audio_s, peak at or above "
+                f"{SILENT_PEAK_DBFS:g} dBFS and have at most {CLIPPED_SHARE:.0%} of its samples at full scale, "
+                "else the metric fails with that reason (metrics/validity.py)")
 ASR_OUTPUTS = ("wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived")
 
 
@@ -94,6 +98,9 @@ class MetricSpec:
     load: Callable[[], ScoreFunction]
     # With Need.TRANSCRIPT: the outputs scored against the transcript.
     transcript_outputs: tuple[str, ...] = ()
+    # Shorter audio fails the metric before it is computed, as silent or clipped audio does
+    # (metrics/validity.py); the reason for each value is in docs/metrics.md.
+    min_audio_s: float = 0.0
 
     @property
     def uses_models(self) -> bool:
@@ -106,6 +113,7 @@ class MetricSpec:
                 "packages": list(self.packages), "modules": list(self.modules),
                 "models": [asdict(pin) for pin in self.models], "failure_policy": self.failure_policy,
                 "description": self.description, "max_audio_s": self.max_audio_s,
+                "min_audio_s": self.min_audio_s, "input_checks": INPUT_CHECKS,
                 "rescore_tolerance": self.rescore_tolerance}
 
 
@@ -164,24 +172,25 @@ _ASR_TOLERANCE = 0.0
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pesq_wb", ("pesq_wb",), _SIGNAL_NEEDS, ("pesq",), ("pesq",), (), _PESQ_POLICY,
                "ITU-T P.862.2 wide-band PESQ (MOS-LQO) at 16 kHz on the unaligned pair (PESQ aligns itself)",
-               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE, _signal("pesq_wb")),
+               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE, _signal("pesq_wb"), min_audio_s=0.25),
     MetricSpec("pesq_nb", ("pesq_nb",), _SIGNAL_NEEDS, ("pesq", "soxr"), ("pesq", "soxr"), (), _PESQ_POLICY,
                "P.862 narrow-band PESQ after soxr (HQ) 16 -> 8 kHz of both signals",
-               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE, _signal("pesq_nb")),
+               PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE, _signal("pesq_nb"), min_audio_s=0.25),
     MetricSpec("stoi", ("stoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
                "STOI on the delay-aligned overlap (delay recorded in details)", None, _SIGNAL_TOLERANCE,
-               _signal("stoi")),
+               _signal("stoi"), min_audio_s=0.4),
     MetricSpec("estoi", ("estoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
-               "extended STOI on the delay-aligned overlap", None, _SIGNAL_TOLERANCE, _signal("estoi")),
+               "extended STOI on the delay-aligned overlap", None, _SIGNAL_TOLERANCE, _signal("estoi"),
+               min_audio_s=0.4),
     MetricSpec("si_sdr", ("si_sdr",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
                "scale-invariant SDR in dB on the delay-aligned overlap (bounded cross-correlation search)", None,
-               _SIGNAL_TOLERANCE, _signal("si_sdr")),
+               _SIGNAL_TOLERANCE, _signal("si_sdr"), min_audio_s=0.1),
     MetricSpec("lsd", ("lsd",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
                "log-spectral distance in dB (512-sample Hann STFT) on the aligned overlap", None, _SIGNAL_TOLERANCE,
-               _signal("lsd")),
+               _signal("lsd"), min_audio_s=0.1),
     MetricSpec("mel_distance", ("mel_distance",), _SIGNAL_NEEDS, ("librosa",), ("librosa",), (), _SIGNAL_POLICY,
                "mean |log10 mel difference| (80 mels) on the aligned overlap", None, _SIGNAL_TOLERANCE,
-               _signal("mel_distance")),
+               _signal("mel_distance"), min_audio_s=0.1),
     MetricSpec("dnsmos", dnsmos.OUTPUTS, (Need.ARENA_RATE,), ("speechmos", "onnxruntime", "librosa"),
                ("speechmos", "onnxruntime", "librosa"),
                (ModelPin("speechmos/dnsmos_models/sig_bak_ovr.onnx",
@@ -190,13 +199,13 @@ METRICS: tuple[MetricSpec, ...] = (
                          "9246480c58567bc6affd4200938e77eef49468c8bc7ed3776d109c07456f6e91", 224860)),
                "model error or all-zero input -> null with reason",
                "DNSMOS P.835 SIG/BAK/OVRL and P.808 of the decoded audio (clips under 9.01 s are tiled)", None,
-               _DNSMOS_TOLERANCE, _dnsmos),
+               _DNSMOS_TOLERANCE, _dnsmos, min_audio_s=1.0),
     MetricSpec("speaker_sim", speaker.OUTPUTS, _SIGNAL_NEEDS, ("resemblyzer", "torch"), ("resemblyzer", "torch"),
                (ModelPin("resemblyzer/pretrained.pt",
                          "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),
                "no voiced audio after VAD or model error -> null with reason",
                "cosine similarity of Resemblyzer GE2E embeddings (-1..1), reference vs decoded", None,
-               _SPEAKER_TOLERANCE, _speaker_sim),
+               _SPEAKER_TOLERANCE, _speaker_sim, min_audio_s=0.5),
     # The ASR models' pins are in metrics/asr_models.py (one per language's model, verified when it
     # loads), not here: a missing multilingual model must not stop English from being scored.
     MetricSpec("asr", ASR_OUTPUTS, (Need.REFERENCE, Need.TRANSCRIPT, Need.ASR_LANGUAGE),
@@ -208,7 +217,8 @@ METRICS: tuple[MetricSpec, ...] = (
                "Whisper (tiny.en for English, base for other languages; greedy, temperature 0): WER/CER vs "
                "transcript, the reference's own WER/CER (floor), dWER/dCER vs the ASR of the reference, share "
                "of critical entities (numbers, negations) that survived",
-               ASR_MAX_AUDIO_S, _ASR_TOLERANCE, _asr, transcript_outputs=("wer", "cer", "ref_wer", "ref_cer")),
+               ASR_MAX_AUDIO_S, _ASR_TOLERANCE, _asr, transcript_outputs=("wer", "cer", "ref_wer", "ref_cer"),
+               min_audio_s=0.2),
 )
 BY_NAME = {m.name: m for m in METRICS}
 

@@ -2,8 +2,10 @@
 
 Failure policy, for every metric: a value that cannot be computed is stored as null with a
 one-line reason (status "failed"); a metric that does not apply to a row (no critical entities,
-no transcript) is stored as null with status "not_applicable". Nothing is ever replaced by 0 or 1,
-and summaries average over successes and count the rest.
+no transcript) is stored as null with status "not_applicable"; a value the metric's own validity
+check distrusts (PESQ far below every segment of the same file, an alignment at its search bound)
+keeps its number with status "suspect" and the reason. Nothing is ever replaced by 0 or 1, and
+summaries average over ok values, count the rest, and give the mean with the suspect ones apart.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ Records = dict[str, Record]  # output name -> record
 
 def result(value: float | None = None, error: str | None = None, status: str | None = None,
            **details: Any) -> Record:
+    """A record; `status="suspect"` keeps the value with `error` as the reason it is distrusted."""
     if value is not None and not np.isfinite(value):
-        value, error = None, f"non-finite value {value}"
+        value, error, status = None, f"non-finite value {value}", None
     return {"value": value, "status": status or ("ok" if error is None else "failed"),
             "error": error, "details": details}
 

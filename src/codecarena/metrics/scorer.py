@@ -28,6 +28,7 @@ from codecarena.metrics import declarations
 from codecarena.metrics.records import Records, failure_reason, result
 from codecarena.metrics.declarations import BY_NAME, METRICS, Asr, Inputs, MetricSpec, Need, ScoreFunction
 from codecarena.metrics.reference_results import ReferenceResults
+from codecarena.metrics.validity import input_problem
 
 if TYPE_CHECKING:
     from codecarena.metrics.content import Transcriber
@@ -136,7 +137,10 @@ class Scorer:
                 transcriber = self._transcriber(lang)
                 models[lang] = (transcriber.settings if not isinstance(transcriber, str)
                                 else {"choice": choice, "error": transcriber})
-            return {"asr_models": models, "asr_catalogue": catalogue.describe_catalogue()}
+            from codecarena.metrics.content import NORMALIZERS, OTHER_NORMALIZER
+
+            return {"asr_models": models, "asr_catalogue": catalogue.describe_catalogue(),
+                    "normalizers": {**NORMALIZERS, "other languages": OTHER_NORMALIZER}}
         return declarations.describe(self.metrics, extra)
 
     @property
@@ -168,7 +172,7 @@ class Scorer:
         """The records of every output of one metric, in its declared order. `reference_sha256` keys
         the reference-side results (the sha256 of the reference file)."""
         spec = BY_NAME[name]
-        unmet = self._unusable.get(name) or self._unmet(spec, utt, sample_rate)
+        unmet = self._unusable.get(name) or self._unmet(spec, utt, sample_rate) or self._invalid(spec, pair, sample_rate)
         if unmet:
             return failed_records((name,), unmet)
         if Need.ASR_LANGUAGE in spec.needs and self.asr_choice(utt.language) is None:
@@ -202,6 +206,14 @@ class Scorer:
         if Need.ASR_LANGUAGE in spec.needs and not utt.language:
             return "utterance has no language (pass --language for an --input folder)"
         return None
+
+    @staticmethod
+    def _invalid(spec: MetricSpec, pair: SignalPair, sample_rate: int) -> str | None:
+        """Why the signals the metric reads are no input for it (too short, silent, clipped), or None."""
+        signals = {"decoded": pair.decoded}
+        if Need.REFERENCE in spec.needs:
+            signals["reference"] = pair.reference
+        return input_problem(spec.name, signals, sample_rate, spec.min_audio_s)
 
     def _function(self, spec: MetricSpec) -> ScoreFunction:
         if spec.name not in self._functions:

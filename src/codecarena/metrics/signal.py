@@ -31,6 +31,20 @@ from codecarena.arena import ARENA_RATE
 from codecarena.metrics.max_audio import PESQ_MAX_AUDIO_S
 
 MAX_DELAY_S = 0.25  # alignment search bound, +-250 ms
+# A delay found this close to the bound makes an aligned value suspect: the correlation was still
+# rising toward the bound (a true delay of 260 ms is found at 248.75 ms, not at the bound itself).
+BOUND_MARGIN_S = 0.005
+
+# The PESQ validity check (docs/metrics.md): a file of at least PESQ_SEGMENT_MIN_S is also scored in
+# two segments cut at a pause; a whole-file score more than PESQ_SUSPECT_MARGIN MOS below every
+# segment's is suspect. Reported (issue 19): Lyra at 6 and 9.2 kbps on a 13 s Mandarin utterance
+# scored about 1.1 whole and 2.4-2.7 per half (PESQ's alignment failed on the whole file). Measured
+# here on 13.7 and 15.3 s concatenations of smoke-set clips through Lyra 3.2/6/9.2 kbps and Opus 6k:
+# whole-file and half scores within 0.12 of each other; on the default smoke run no whole-file score
+# is more than 0.045 below its lower segment.
+PESQ_METRICS = ("pesq_wb", "pesq_nb")
+PESQ_SEGMENT_MIN_S = 4.0
+PESQ_SUSPECT_MARGIN = 0.5
 
 # SI-SDR: eps = SI_SDR_EPS_REL * |d|^2 (d the zero-mean decoded signal) is added to both the target
 # and the error energy. Since |d|^2 = |t|^2 + |e|^2, the result stays exactly scale-invariant and
@@ -287,8 +301,21 @@ class SignalScores:
         return cls(**values, delay_samples=delay, correlation=correlation, errors=errors)
 
 
-def _record(value: float | None = None, error: str | None = None, **details: Any) -> dict[str, Any]:
-    return {"value": value, "status": "ok" if error is None else "failed", "error": error, "details": details}
+def _record(value: float | None = None, error: str | None = None, suspect: bool = False,
+            **details: Any) -> dict[str, Any]:
+    """A failed record when `error` is set without a value; a suspect one when `suspect`."""
+    status = "suspect" if suspect else ("ok" if error is None else "failed")
+    return {"value": value, "status": status, "error": error, "details": details}
+
+
+def pesq_split(reference: np.ndarray) -> int:
+    """Where the PESQ validity check cuts a file in two: the middle of the quietest 20 ms frame of
+    the reference's middle third, so that the cut falls in a pause rather than through a word."""
+    frame = ARENA_RATE // 50
+    lo, hi = reference.size // 3, 2 * reference.size // 3
+    starts = np.arange(lo, max(lo + 1, hi - frame), frame)
+    energies = [float(np.sum(reference[s:s + frame] ** 2)) for s in starts]
+    return int(starts[int(np.argmin(energies))]) + frame // 2
 
 
 def _reason(exc: BaseException) -> str:
@@ -326,7 +353,8 @@ class SignalPair:
             return None, details, _reason(exc)
         details.update(delay_samples=alignment.delay_samples, correlation=alignment.correlation,
                        overlap_samples=alignment.overlap_samples,
-                       at_search_bound=abs(alignment.delay_samples) == max_delay)
+                       at_search_bound=abs(alignment.delay_samples) == max_delay,
+                       near_search_bound=abs(alignment.delay_samples) >= max_delay - int(BOUND_MARGIN_S * ARENA_RATE))
         return pair, details, None
 
     def score(self, name: str) -> dict[str, Any]:
@@ -351,7 +379,34 @@ class SignalPair:
                 raise ValueError(f"non-finite value {value}")
         except Exception as exc:  # one metric's failure is recorded, never fatal
             return _record(error=_reason(exc), **details)
+        if name in PESQ_METRICS and pair[0].size >= PESQ_SEGMENT_MIN_S * ARENA_RATE:
+            details["segments"] = segments = _segment_scores(method, *pair)
+            scores = [s["value"] for s in segments if "value" in s]
+            if len(scores) == len(segments) and value < min(scores) - PESQ_SUSPECT_MARGIN:
+                shown = ", ".join(f"{v:.2f}" for v in scores)
+                return _record(value, f"whole-file {name} {value:.2f} is more than {PESQ_SUSPECT_MARGIN:g} below "
+                                      f"every segment of the same file ({shown}): PESQ's alignment of the whole "
+                                      "file is not to be trusted", suspect=True, **details)
+        if details.get("near_search_bound"):
+            return _record(value, f"the delay found ({details['delay_samples']} samples) is within "
+                                  f"{BOUND_MARGIN_S * 1000:g} ms of the search bound (+-{MAX_DELAY_S * 1000:g} ms): the "
+                                  "true delay may lie beyond it, and the alignment this value rests on with it",
+                           suspect=True, **details)
         return _record(value, **details)
+
+
+def _segment_scores(method: _Method, reference: np.ndarray, decoded: np.ndarray) -> list[dict[str, Any]]:
+    """The metric on each of the two segments of the file (split at a pause of the reference)."""
+    cut = pesq_split(reference)
+    segments: list[dict[str, Any]] = []
+    for start, end in ((0, cut), (cut, reference.size)):
+        segment: dict[str, Any] = {"start_s": start / ARENA_RATE, "end_s": end / ARENA_RATE}
+        try:
+            segment["value"] = float(method.compute(reference[start:end], decoded[start:end]))
+        except Exception as exc:  # a segment pesq refuses leaves the whole-file value unchallenged
+            segment["error"] = _reason(exc)
+        segments.append(segment)
+    return segments
 
 
 def score_signal(reference: np.ndarray, decoded: np.ndarray, metrics: set[str]) -> dict[str, dict]:

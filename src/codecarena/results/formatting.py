@@ -48,6 +48,8 @@ def metric_cell(stats: dict[str, Any] | None) -> str:
         return "-"
     text = fmt_num(stats["mean"])
     extra = []
+    if stats.get("n_suspect"):
+        extra.append(f"{stats['n_suspect']} suspect: {fmt_num(stats['mean_with_suspect'])} with them")
     if stats["n_failed"]:
         extra.append(f"{stats['n_failed']} failed")
     if stats["n_not_applicable"]:

@@ -325,7 +325,10 @@ SELECT run_index, codec, m.output AS output,
          / nullif(count(*) FILTER (WHERE m.status = 'ok'), 0) AS mean,
        count(*) FILTER (WHERE m.status = 'ok') AS n_ok,
        count(*) FILTER (WHERE m.status = 'failed') AS n_failed,
-       count(*) FILTER (WHERE m.status = 'not_applicable') AS n_not_applicable
+       count(*) FILTER (WHERE m.status = 'not_applicable') AS n_not_applicable,
+       count(*) FILTER (WHERE m.status = 'suspect') AS n_suspect,
+       fsum(m.value) FILTER (WHERE m.status IN ('ok', 'suspect'))
+         / nullif(count(*) FILTER (WHERE m.status IN ('ok', 'suspect')), 0) AS mean_with_suspect
 FROM (SELECT run_index, codec, unnest(metrics) AS m FROM rows)
 GROUP BY run_index, codec, m.output
 """
@@ -393,7 +396,7 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
             entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "peak_rss_bytes_max")}
     for m in metrics:
         by_key[(m["run_index"], m["codec"])]["metrics"][m["output"]] = {
-            k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable")}
+            k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable", "n_suspect", "mean_with_suspect")}
     for e in entries:
         peaks = [e[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if e[s]["peak_rss_bytes_max"] is not None]
         e["peak_rss_bytes_max"] = max(peaks) if peaks else None

@@ -24,7 +24,8 @@ BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("checks_passed", int),
 )
 METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
-                                                 ("n_not_applicable", int))
+                                                 ("n_not_applicable", int), ("n_suspect", int),
+                                                 ("mean_with_suspect", float))
 
 
 def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:

@@ -84,7 +84,7 @@ def _shown(record: Any) -> str:
 def _agree(output: str, stored: Any, fresh: dict[str, Any]) -> bool:
     if not isinstance(stored, dict) or stored.get("status") != fresh["status"]:
         return False
-    if fresh["status"] != "ok":
+    if fresh["status"] not in ("ok", "suspect"):
         return True
     value = stored.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)):

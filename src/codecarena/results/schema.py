@@ -162,7 +162,7 @@ def parse_row(data: Any) -> Row:
     return row
 
 
-METRIC_STATUSES = ("ok", "failed", "not_applicable")
+METRIC_STATUSES = ("ok", "failed", "not_applicable", "suspect")
 
 
 def _check_metric(name: str, record: Any) -> None:
@@ -175,5 +175,8 @@ def _check_metric(name: str, record: Any) -> None:
     if status == "ok":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or error is not None:
             raise SchemaError(f"{where}: an ok metric needs a number and no error")
+    elif status == "suspect":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(error, str) or not error:
+            raise SchemaError(f"{where}: a suspect metric needs a number and the reason it is suspect")
     elif value is not None or not isinstance(error, str) or not error:
         raise SchemaError(f"{where}: a {status} metric has a null value and a reason")

@@ -47,13 +47,14 @@ def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
 
 
 def metric_stats(scored: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per metric output over several scored rows: mean over successes, and counts (with
-    reasons) of the rest."""
+    """Per metric output over several scored rows: mean over ok values, and counts (with reasons)
+    of the rest; suspect values are counted, and averaged in only in `mean_with_suspect`."""
     names = list(dict.fromkeys(name for metrics in scored for name in metrics))
     stats: dict[str, Any] = {}
     for name in names:
         records = [metrics[name] for metrics in scored if name in metrics]
         values = [rec["value"] for rec in records if rec["status"] == "ok"]
+        suspect = [rec["value"] for rec in records if rec["status"] == "suspect"]
         reasons: dict[str, int] = {}
         for rec in records:
             if rec["status"] == "failed":
@@ -63,6 +64,8 @@ def metric_stats(scored: list[dict[str, Any]]) -> dict[str, Any]:
             "n_ok": len(values),
             "n_failed": sum(rec["status"] == "failed" for rec in records),
             "n_not_applicable": sum(rec["status"] == "not_applicable" for rec in records),
+            "n_suspect": len(suspect),
+            "mean_with_suspect": statistics.fmean(values + suspect) if values or suspect else None,
             "failure_reasons": reasons,
         }
     return stats

@@ -42,6 +42,8 @@ def _row_metric_line(row: Row) -> str:
             parts.append(f"{label} {fmt_num(rec['value'])}")
         elif rec["status"] == "failed":
             parts.append(f'<span class="bad" title="{esc(rec["error"])}">{esc(label)} failed</span>')
+        elif rec["status"] == "suspect":
+            parts.append(f'<span class="warn" title="{esc(rec["error"])}">{esc(label)} {fmt_num(rec["value"])} suspect</span>')
         else:
             parts.append(f'<span title="{esc(rec["error"])}">{esc(label)} n/a</span>')
     bits = [f"{fmt_kbps(row.representation_bps, 2)} kbps"] if row.representation_bps else []

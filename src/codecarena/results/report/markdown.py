@@ -56,8 +56,10 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
     replay = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and r.replay_sampled and r.replay_identical is not True)
     mfail = sum(p["n"] for p in board.metric_problems if p["status"] == "failed")
     mna = sum(p["n"] for p in board.metric_problems if p["status"] == "not_applicable")
+    msus = sum(p["n"] for p in board.metric_problems if p["status"] == "suspect")
     lines.append(f"Failures: {fails} failed rows, {checks} failed checks, {replay} replays not identical, "
-                 f"{mfail} failed and {mna} not-applicable metric values (each with its reason in the HTML report).")
+                 f"{mfail} failed, {msus} suspect and {mna} not-applicable metric values (each with its reason in the "
+                 f"HTML report).")
     for note in ctx.comparison_notes:
         lines.append(f"Comparison: {note}.")
     lines.append("")

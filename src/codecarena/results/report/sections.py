@@ -66,6 +66,9 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                 cells.append('<td data-v="">-</td>')
                 continue
             subs = []
+            if stats.get("n_suspect"):
+                subs.append(f'<span class="sub warn" title="mean with them: {fmt_num(stats["mean_with_suspect"])}">'
+                            f'{stats["n_suspect"]} suspect</span>')
             if stats["n_failed"]:
                 subs.append(f'<span class="sub bad">{stats["n_failed"]} failed</span>')
             if stats["n_not_applicable"]:
@@ -165,18 +168,21 @@ def failures_html(ctx: ReportContext) -> tuple[str, int]:
     if problems:
         failed = sum(p["n"] for p in problems if p["status"] == "failed")
         skipped = sum(p["n"] for p in problems if p["status"] == "not_applicable")
+        doubted = sum(p["n"] for p in problems if p["status"] == "suspect")
         count += failed
         body = []
         for p in problems:
             utts = p["utterances"]
             shown = ", ".join(utts[:6]) + (f" and {len(utts) - 6} more" if len(utts) > 6 else "")
-            cls = "bad" if p["status"] == "failed" else "muted"
+            cls = {"failed": "bad", "suspect": "warn"}.get(p["status"], "muted")
+            shown_status = {"failed": "failed", "suspect": "suspect (kept out of the mean)"}.get(
+                p["status"], "not applicable (skipped)")
             body.append(f'<tr class="metric-problem">{runcell(board.runs[p["run_index"]])}<td class="l">{esc(p["codec"])}</td>'
                         f'<td class="l">{esc(p["output"])}</td><td class="l {cls}">'
-                        f'{"failed" if p["status"] == "failed" else "not applicable (skipped)"}</td>'
+                        f'{shown_status}</td>'
                         f'<td>{p["n"]}</td><td class="wrap">{esc(p["error"])}</td>'
                         f'<td class="wrap mono">{esc(shown)}</td></tr>')
-        parts.append(f"<h3>Metric values that are not ok ({failed} failed, {skipped} not applicable)</h3>"
+        parts.append(f"<h3>Metric values that are not ok ({failed} failed, {doubted} suspect, {skipped} not applicable)</h3>"
                      f'<p class="note">Nothing is replaced by 0 or 1: these values are left out of the means and '
                      f'counted in the leaderboard.</p><div class="scroll"><table class="failures"><thead><tr>{runcol}'
                      f'<th class="l">codec</th><th class="l">metric output</th><th class="l">status</th><th>rows</th>'
