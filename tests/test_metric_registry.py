@@ -240,3 +240,18 @@ def test_too_short_silent_or_clipped_inputs_are_declared_failures_never_numbers(
                                      "stoi is not scored on saturated audio")
     under = scorer.score(UtteranceInfo("u", "en", None, ()), speech, clipped(0.009), 16000)
     assert under["stoi"]["status"] == "ok"
+
+
+def test_visqol_ranks_a_copy_above_frame_shuffled_audio(speech: np.ndarray) -> None:
+    pytest.importorskip("visqol")
+    scorer = Scorer(("visqol",))
+    utt = UtteranceInfo("u", "en", None, ())
+    copy = scorer.score(utt, speech, speech.copy(), 16000)["visqol"]
+    frames = speech[: speech.size // 320 * 320].reshape(-1, 320)
+    shuffled = np.concatenate([frames[np.random.default_rng(0).permutation(len(frames))].ravel(),
+                               speech[frames.size:]])
+    mixed = scorer.score(utt, speech, shuffled, 16000)["visqol"]
+    assert copy["status"] == mixed["status"] == "ok"
+    assert copy["value"] > 3.5 and mixed["value"] < copy["value"] - 1.5, (copy, mixed)
+    entry = {e["name"]: e for e in scorer.describe()}["visqol"]
+    assert entry["unusable_because"] is None and entry["model_files"][0]["sha256"] == entry["models"][0]["sha256"]

@@ -146,6 +146,17 @@ def _speaker_sim() -> ScoreFunction:
     return score
 
 
+def _visqol() -> ScoreFunction:
+    from codecarena.metrics.visqol_speech import Visqol
+
+    model = Visqol()
+
+    def score(inputs: Inputs) -> Scored:
+        mos, nsim = model.score(inputs.pair.reference, inputs.pair.decoded, inputs.sample_rate)
+        return Scored({"visqol": result(mos, aligned=False, vnsim=nsim, mapper="lattice")})
+    return score
+
+
 def _asr() -> ScoreFunction:
     from codecarena.metrics import content  # needs jiwer and num2words, which only the metrics extra installs
 
@@ -168,6 +179,7 @@ _PESQ_POLICY = (f"audio over {PESQ_MAX_AUDIO_S:g} s -> null, pesq is not called;
 _SIGNAL_TOLERANCE = 1e-6
 _DNSMOS_TOLERANCE = 1e-4
 _SPEAKER_TOLERANCE = 1e-5
+_VISQOL_TOLERANCE = 1e-4
 _ASR_TOLERANCE = 0.0
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pesq_wb", ("pesq_wb",), _SIGNAL_NEEDS, ("pesq",), ("pesq",), (), _PESQ_POLICY,
@@ -200,6 +212,14 @@ METRICS: tuple[MetricSpec, ...] = (
                "model error or all-zero input -> null with reason",
                "DNSMOS P.835 SIG/BAK/OVRL and P.808 of the decoded audio (clips under 9.01 s are tiled)", None,
                _DNSMOS_TOLERANCE, _dnsmos, min_audio_s=1.0),
+    MetricSpec("visqol", ("visqol",), _SIGNAL_NEEDS, ("visqol-python", "libsvm-official", "ai-edge-litert"),
+               ("visqol", "ai_edge_litert"),
+               (ModelPin("visqol/model/lattice_tcditugenmeetpackhref_ls2_nl60_lr12_bs2048_learn.005_ep2400_train1_7_"
+                         "raw.tflite", "4bd031d6c95594ae2cd1d471aa6611bff26b3bbf816528431ff1741bcd798dc6", 2233840),),
+               "visqol's errors -> null with its reason",
+               "ViSQOL v3 speech mode (visqol-python, deep-lattice mapper as C++ ViSQOL's default): MOS-LQO 1-5 "
+               "of decoded vs reference, with ViSQOL's own alignment", None, _VISQOL_TOLERANCE, _visqol,
+               min_audio_s=1.0),
     MetricSpec("speaker_sim", speaker.OUTPUTS, _SIGNAL_NEEDS, ("resemblyzer", "torch"), ("resemblyzer", "torch"),
                (ModelPin("resemblyzer/pretrained.pt",
                          "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),

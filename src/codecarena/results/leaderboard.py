@@ -25,11 +25,11 @@ from codecarena.results.schema import Row
 from codecarena.rundir import RUN
 
 # Metric outputs in the order a reader expects them; anything else follows alphabetically.
-METRIC_ORDER = ("pesq_wb", "pesq_nb", "stoi", "estoi", "si_sdr", "lsd", "mel_distance", "dnsmos_ovrl",
+METRIC_ORDER = ("pesq_wb", "pesq_nb", "visqol", "stoi", "estoi", "si_sdr", "lsd", "mel_distance", "dnsmos_ovrl",
                 "dnsmos_sig", "dnsmos_bak", "dnsmos_p808", "speaker_sim", "wer", "cer", "ref_wer", "ref_cer",
                 "dwer", "dcer", "critical_survived")
 LOWER_IS_BETTER = frozenset({"lsd", "mel_distance", "wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer"})
-METRIC_LABELS = {"pesq_wb": "PESQ-WB", "pesq_nb": "PESQ-NB", "stoi": "STOI", "estoi": "ESTOI",
+METRIC_LABELS = {"pesq_wb": "PESQ-WB", "pesq_nb": "PESQ-NB", "visqol": "ViSQOL", "stoi": "STOI", "estoi": "ESTOI",
                  "si_sdr": "SI-SDR dB", "lsd": "LSD dB", "mel_distance": "mel dist", "dnsmos_ovrl": "DNSMOS OVRL",
                  "dnsmos_sig": "DNSMOS SIG", "dnsmos_bak": "DNSMOS BAK", "dnsmos_p808": "DNSMOS P.808",
                  "speaker_sim": "speaker sim", "wer": "WER", "cer": "CER", "ref_wer": "ref WER", "ref_cer": "ref CER",
