@@ -255,3 +255,25 @@ def test_visqol_ranks_a_copy_above_frame_shuffled_audio(speech: np.ndarray) -> N
     assert copy["value"] > 3.5 and mixed["value"] < copy["value"] - 1.5, (copy, mixed)
     entry = {e["name"]: e for e in scorer.describe()}["visqol"]
     assert entry["unusable_because"] is None and entry["model_files"][0]["sha256"] == entry["models"][0]["sha256"]
+
+
+def test_pitch_of_a_copy_is_perfect_and_of_a_pitch_shift_is_not(speech: np.ndarray) -> None:
+    pytest.importorskip("swift_f0")
+    import soxr
+
+    scorer = Scorer(("pitch",))
+    utt = UtteranceInfo("u", "en", None, ())
+    copy = scorer.score(utt, speech, speech.copy(), 16000)
+    assert (copy["f0_rmse_cents"]["value"], copy["gpe"]["value"], copy["vde"]["value"]) == (0.0, 0.0, 0.0)
+    assert copy["f0_corr"]["value"] == pytest.approx(1.0, abs=1e-12)
+    assert copy["f0_rmse_cents"]["details"]["voiced_both"] >= 10
+    # Played 6 % faster (about a semitone higher), cut to the same length: F0 moves by about 100 cents.
+    shifted = soxr.resample(speech, 16000, 16000 / 1.06)
+    shifted = np.concatenate([shifted, np.zeros(speech.size)])[:speech.size]
+    moved = scorer.score(utt, speech, shifted, 16000)
+    assert moved["f0_rmse_cents"]["value"] > 50 or moved["gpe"]["value"] > 0.1, moved
+    silence_mostly = speech.copy()
+    silence_mostly[: speech.size - 800] = 0.0  # 50 ms of speech left: too little voicing to compare
+    sparse = scorer.score(utt, speech, silence_mostly, 16000)
+    assert sparse["f0_rmse_cents"]["status"] == "failed" and "frames voiced in both" in sparse["f0_rmse_cents"]["error"]
+    assert sparse["vde"]["status"] == "ok" and sparse["vde"]["value"] > 0.5

@@ -45,6 +45,8 @@ def test_pcm_control_scores_as_transparent_on_the_smoke_set(pcm_smoke: Path) -> 
         assert m["speaker_sim"]["value"] >= 0.99
         # The lattice mapper never gives a perfect copy 5: 3.94-4.61 here, lowest on 1.5 s clips.
         assert m["visqol"]["value"] >= 3.9 and m["visqol"]["details"]["vnsim"] > 0.99
+        assert (m["f0_rmse_cents"]["value"], m["gpe"]["value"], m["vde"]["value"]) == (0.0, 0.0, 0.0)
+        assert m["f0_corr"]["value"] == pytest.approx(1.0, abs=1e-12)
         for name in ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808"):
             assert 1.0 <= m[name]["value"] <= 5.0
         # The decoded audio is the reference: the same transcript, dWER and dCER 0, the floor's error rates.
@@ -180,7 +182,7 @@ def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:
     mirror = need_mirror()
     out = tmp_path / "opus"
     result = codecarena("run", "--data-dir", mirror, "--codec", "opus:6k", "--codec", "opus:12k",
-                        "--metrics", "pesq_wb,visqol", "--out", out)
+                        "--metrics", "pesq_wb,visqol,pitch", "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((out / "summary.json").read_text())
     pesq = {c["codec"]: c["metrics"]["pesq_wb"] for c in summary["codecs"]}
@@ -188,6 +190,11 @@ def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:
     assert pesq["opus:6k"]["mean"] < pesq["opus:12k"]["mean"] - 0.5
     visqol = {c["codec"]: c["metrics"]["visqol"] for c in summary["codecs"]}
     assert visqol["opus:6k"]["n_ok"] == 10 and visqol["opus:6k"]["mean"] < visqol["opus:12k"]["mean"] - 0.5
+    pitch = {c["codec"]: c["metrics"] for c in summary["codecs"]}
+    worse_if_higher = ("f0_rmse_cents", "vde")
+    for name in ("f0_rmse_cents", "f0_corr", "vde"):
+        six, twelve = pitch["opus:6k"][name]["mean"], pitch["opus:12k"][name]["mean"]
+        assert (six > twelve) if name in worse_if_higher else (six < twelve), (name, six, twelve)
     assert "pesq_wb" in result.stdout  # the per-codec quality table
 
 

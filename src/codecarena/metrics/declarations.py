@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codecarena.files import sha256_file
-from codecarena.metrics import dnsmos, speaker
+from codecarena.metrics import dnsmos, pitch, speaker
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
 from codecarena.metrics.records import Scored, result
 from codecarena.metrics.reference_results import ReferenceResults
@@ -146,6 +146,15 @@ def _speaker_sim() -> ScoreFunction:
     return score
 
 
+def _pitch() -> ScoreFunction:
+    model = pitch.PitchFidelity()
+
+    def score(inputs: Inputs) -> Scored:
+        reference, decoded, alignment = inputs.pair.aligned()
+        return Scored(model.scores(reference, decoded, inputs.sample_rate, **alignment))
+    return score
+
+
 def _visqol() -> ScoreFunction:
     from codecarena.metrics.visqol_speech import Visqol
 
@@ -180,6 +189,7 @@ _SIGNAL_TOLERANCE = 1e-6
 _DNSMOS_TOLERANCE = 1e-4
 _SPEAKER_TOLERANCE = 1e-5
 _VISQOL_TOLERANCE = 1e-4
+_PITCH_TOLERANCE = 1e-6
 _ASR_TOLERANCE = 0.0
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pesq_wb", ("pesq_wb",), _SIGNAL_NEEDS, ("pesq",), ("pesq",), (), _PESQ_POLICY,
@@ -220,6 +230,15 @@ METRICS: tuple[MetricSpec, ...] = (
                "ViSQOL v3 speech mode (visqol-python, deep-lattice mapper as C++ ViSQOL's default): MOS-LQO 1-5 "
                "of decoded vs reference, with ViSQOL's own alignment", None, _VISQOL_TOLERANCE, _visqol,
                min_audio_s=1.0),
+    MetricSpec("pitch", pitch.OUTPUTS, _SIGNAL_NEEDS, ("swift-f0", "onnxruntime"),
+               ("swift_f0", "onnxruntime"),
+               (ModelPin("swift_f0/model.onnx", "6385e8c2ebc3872e82c9ff5946228de44cd3be77a750ea53698b7dbfe94b0a22",
+                         135090),),
+               "fewer than 10 frames voiced in both -> F0 outputs null with that reason; model error -> null "
+               "with reason",
+               "SwiftF0 pitch on the delay-aligned overlap: F0 RMSE in cents and log-F0 correlation over frames voiced "
+               "in both without a gross error, gross pitch error rate (>20 %), voicing decision error", None,
+               _PITCH_TOLERANCE, _pitch, min_audio_s=0.5),
     MetricSpec("speaker_sim", speaker.OUTPUTS, _SIGNAL_NEEDS, ("resemblyzer", "torch"), ("resemblyzer", "torch"),
                (ModelPin("resemblyzer/pretrained.pt",
                          "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),

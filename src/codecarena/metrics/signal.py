@@ -357,6 +357,16 @@ class SignalPair:
                        near_search_bound=abs(alignment.delay_samples) >= max_delay - int(BOUND_MARGIN_S * ARENA_RATE))
         return pair, details, None
 
+    def aligned(self) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """The delay-aligned overlap every aligned metric uses, with the alignment's details;
+        ValueError with the reason when the pair is invalid or cannot be aligned."""
+        if isinstance(self._checked, str):
+            raise ValueError(self._checked)
+        pair, details, error = self._alignment
+        if error is not None or pair is None:
+            raise ValueError(error)
+        return pair[0], pair[1], dict(details)
+
     def score(self, name: str) -> dict[str, Any]:
         """The record of one signal metric (see score_signal)."""
         if name not in METRICS:

@@ -26,14 +26,16 @@ from codecarena.rundir import RUN
 
 # Metric outputs in the order a reader expects them; anything else follows alphabetically.
 METRIC_ORDER = ("pesq_wb", "pesq_nb", "visqol", "stoi", "estoi", "si_sdr", "lsd", "mel_distance", "dnsmos_ovrl",
-                "dnsmos_sig", "dnsmos_bak", "dnsmos_p808", "speaker_sim", "wer", "cer", "ref_wer", "ref_cer",
-                "dwer", "dcer", "critical_survived")
-LOWER_IS_BETTER = frozenset({"lsd", "mel_distance", "wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer"})
+                "dnsmos_sig", "dnsmos_bak", "dnsmos_p808", "speaker_sim", "f0_rmse_cents", "f0_corr", "gpe", "vde",
+                "wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived")
+LOWER_IS_BETTER = frozenset({"lsd", "mel_distance", "f0_rmse_cents", "gpe", "vde", "wer", "cer", "ref_wer", "ref_cer",
+                             "dwer", "dcer"})
 METRIC_LABELS = {"pesq_wb": "PESQ-WB", "pesq_nb": "PESQ-NB", "visqol": "ViSQOL", "stoi": "STOI", "estoi": "ESTOI",
                  "si_sdr": "SI-SDR dB", "lsd": "LSD dB", "mel_distance": "mel dist", "dnsmos_ovrl": "DNSMOS OVRL",
                  "dnsmos_sig": "DNSMOS SIG", "dnsmos_bak": "DNSMOS BAK", "dnsmos_p808": "DNSMOS P.808",
                  "speaker_sim": "speaker sim", "wer": "WER", "cer": "CER", "ref_wer": "ref WER", "ref_cer": "ref CER",
-                 "dwer": "dWER", "dcer": "dCER", "critical_survived": "critical survived"}
+                 "dwer": "dWER", "dcer": "dCER", "critical_survived": "critical survived",
+                 "f0_rmse_cents": "F0 RMSE cents", "f0_corr": "F0 corr", "gpe": "GPE", "vde": "VDE"}
 
 
 class LeaderboardError(ValueError):
