@@ -29,6 +29,23 @@ class _Counting(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
 
+def _serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A file server on 127.0.0.1 for `root`, counting requests; and its base URL."""
+    _Counting.requests = []
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a, **k: _Counting(*a, directory=str(root), **k))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _registry_copy(tmp_path: Path) -> Path:
+    """The shipped registry's families and locks, copied for a test to edit."""
+    registry = tmp_path / "registry"
+    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    return registry
+
+
 @pytest.fixture
 def served_registry(tmp_path: Path):  # type: ignore[no-untyped-def]
     if not (MODELS / "lyra_v2" / "lyragan.tflite").is_file():
@@ -37,15 +54,10 @@ def served_registry(tmp_path: Path):  # type: ignore[no-untyped-def]
     shutil.copytree(MODELS / "lyra_v2", root)
     for f in root.iterdir():
         f.chmod(0o644)
-    _Counting.requests = []
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), lambda *a, **k: _Counting(*a, directory=str(root), **k))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    registry = tmp_path / "registry"
-    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    server, base = _serve(root)
+    registry = _registry_copy(tmp_path)
     toml = registry / "families" / "lyra_v2.toml"
-    toml.write_text(toml.read_text().replace(PINNED_URL, f"http://127.0.0.1:{server.server_address[1]}/"))
+    toml.write_text(toml.read_text().replace(PINNED_URL, f"{base}/"))
     env = {"CODECARENA_REGISTRY": str(registry), "XDG_CACHE_HOME": str(tmp_path / "cache"), "CODECARENA_MODELS": ""}
     yield root, env, tmp_path / "cache" / "codecarena" / "models" / "lyra_v2"
     server.shutdown()
@@ -100,16 +112,10 @@ def served_dac(tmp_path: Path):  # type: ignore[no-untyped-def]
     root = tmp_path / "served"
     root.mkdir()
     rng = np.random.default_rng(0)
-    registry = tmp_path / "registry"
-    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    registry = _registry_copy(tmp_path)
     toml = registry / "families" / "dac.toml"
     text = toml.read_text()
-    _Counting.requests = []
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), lambda *a, **k: _Counting(*a, directory=str(root), **k))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    server, base = _serve(root)
     for name, old_sha in re.findall(r'name = "([^"]+)"\nurl = "[^"]+"\n(?:bytes = \d+\n)?sha256 = "([0-9a-f]{64})"', text):
         data = rng.bytes(1000 + len(name))
         (root / name).write_bytes(data)

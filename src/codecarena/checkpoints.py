@@ -138,16 +138,6 @@ def _record_size(pin: CheckpointFile, path: Path) -> None:
     write_json(record, sizes)
 
 
-def recorded_size(checkpoint: Checkpoint, pin: CheckpointFile) -> int | None:
-    """The size recorded at the first verified fetch of a file whose size was never published."""
-    record = cache_dir() / checkpoint.mirror_dir / SIZES_FILE
-    try:
-        entry = read_json(record).get(pin.name, {}) if record.is_file() else {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    return entry.get("bytes") if entry.get("sha256") == pin.sha256 else None
-
-
 def import_file(checkpoint: Checkpoint, source: Path) -> tuple[CheckpointFile, Path]:
     """Copy a file downloaded elsewhere into the cache, accepted only when its size and sha256 are
     those of one of the checkpoint's pinned files (matched by hash, so its name does not matter)."""

@@ -69,10 +69,11 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
     return found
 
 
-def real_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download: bool) -> None:
+def pinned_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download: bool) -> None:
     """With real weights, every pinned checkpoint file the chosen configurations load is in the mirror
     or the cache and verified, fetched here (once, with a progress bar) when absent and downloads are
-    allowed: workers never download, and a missing file stops the run before its first row."""
+    allowed: workers never download, and a missing file stops the run before its first row. With
+    user weights, every configuration's user pin is present and verified."""
     from codecarena.checkpoints import CheckpointError, resolve
 
     if weights == "user":
@@ -130,7 +131,7 @@ def scorer(metrics: str, asr_models: Sequence[str], languages: Iterable[str] = (
     """The scorer of a comma list of metrics (None for `none`), with each LANG=NAME or LANG=DIR ASR
     model, and the default model of each of `languages` written out, so that a run's plan names the
     model of every language it scores. Every chosen model is verified first (SelectionError)."""
-    from codecarena.metrics.asr_models import CATALOGUE, AsrModelError, primary_language, resolve
+    from codecarena.metrics.asr_models import CATALOGUE, AsrModelError, default_choice, primary_language, resolve
 
     names = select_metrics(metrics)
     models: dict[str, str] = {}
@@ -145,12 +146,11 @@ def scorer(metrics: str, asr_models: Sequence[str], languages: Iterable[str] = (
                                  "or LANG=DIR with an existing model folder")
     if not names:
         return None
-    chosen = Scorer(names, models)
     if "asr" in names:
-        for lang in languages:
-            choice = chosen.asr_choice(lang) if lang else None
+        for lang in filter(None, map(primary_language, languages)):
+            choice = models.get(lang) or default_choice(lang)
             if choice is not None:
-                models.setdefault(primary_language(lang), choice)
+                models[lang] = choice
         # A model that is missing or differs from its pins stops the run before any row, not each row.
         for lang, choice in sorted(models.items()):
             try:

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     scorer = selection.scorer(args.metrics, args.asr_model, languages)
     weights = selection.canonical_weights(args.weights)
     runtimes = selection.runtimes(specs, weights)
-    selection.real_checkpoints(specs, weights, allow_download=not args.no_download)
+    selection.pinned_checkpoints(specs, weights, allow_download=not args.no_download)
     opts = RunOptions(
         out=Path("."), codecs=specs, limits=limits, warm_repeats=args.warm_repeats,
         metrics=scorer.metrics if scorer else (),

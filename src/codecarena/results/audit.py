@@ -22,6 +22,7 @@ from codecarena.metrics.reference_results import Entry, ReferenceResultError, en
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.specs import parse_spec
 from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
@@ -170,8 +171,7 @@ def _registry_pin_problems(row: Row, where: str) -> list[str]:
         return [f"{where}: its registry entry cannot be read ({exc})"]
     if entry.checkpoint is None:
         return []
-    config = row.codec.partition(":")[2].partition(",")[0]
-    pinned = entry.checkpoint.for_config(config).identity(entry.id)
+    pinned = entry.checkpoint.for_config(parse_spec(row.codec).config).identity(entry.id)
     if row.checkpoint != pinned:
         return [f"{where}: row says weights 'real' (the registry's pin) but its checkpoint {row.checkpoint} is not "
                 f"the registry's pin for {row.codec} {pinned}"]
@@ -217,13 +217,15 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
         if entry.reference_sha256 not in references:
             problems.append(f"{path}: no row of the run has this reference (sha256 {entry.reference_sha256[:12]})")
         stored[(entry.kind, entry.reference_sha256, entry.identity_sha256)] = entry
+    embedded = {reference for kind, reference, _ in stored if kind == "speaker_embedding"}
     for row in rows:
         where = f"{row.codec} {row.utterance}"
         details = next((r.get("details") for r in row.metrics.values() if isinstance(r, dict)
                         and isinstance(r.get("details"), dict) and "reference_hypothesis" in r["details"]), None)
         if details is None:
             continue
-        settings = (details.get("asr") or {}).get("settings_sha256") if isinstance(details.get("asr"), dict) else None
+        asr = details.get("asr")
+        settings = asr.get("settings_sha256") if isinstance(asr, dict) else None
         entry = stored.get(("asr_transcript", row.reference_sha256, str(settings)))
         if entry is None:
             problems.append(f"{where}: its reference transcript is not in {run.reference_results()}")
@@ -231,8 +233,7 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
             problems.append(f"{where}: scored against the reference transcript {details['reference_hypothesis']!r}, "
                             f"the run's cached one is {entry.value!r}")
         speaker = row.metrics.get("speaker_sim")
-        if isinstance(speaker, dict) and speaker.get("status") == "ok" and not any(
-                kind == "speaker_embedding" and ref == row.reference_sha256 for kind, ref, _ in stored):
+        if isinstance(speaker, dict) and speaker.get("status") == "ok" and row.reference_sha256 not in embedded:
             problems.append(f"{where}: its reference's speaker embedding is not in {run.reference_results()}")
     return problems
 
