@@ -21,7 +21,7 @@ from conftest import SHORT_CLIPS, need_mirror
 
 CLIP = SHORT_CLIPS[0]
 DECLARED = {"name", "outputs", "needs", "packages", "modules", "models", "failure_policy", "description",
-            "max_audio_s", "min_audio_s", "input_checks", "rescore_tolerance"}
+            "max_audio_s", "min_audio_s", "input_checks", "rescore_tolerance", "scales"}
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +39,12 @@ def test_declarations_are_consistent() -> None:
         assert all(isinstance(need, Need) for need in spec.needs)
         assert (Need.TRANSCRIPT in spec.needs) == bool(spec.transcript_outputs)
         assert set(spec.transcript_outputs) <= set(spec.outputs)
-    # The signal metrics are those without a model file, in the signal module's order.
-    assert tuple(spec.name for spec in METRICS if not spec.uses_models) == SIGNAL_METRICS
+        # Every output declares which end is better and its range, and tables show it by that label.
+        assert [scale["name"] for scale in spec.declaration()["scales"]] == list(spec.outputs)
+    # The signal metrics, in the signal module's order, and MCD are those without a model file.
+    no_models = tuple(spec.name for spec in METRICS if not spec.uses_models)
+    assert tuple(n for n in no_models if n in SIGNAL_METRICS) == SIGNAL_METRICS
+    assert set(no_models) - set(SIGNAL_METRICS) == {"mcd"}
 
 
 def test_needs_are_recorded_as_their_words() -> None:
@@ -277,3 +281,77 @@ def test_pitch_of_a_copy_is_perfect_and_of_a_pitch_shift_is_not(speech: np.ndarr
     sparse = scorer.score(utt, speech, silence_mostly, 16000)
     assert sparse["f0_rmse_cents"]["status"] == "failed" and "frames voiced in both" in sparse["f0_rmse_cents"]["error"]
     assert sparse["vde"]["status"] == "ok" and sparse["vde"]["value"] > 0.5
+
+
+def _need_module(name: str) -> None:
+    """Skip without the package; unlike importorskip, does not import it (distillmos needs its placeholder)."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not installed")
+
+
+def _frame_shuffled(speech: np.ndarray) -> np.ndarray:
+    frames = speech[: speech.size // 320 * 320].reshape(-1, 320)
+    return np.concatenate([frames[np.random.default_rng(0).permutation(len(frames))].ravel(), speech[frames.size:]])
+
+
+def test_mcd_of_a_copy_is_zero_and_of_shuffled_frames_is_large(speech: np.ndarray) -> None:
+    pytest.importorskip("pysptk")
+    scorer = Scorer(("mcd",))
+    utt = UtteranceInfo("u", "en", None, ())
+    copy = scorer.score(utt, speech, speech.copy(), 16000)["mcd"]
+    assert copy["status"] == "ok" and copy["value"] == 0.0 and copy["details"]["speech_frames"] >= 10
+    noisy = scorer.score(utt, speech, speech + 0.003 * np.random.default_rng(1).standard_normal(speech.size),
+                         16000)["mcd"]
+    shuffled = scorer.score(utt, speech, _frame_shuffled(speech), 16000)["mcd"]
+    assert 0.0 < noisy["value"] < shuffled["value"], (noisy, shuffled)
+    assert shuffled["value"] > 8.0, shuffled
+    # A band the decoder leaves empty counts the same whether it wrote exact zeros or 16-bit ones.
+    import scipy.signal
+    low = scipy.signal.sosfiltfilt(scipy.signal.butter(10, 3400, fs=16000, output="sos"), speech)
+    as_float = scorer.score(utt, speech, low, 16000)["mcd"]["value"]
+    as_int16 = scorer.score(utt, speech, np.round(low * 32768) / 32768, 16000)["mcd"]["value"]
+    assert as_float == pytest.approx(as_int16, rel=0.1), (as_float, as_int16)
+
+
+def test_distill_mos_prefers_the_speech_to_its_shuffled_frames(speech: np.ndarray) -> None:
+    _need_module("distillmos")
+    scorer = Scorer(("distill_mos",))
+    utt = UtteranceInfo("u", "en", None, ())
+    clean = scorer.score(utt, speech, speech, 16000)["distill_mos"]
+    again = Scorer(("distill_mos",)).score(utt, speech, speech, 16000)["distill_mos"]
+    shuffled = scorer.score(utt, speech, _frame_shuffled(speech), 16000)["distill_mos"]
+    assert clean["status"] == shuffled["status"] == "ok"
+    assert clean["value"] == again["value"]  # one torch thread: the same bits from a fresh model
+    assert 1.0 <= shuffled["value"] < clean["value"] - 1.0 <= 4.0, (clean, shuffled)
+    entry = {e["name"]: e for e in scorer.describe()}["distill_mos"]
+    assert entry["unusable_because"] is None and entry["model_files"][0]["sha256"] == entry["models"][0]["sha256"]
+
+
+def test_distill_mos_never_reaches_the_torchaudio_it_is_lent() -> None:
+    _need_module("distillmos")
+    import importlib.util
+    import sys
+
+    from codecarena.metrics import distill_mos
+
+    if importlib.util.find_spec("torchaudio") is not None:
+        pytest.skip("torchaudio is installed: the placeholder is not used")
+    distill_mos.DistillMos()
+    assert "torchaudio" not in sys.modules
+    with pytest.raises(RuntimeError, match="torchaudio.load is not available"):
+        sys.modules["distillmos.sqa"].torchaudio.load("x.wav")
+
+
+def test_aligned_model_metrics_are_suspect_when_the_delay_is_near_the_search_bound(speech: np.ndarray) -> None:
+    pytest.importorskip("pysptk")
+    pytest.importorskip("swift_f0")
+    from codecarena.metrics.signal import BOUND_MARGIN_S, MAX_DELAY_S
+
+    delay = int((MAX_DELAY_S - BOUND_MARGIN_S / 2) * 16000)
+    late = np.concatenate([np.zeros(delay), speech])[: speech.size]
+    scored = Scorer(("stoi", "mcd", "pitch")).score(UtteranceInfo("u", "en", None, ()), speech, late, 16000)
+    for name in ("stoi", "mcd", "f0_rmse_cents"):
+        assert scored[name]["status"] == "suspect", (name, scored[name])
+        assert scored[name]["error"] == scored["stoi"]["error"]

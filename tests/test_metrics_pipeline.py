@@ -12,6 +12,7 @@ import pytest
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.metrics.declarations import METRICS, select
 from codecarena.metrics.scorer import metrics_code_sha256
+from codecarena.metrics.outputs import LOWER_IS_BETTER
 
 pytestmark = pytest.mark.slow
 
@@ -182,7 +183,7 @@ def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:
     mirror = need_mirror()
     out = tmp_path / "opus"
     result = codecarena("run", "--data-dir", mirror, "--codec", "opus:6k", "--codec", "opus:12k",
-                        "--metrics", "pesq_wb,visqol,pitch", "--out", out)
+                        "--metrics", "pesq_wb,visqol,pitch,mcd,distill_mos", "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((out / "summary.json").read_text())
     pesq = {c["codec"]: c["metrics"]["pesq_wb"] for c in summary["codecs"]}
@@ -190,11 +191,11 @@ def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:
     assert pesq["opus:6k"]["mean"] < pesq["opus:12k"]["mean"] - 0.5
     visqol = {c["codec"]: c["metrics"]["visqol"] for c in summary["codecs"]}
     assert visqol["opus:6k"]["n_ok"] == 10 and visqol["opus:6k"]["mean"] < visqol["opus:12k"]["mean"] - 0.5
-    pitch = {c["codec"]: c["metrics"] for c in summary["codecs"]}
-    worse_if_higher = ("f0_rmse_cents", "vde")
-    for name in ("f0_rmse_cents", "f0_corr", "vde"):
-        six, twelve = pitch["opus:6k"][name]["mean"], pitch["opus:12k"][name]["mean"]
-        assert (six > twelve) if name in worse_if_higher else (six < twelve), (name, six, twelve)
+    means = {c["codec"]: c["metrics"] for c in summary["codecs"]}
+    for name in ("f0_rmse_cents", "f0_corr", "vde", "mcd", "distill_mos"):
+        six, twelve = means["opus:6k"][name]["mean"], means["opus:12k"][name]["mean"]
+        assert means["opus:6k"][name]["n_ok"] == 10, (name, means["opus:6k"][name])
+        assert (six > twelve) if name in LOWER_IS_BETTER else (six < twelve), (name, six, twelve)
     assert "pesq_wb" in result.stdout  # the per-codec quality table
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codecarena.files import sha256_file
-from codecarena.metrics import dnsmos, pitch, speaker
+from codecarena.metrics import dnsmos, mcd, outputs, pitch, speaker
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
-from codecarena.metrics.records import Scored, result
+from codecarena.metrics.records import Records, Scored, result
+from codecarena.metrics.signal import near_bound_reason
 from codecarena.metrics.reference_results import ReferenceResults
 from codecarena.metrics.validity import CLIPPED_SHARE, SILENT_PEAK_DBFS
 
@@ -114,6 +115,7 @@ class MetricSpec:
                 "models": [asdict(pin) for pin in self.models], "failure_policy": self.failure_policy,
                 "description": self.description, "max_audio_s": self.max_audio_s,
                 "min_audio_s": self.min_audio_s, "input_checks": INPUT_CHECKS,
+                "scales": [outputs.BY_NAME[o].declaration() for o in self.outputs if o in outputs.BY_NAME],
                 "rescore_tolerance": self.rescore_tolerance}
 
 
@@ -146,12 +148,40 @@ def _speaker_sim() -> ScoreFunction:
     return score
 
 
+def _on_alignment(records: Records, alignment: dict[str, Any]) -> Records:
+    """An aligned metric's records, suspect (as STOI's would be) when the delay lies near the search bound."""
+    reason = near_bound_reason(alignment)
+    if reason is None:
+        return records
+    return {name: {**r, "status": "suspect", "error": reason} if r["status"] == "ok" else r
+            for name, r in records.items()}
+
+
 def _pitch() -> ScoreFunction:
     model = pitch.PitchFidelity()
 
     def score(inputs: Inputs) -> Scored:
         reference, decoded, alignment = inputs.pair.aligned()
-        return Scored(model.scores(reference, decoded, inputs.sample_rate, **alignment))
+        return Scored(_on_alignment(model.scores(reference, decoded, inputs.sample_rate, **alignment), alignment))
+    return score
+
+
+def _mcd() -> ScoreFunction:
+    model = mcd.MelCepstralDistortion()
+
+    def score(inputs: Inputs) -> Scored:
+        reference, decoded, alignment = inputs.pair.aligned()
+        return Scored(_on_alignment(model.scores(reference, decoded, inputs.sample_rate, **alignment), alignment))
+    return score
+
+
+def _distill_mos() -> ScoreFunction:
+    from codecarena.metrics.distill_mos import DistillMos
+
+    model = DistillMos()
+
+    def score(inputs: Inputs) -> Scored:
+        return Scored({"distill_mos": result(model.score(inputs.pair.decoded), model="distill_mos_v7")})
     return score
 
 
@@ -190,6 +220,8 @@ _DNSMOS_TOLERANCE = 1e-4
 _SPEAKER_TOLERANCE = 1e-5
 _VISQOL_TOLERANCE = 1e-4
 _PITCH_TOLERANCE = 1e-6
+_MCD_TOLERANCE = 1e-6
+_DISTILL_MOS_TOLERANCE = 1e-4
 _ASR_TOLERANCE = 0.0
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pesq_wb", ("pesq_wb",), _SIGNAL_NEEDS, ("pesq",), ("pesq",), (), _PESQ_POLICY,
@@ -239,6 +271,20 @@ METRICS: tuple[MetricSpec, ...] = (
                "SwiftF0 pitch on the delay-aligned overlap: F0 RMSE in cents and log-F0 correlation over frames voiced "
                "in both without a gross error, gross pitch error rate (>20 %), voicing decision error", None,
                _PITCH_TOLERANCE, _pitch, min_audio_s=0.5),
+    MetricSpec("mcd", mcd.OUTPUTS, _SIGNAL_NEEDS, ("pysptk", "numpy"), ("pysptk",), (),
+               f"fewer than {mcd.MIN_SPEECH_FRAMES} speech frames in the reference or pysptk's errors -> null with "
+               "reason",
+               f"mel-cepstral distortion in dB (Kubichek 1993; Kominek et al. 2008): SPTK mel-cepstra of order "
+               f"{mcd.ORDER} (pysptk sp2mc, all-pass constant for the rate), c0 excluded, over the reference's "
+               f"speech frames (within {mcd.SPEECH_RANGE_DB:g} dB of its loudest) of the delay-aligned overlap, "
+               "no DTW", None, _MCD_TOLERANCE, _mcd, min_audio_s=0.1),
+    MetricSpec("distill_mos", ("distill_mos",), (Need.ARENA_RATE,), ("distillmos", "xls-r-sqa", "torch"),
+               ("distillmos", "xls_r_sqa", "torch"),
+               (ModelPin("distillmos/weights/distill_mos_v7.pt",
+                         "b18b3ac60227267cfb91e5d00ce22cc7b73716fd92f269484da1446e27031a40", 16907522),),
+               "model error -> null with reason",
+               "Distill-MOS v7 (distillmos 0.9.1): learned no-reference MOS 1-5 of the decoded audio, the package's "
+               "7.68 s windows 1 s apart averaged", None, _DISTILL_MOS_TOLERANCE, _distill_mos, min_audio_s=1.0),
     MetricSpec("speaker_sim", speaker.OUTPUTS, _SIGNAL_NEEDS, ("resemblyzer", "torch"), ("resemblyzer", "torch"),
                (ModelPin("resemblyzer/pretrained.pt",
                          "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),
@@ -260,6 +306,12 @@ METRICS: tuple[MetricSpec, ...] = (
                min_audio_s=0.2),
 )
 BY_NAME = {m.name: m for m in METRICS}
+
+# Metrics codec papers report that codecarena cannot run offline here, and why (docs/metrics.md).
+UNAVAILABLE: dict[str, str] = {
+    "warp_q": ("WARP-Q (warpq 1.5.2) needs pyvad 0.2.0, which requires numpy<2 and librosa<0.10; the harness "
+               "runs numpy 2.4 and librosa 0.11, which the other metrics need"),
+}
 
 
 class MetricError(ValueError):

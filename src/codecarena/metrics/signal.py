@@ -397,12 +397,19 @@ class SignalPair:
                 return _record(value, f"whole-file {name} {value:.2f} is more than {PESQ_SUSPECT_MARGIN:g} below "
                                       f"every segment of the same file ({shown}): PESQ's alignment of the whole "
                                       "file is not to be trusted", suspect=True, **details)
-        if details.get("near_search_bound"):
-            return _record(value, f"the delay found ({details['delay_samples']} samples) is within "
-                                  f"{BOUND_MARGIN_S * 1000:g} ms of the search bound (+-{MAX_DELAY_S * 1000:g} ms): the "
-                                  "true delay may lie beyond it, and the alignment this value rests on with it",
-                           suspect=True, **details)
+        reason = near_bound_reason(details)
+        if reason is not None:
+            return _record(value, reason, suspect=True, **details)
         return _record(value, **details)
+
+
+def near_bound_reason(alignment: dict[str, Any]) -> str | None:
+    """Why a value computed on this alignment is suspect, or None when the delay is well inside the search."""
+    if not alignment.get("near_search_bound"):
+        return None
+    return (f"the delay found ({alignment['delay_samples']} samples) is within {BOUND_MARGIN_S * 1000:g} ms of the "
+            f"search bound (+-{MAX_DELAY_S * 1000:g} ms): the true delay may lie beyond it, and the alignment this "
+            "value rests on with it")
 
 
 def _segment_scores(method: _Method, reference: np.ndarray, decoded: np.ndarray) -> list[dict[str, Any]]:
