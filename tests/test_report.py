@@ -67,10 +67,11 @@ def _tone(seconds: float, freq: float, seed: int, rate: int = 16000) -> np.ndarr
 def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *, set_name: str = "input:fake",
              manifest: str = "a" * 64, cpu: str = "Test CPU", cpu_count: int = 2, os_name: str = "Linux-test",
              utterances: tuple[str, ...] = ("utt_a", "utt_b", "utt_c"), fail: tuple[str, str] | None = None,
-             audio: bool = True, seed: int = 0, suspect: tuple[str, str] | None = None) -> Path:
+             audio: bool = True, seed: int = 0, suspect: tuple[str, str] | None = None,
+             languages: dict[str, str] | None = None) -> Path:
     """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
     wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed;
-    `suspect`: (codec, utterance) whose PESQ-WB is suspect."""
+    `suspect`: (codec, utterance) whose PESQ-WB is suspect; `languages`: utterance -> language (default en)."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -120,7 +121,7 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 "version": 1, "codec": codec, "family": family, "config": {"config": codec.split(":")[-1]},
                 "registry": family, "checkpoint": checkpoint,
                 "runtime": {"executable": sys.executable, "python": "3.11.7", "numpy": np.__version__},
-                "weights": weights, "variant": "", "utterance": utt, "language": "en", "sample_rate": rate,
+                "weights": weights, "variant": "", "utterance": utt, "language": (languages or {}).get(utt, "en"), "sample_rate": rate,
                 "num_samples": n, "duration_s": dur, "reference": f"references/{utt}.wav",
                 "reference_sha256": hashlib.sha256(refs[utt].read_bytes()).hexdigest(),
                 "reference_resampled_from": None,
@@ -169,7 +170,7 @@ def _same(got: float | None, want: float | None) -> bool:
 
 def assert_matches_summary(board: lb.Leaderboard, run_index: int, summary: dict[str, Any]) -> None:
     """Every number of summary.json equals the DuckDB leaderboard's for the same codec."""
-    entries = {e["codec"]: e for e in board.entries if e["run_index"] == run_index}
+    entries = {e["codec"]: e for e in board.entries if e["run_index"] == run_index and e["language"] is None}
     assert set(entries) == {c["codec"] for c in summary["codecs"]}
     for c in summary["codecs"]:
         e = entries[c["codec"]]
@@ -188,6 +189,7 @@ def assert_matches_summary(board: lb.Leaderboard, run_index: int, summary: dict[
                 assert got[key] == stats[key], (c["codec"], name, key)
             assert _same(got["mean"], stats["mean"]), (c["codec"], name)
             assert _same(got["mean_with_suspect"], stats["mean_with_suspect"]), (c["codec"], name)
+            assert got["ci95"] == stats["ci95"], (c["codec"], name)  # same values, order and seed: same bits
 
 
 # ------------------------------------------------------------------------------------------------
@@ -319,6 +321,91 @@ def test_leaderboard_export_round_trip(tmp_path: Path, fmt: str) -> None:
         assert any("weights differ" in r for r in doc["groups"][1]["reasons"])
 
 
+def test_intervals_and_languages_agree_between_summary_and_leaderboard(tmp_path: Path) -> None:
+    utterances = tuple(f"utt_{i}" for i in range(8))
+    languages = {u: "zh" if i % 3 == 0 else "en" for i, u in enumerate(utterances)}
+    run_dir = make_run(tmp_path, "a", CODECS, utterances=utterances, languages=languages, audio=False,
+                       fail=("opus:6k", "utt_4"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    board = lb.compute([run_dir], by="language")
+    assert board.languages == ["en", "zh"]
+    assert_matches_summary(board, 0, summary)  # the pooled entries
+    for c in summary["codecs"]:
+        for language, part in c["by_language"].items():
+            entry = next(e for e in board.entries if e["codec"] == c["codec"] and e["language"] == language)
+            assert entry["rows"] == part["utterances"] == sum(1 for u in utterances if languages[u] == language)
+            for name, stats in part["metrics"].items():
+                got = entry["metrics"][name]
+                assert (got["n_ok"], got["ci95"]) == (stats["n_ok"], stats["ci95"]), (c["codec"], language, name)
+                assert _same(got["mean"], stats["mean"])
+        for name, stats in c["metrics"].items():
+            if stats["n_ok"] >= 2:
+                low, high = stats["ci95"]
+                rows = [r for r in rows_of_run(run_dir) if r["codec"] == c["codec"]]
+                values = [r["metrics"][name]["value"] for r in rows if r["metrics"][name]["status"] == "ok"]
+                # a resampled mean never leaves the values' range, and the interval holds the mean
+                assert min(values) <= low <= stats["mean"] <= high <= max(values), (c["codec"], name)
+            else:
+                assert stats["ci95"] is None
+    # The interval does not depend on the order rows finished in.
+    rows = [parse_row(r) for r in rows_of_run(run_dir)]
+    def intervals(summary: dict[str, Any]) -> dict[str, Any]:
+        return {c["codec"]: {n: m["ci95"] for n, m in c["metrics"].items()} for c in summary["codecs"]}
+    assert intervals(summarize(rows[::-1])) == intervals(summarize(rows))
+    # A constant metric has a zero-width interval.
+    constant = [parse_row({**r, "metrics": {"stoi": _metric(0.9)}}) for r in rows_of_run(run_dir)
+                if r["status"] == "ok"]
+    assert summarize(constant)["codecs"][0]["metrics"]["stoi"]["ci95"] == pytest.approx([0.9, 0.9], abs=1e-12)
+
+
+def rows_of_run(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+def test_leaderboard_ranks_fits_the_width_and_says_what_it_hid(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from codecarena import console as console_module
+
+    run_dir = make_run(tmp_path, "a", CODECS, audio=False)
+    board = lb.compute([run_dir])
+    means = {e["codec"]: e["metrics"]["pesq_wb"]["mean"] for e in board.entries}
+    best_first = sorted(means, key=lambda c: -means[c])
+    ranked = [e["codec"] for e in lb.ranked(board.entries, "pesq_wb")]
+    assert ranked == best_first
+    dwer = {e["codec"]: e["metrics"]["dwer"]["mean"] for e in board.entries}
+    assert [e["codec"] for e in lb.ranked(board.entries, "dwer")] == sorted(dwer, key=lambda c: dwer[c])
+    assert [e["codec"] for e in lb.ranked(board.entries, "kbps")] == ["codec2:3200", "opus:6k", "pcm:16"]
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(console_module, "console", Console(file=buffer, width=90, highlight=False))
+    leaderboard_command.print_table(board, sort="pesq_wb")
+    text = buffer.getvalue()
+    assert "…" not in text
+    lines = text.splitlines()
+    table = [line for line in lines if line.startswith(" ") and any(c in line for c in means)]
+    assert [next(c for c in means if c in line) for line in table] == best_first
+    assert all(len(line.rstrip()) <= 90 for line in table)
+    for codec, mean in means.items():  # every mean and its interval whole
+        entry = next(e for e in board.entries if e["codec"] == codec)
+        low, high = entry["metrics"]["pesq_wb"]["ci95"]
+        row = next(line for line in table if codec in line)
+        assert f"{mean:.3f} +-{(high - low) / 2:.3f}" in row
+    hidden = next(line for line in lines if line.startswith("hidden to fit 90 columns"))
+    assert "--columns" in hidden and "dec_model" in hidden
+
+    buffer.truncate(0)
+    buffer.seek(0)
+    leaderboard_command.print_table(board, columns=["kbps", "quality"])
+    header = buffer.getvalue()
+    assert "PESQ-WB" in header and "STOI" in header and "RTF warm" not in header and "hidden" not in header
+    with pytest.raises(lb.LeaderboardError, match="--columns nope: not a column"):
+        leaderboard_command.print_table(board, columns=["nope"])
+    with pytest.raises(lb.LeaderboardError, match="--sort visqol: no such metric"):
+        leaderboard_command.print_table(board, sort="visqol")
+
+
 def test_leaderboard_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = make_run(tmp_path, "a", CODECS)
     parser = argparse.ArgumentParser()
@@ -366,7 +453,8 @@ def test_report_html_is_self_contained(tmp_path: Path, monkeypatch: pytest.Monke
     assert "http://" not in page and "https://" not in page
     # two leaderboards: a+b (real/DSP), c (synthetic), and why
     assert page.count('<table class="leaderboard sortable"') == 2
-    assert page.count('class="lb-row"') == 3 + 3 + 1
+    assert page.count('class="lb-row') == 3 + 3 + 1
+    assert page.count('class="lb-row failed-row"') == 1  # codec2:3200 in run a: the whole row is marked
     assert "Not one ranking" in page and "synthetic weights measure the pipeline" in page
     # one player per decoded file plus one per reference (per group), all lossless FLAC here
     decoded = 3 * 3 * 2 - 1 + 3
@@ -384,6 +472,24 @@ def test_report_html_is_self_contained(tmp_path: Path, monkeypatch: pytest.Monke
     md = out.with_suffix(".md").read_text()
     assert "## G1" in md and "## G2" in md and "| opus:6k |" in md and "weights differ" in md
     assert "1 failed rows" in md
+
+
+def test_report_breaks_results_down_by_language_with_intervals(tmp_path: Path) -> None:
+    utterances = ("utt_a", "utt_b", "utt_c", "utt_d")
+    run_dir = make_run(tmp_path, "a", CODECS, utterances=utterances, audio=False,
+                       languages={"utt_c": "zh", "utt_d": "zh"})
+    page = report.write_report([run_dir], tmp_path / "report.html", audio="none").read_text()
+    assert page.count('<table class="leaderboard sortable" data-group="G1">') == 1  # the pooled table
+    assert page.count('data-language="en"') == page.count('data-language="zh"') == 1
+    assert "Language zh (2 utterances)" in page
+    summary = json.loads((run_dir / "summary.json").read_text())
+    low, high = summary["codecs"][0]["by_language"]["zh"]["metrics"]["stoi"]["ci95"]
+    assert f"95% bootstrap interval of the mean over 2 utterances: {low:.3f} to {high:.3f}" in page
+    for box in COLUMN_TOGGLES:
+        assert f'data-toggle="{box}"' in page
+
+
+COLUMN_TOGGLES = ("rate", "quality", "content", "cost", "checks")
 
 
 def test_report_notes_a_failed_comparison(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The `codecarena` command: run, audit, codecs, score, stream, compare, report, leaderboard,
+"""The `codecarena` command: run, audit, codecs, metrics, score, stream, compare, report, leaderboard,
 registry, env, fetch."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+
+import codecarena
 
 from codecarena.checkpoints import MODELS_ENV, NO_DOWNLOAD_ENV, CheckpointError
 from codecarena.commands import COMMANDS
@@ -31,6 +33,7 @@ USER_ERRORS = (CliError, SelectionError, MetricError, RegistryError, RuntimeMiss
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="codecarena", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"codecarena {codecarena.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
         command.add_parser(sub)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -10,8 +11,9 @@ from rich.table import Table
 
 from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, fmt_num, weights_label
 
-# Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+# Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI;
+# COLUMNS, when set, wins (rich reads it).
+console = Console(highlight=False, width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 
 
 def summary_table(summary: dict[str, Any]) -> Table:

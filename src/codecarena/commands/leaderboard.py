@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_cell, weights_label
+from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_ci_cell, weights_label
 from codecarena.results.leaderboard import (
+    BY_CHOICES,
     LOWER_IS_BETTER,
+    SORT_BY_RATE,
     Leaderboard,
     LeaderboardError,
     compute,
     metric_label,
+    ranked,
 )
 from codecarena.results.leaderboard_export import write_export
 from codecarena.results.store import StoreError
@@ -34,68 +39,183 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     parser.add_argument("--rows-parquet", type=Path,
                         help="also keep the Parquet file of every row of every run that the query ran on")
     parser.add_argument("--all-metrics", action="store_true", help="table: every metric output, not only the headline ones")
+    parser.add_argument("--sort", default=SORT_BY_RATE, metavar="METRIC",
+                        help="table: rank by a metric output's mean in its declared direction (best first), or "
+                             f"{SORT_BY_RATE} (representation bitrate, lowest first; the default)")
+    parser.add_argument("--columns", metavar="NAME,...",
+                        help="table: exactly these columns (metric outputs, kbps, payload_kbps, n, rtf_warm, "
+                             "rtf_cold, peak_rss, dec_model, replay, checks, run, weights, variant) or groups "
+                             f"({', '.join(COLUMN_GROUPS)}); the codec is always shown")
+    parser.add_argument("--by", choices=BY_CHOICES,
+                        help="also one table (or export record) per language, beside the pooled one")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet)
+        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet, by=args.by)
     except StoreError as exc:
         raise LeaderboardError(str(exc)) from None
     if args.format == "table":
+        columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+        options = {"all_metrics": args.all_metrics, "sort": args.sort, "columns": columns}
         if args.out is not None:
             with open(args.out, "w", encoding="utf-8") as fh:
-                print_table(board, all_metrics=args.all_metrics, stream=fh)
+                print_table(board, stream=fh, **options)
         else:
-            print_table(board, all_metrics=args.all_metrics)
+            print_table(board, **options)
         return 0
     result = write_export(board, args.format, args.out)
     if args.out is None:
         sys.stdout.write(result if isinstance(result, str) else "")
     else:
-        print(f"wrote {args.out} ({len(board.entries)} codec configurations, {len(board.groups)} group(s))",
+        print(f"wrote {args.out} ({len(board.pooled)} codec configurations, {len(board.entries)} records, "
+              f"{len(board.groups)} group(s))",
               file=sys.stderr)
     return 0
 
 
-def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = None) -> None:
+@dataclass(frozen=True)
+class Column:
+    key: str  # the name --columns takes
+    header: str
+    cell: Callable[[dict[str, Any]], str]
+    group: str  # id, rate, quality, content, cost or checks: --columns takes these names too
+    left: bool = False
+
+
+CONTENT_METRICS = frozenset({"wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived"})
+COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")
+
+
+def _rtf(entry: dict[str, Any], kind: str, digits: int) -> str:
+    return (f"{fmt_num(entry['encode'][f'{kind}_rtf_median'], digits)}/"
+            f"{fmt_num(entry['decode'][f'{kind}_rtf_median'], digits)}")
+
+
+def metric_column(name: str) -> Column:
+    arrow = " v" if name in LOWER_IS_BETTER else " ^"
+    return Column(name, metric_label(name).replace(" ", "\n") + arrow,
+                  lambda e: metric_ci_cell(e["metrics"].get(name), e["rows_ok"]),
+                  "content" if name in CONTENT_METRICS else "quality")
+
+
+def all_columns(board: Leaderboard) -> list[Column]:
+    """Every column the table can show, in display order."""
+    return [
+        Column("run", "run", lambda e: e["run_label"], "id", left=True),
+        Column("codec", "codec", lambda e: e["codec"], "id", left=True),
+        Column("weights", "weights", lambda e: weights_label(e["weights"]), "id", left=True),
+        Column("variant", "variant", lambda e: e["variant"] or "-", "id", left=True),
+        Column("n", "n", lambda e: str(e["rows_ok"]), "id"),
+        Column("kbps", "repr\nkbps", lambda e: fmt_kbps(e["representation_bps"]), "rate"),
+        Column("payload_kbps", "payload\nkbps", lambda e: fmt_kbps(e["payload_bps"]), "rate"),
+        *[metric_column(n) for n in board.metric_names],
+        Column("rtf_warm", "RTF warm\nenc/dec", lambda e: _rtf(e, "warm", 4), "cost"),
+        Column("rtf_cold", "RTF cold\nenc/dec", lambda e: _rtf(e, "cold", 3), "cost"),
+        Column("peak_rss", "peak RSS\nMiB", lambda e: fmt_mib(e["peak_rss_bytes_max"]), "cost"),
+        Column("dec_model", "dec model\nMiB", lambda e: fmt_mib(e["decoder_model_bytes"], 2), "cost"),
+        Column("replay", "replay", lambda e: f"{e['replay_identical']}/{e['replay_sampled']}", "checks"),
+        Column("checks", "checks", lambda e: f"{e['checks_passed']}/{e['rows']}", "checks"),
+    ]
+
+
+def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics: bool, sort: str) -> list[Column]:
+    """The columns asked for (codec always first), else the defaults: identity, rates, the headline
+    metrics (and the sort metric), costs and checks. Raises LeaderboardError on an unknown name."""
+    columns = all_columns(board)
+    known = {c.key for c in columns}
+    multi_run = len(board.runs) > 1
+    has_variant = any(e["variant"] for e in board.entries)
+    if requested:
+        keys = {"codec"}
+        for name in requested:
+            if name in COLUMN_GROUPS:
+                keys |= {c.key for c in columns if c.group == name}
+            elif name in known:
+                keys.add(name)
+            else:
+                raise LeaderboardError(f"--columns {name}: not a column (columns: {', '.join(sorted(known))}; "
+                                       f"groups: {', '.join(COLUMN_GROUPS)})")
+        return [c for c in columns if c.key in keys]
+    metrics = set(board.metric_names) if all_metrics else set(HEADLINE_METRICS) | {sort}
+    shown = [c for c in columns if c.group not in ("quality", "content") or c.key in metrics]
+    return [c for c in shown if (c.key != "run" or multi_run) and (c.key != "variant" or has_variant)]
+
+
+def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
+    """The width that shows the header's words and every value's first line whole."""
+    words = column.header.replace("\n", " ").split(" ")
+    return max(len(text) for text in words + [c.cell(e).split("\n")[0] for e in entries for c in [column]])
+
+
+# When the terminal is too narrow, columns are hidden in this order (first hidden first).
+_HIDE_FIRST = ("dec_model", "rtf_cold", "peak_rss", "payload_kbps", "replay", "rtf_warm", "checks")
+
+
+def fit_columns(columns: list[Column], entries: list[dict[str, Any]], width: int,
+                keep: set[str]) -> tuple[list[Column], list[Column]]:
+    """The columns that fit `width` without truncating any value, and those hidden to make them fit:
+    costs first, then metrics from the last; `keep` (codec, the sort column) is never hidden."""
+    def need(column: Column) -> int:
+        return value_width(column, entries) + 2  # rich's padding between columns
+    shown = list(columns)
+    order = [k for k in _HIDE_FIRST] + [c.key for c in reversed(columns) if c.group in ("quality", "content")]
+    hidden: list[Column] = []
+    for key in order:
+        if sum(need(c) for c in shown) <= width:
+            break
+        victim = next((c for c in shown if c.key == key and key not in keep), None)
+        if victim is not None:
+            shown.remove(victim)
+            hidden.append(victim)
+    return shown, hidden
+
+
+def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = None, sort: str = SORT_BY_RATE,
+                columns: list[str] | None = None) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
     from codecarena.console import console as default_console
 
+    if sort != SORT_BY_RATE and sort not in board.metric_names:
+        raise LeaderboardError(f"--sort {sort}: no such metric in these runs (metrics: "
+                               f"{', '.join(board.metric_names) or 'none'}; or {SORT_BY_RATE})")
     console = default_console if stream is None else Console(file=stream, width=200, highlight=False)
-    names = board.metric_names if all_metrics else [n for n in HEADLINE_METRICS if n in board.metric_names]
+    chosen = choose_columns(board, columns, all_metrics, sort)
+    order = (f"sorted by {metric_label(sort)}, {'lower' if sort in LOWER_IS_BETTER else 'higher'} is better"
+             if sort != SORT_BY_RATE else "sorted by representation bitrate, lowest first")
+    hidden_all: dict[str, str] = {}
     for group in board.groups:
-        entries = board.group_entries(group.id)
-        multi_run = len(group.runs) > 1
-        show_variant = any(e["variant"] for e in entries)
-        console.print(f"[bold]{group.id}[/bold]: {group.title}", soft_wrap=True)
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        cols = (["run"] if multi_run else []) + ["codec", "weights"] + (["variant"] if show_variant else [])
-        cols += ["repr\nkbps", "payload\nkbps"]
-        cols += [metric_label(n).replace(" ", "\n") + (" v" if n in LOWER_IS_BETTER else " ^") for n in names]
-        cols += ["RTF warm\nenc/dec", "RTF cold\nenc/dec", "peak RSS\nMiB", "dec model\nMiB", "replay", "checks"]
-        metric_cols = set(cols[len(cols) - 6 - len(names):len(cols) - 6])
-        for c in cols:
-            left = c in ("run", "codec", "weights", "variant")
-            # metric cells may wrap their "(n failed, n n/a)" onto a second line
-            table.add_column(c, justify="left" if left else "right", no_wrap=c not in metric_cols)
-        for e in entries:
-            cells = ([e["run_label"]] if multi_run else []) + [e["codec"], weights_label(e["weights"])]
-            cells += [e["variant"] or "-"] if show_variant else []
-            cells += [fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
-            cells += [metric_cell(e["metrics"].get(n)) for n in names]
-            cells += [f"{fmt_num(e['encode']['warm_rtf_median'], 4)}/{fmt_num(e['decode']['warm_rtf_median'], 4)}",
-                      f"{fmt_num(e['encode']['cold_rtf_median'])}/{fmt_num(e['decode']['cold_rtf_median'])}",
-                      fmt_mib(e["peak_rss_bytes_max"]), fmt_mib(e["decoder_model_bytes"], 2),
-                      f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
-            table.add_row(*cells)
-        console.print(table)
+        sections = [(None, f"all {len(board.languages) or ''} languages pooled".replace("  ", " "))]
+        sections = sections if board.by else [(None, "")]
+        sections += [(lang, f"language {lang}") for lang in board.languages]
+        for language, what in sections:
+            entries = ranked(board.group_entries(group.id, language), sort)
+            if not entries:
+                continue
+            title = f"[bold]{group.id}[/bold]: {group.title}" + (f" - {what}" if what else "")
+            console.print(f"{title}; {order}", soft_wrap=True, highlight=False)
+            shown, hidden = fit_columns(chosen, entries, console.width, {"codec", sort})
+            hidden_all.update({c.key: c.header.replace("\n", " ") for c in hidden})
+            table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+            for c in shown:
+                # metric cells may wrap their "(n failed, n n/a)" onto a second line; values never do
+                table.add_column(c.header, justify="left" if c.left else "right", overflow="fold",
+                                 min_width=value_width(c, entries), no_wrap=c.group not in ("quality", "content"))
+            for e in entries:
+                table.add_row(*[c.cell(e) for c in shown])
+            console.print(table)
         for reason in group.reasons:
             console.print(f"[yellow]{group.id} {reason}[/yellow]", soft_wrap=True)
-    console.print("kbps: total bits / total seconds of completed rows; metrics: mean over successes "
-                  "(^ higher is better, v lower is better), failures counted; RTF: medians", soft_wrap=True)
+    console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
+                  "over ok values +- half its 95% bootstrap interval over utterances (seeded; (n k) when k values "
+                  "count), ^ higher is better, v lower is better, failures counted; RTF: medians", soft_wrap=True)
+    if hidden_all:
+        console.print(f"[yellow]hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
+                      f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "
+                      f"{', '.join(COLUMN_GROUPS)}) or widen the terminal (COLUMNS=200)[/yellow]", soft_wrap=True)
     for run_info in board.runs:
         for note in run_info.notes:
             console.print(f"[yellow]{run_info.label}: {note}[/yellow]", soft_wrap=True)

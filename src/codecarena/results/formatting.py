@@ -55,3 +55,16 @@ def metric_cell(stats: dict[str, Any] | None) -> str:
     if stats["n_not_applicable"]:
         extra.append(f"{stats['n_not_applicable']} n/a")
     return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def metric_ci_cell(stats: dict[str, Any] | None, rows_ok: int | None = None) -> str:
+    """`metric_cell` with the mean's 95% interval as +- half its width, and the number of ok values
+    when it differs from the rows the entry has (`rows_ok`)."""
+    if not stats or stats.get("mean") is None:
+        return metric_cell(stats)
+    ci = stats.get("ci95")
+    text = fmt_num(stats["mean"]) + (f" +-{fmt_num((ci[1] - ci[0]) / 2)}" if ci else "")
+    if rows_ok is not None and stats["n_ok"] != rows_ok:
+        text += f" (n {stats['n_ok']})"
+    rest = metric_cell(stats)[len(fmt_num(stats["mean"])):]
+    return text + ("\n" + rest.strip() if rest else "")

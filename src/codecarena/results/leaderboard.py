@@ -20,22 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codecarena.metrics import outputs
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
+from codecarena.results.summary import mean_ci
 from codecarena.rundir import RUN
 
-# Metric outputs in the order a reader expects them; anything else follows alphabetically.
-METRIC_ORDER = ("pesq_wb", "pesq_nb", "visqol", "stoi", "estoi", "si_sdr", "lsd", "mel_distance", "dnsmos_ovrl",
-                "dnsmos_sig", "dnsmos_bak", "dnsmos_p808", "speaker_sim", "f0_rmse_cents", "f0_corr", "gpe", "vde",
-                "wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived")
-LOWER_IS_BETTER = frozenset({"lsd", "mel_distance", "f0_rmse_cents", "gpe", "vde", "wer", "cer", "ref_wer", "ref_cer",
-                             "dwer", "dcer"})
-METRIC_LABELS = {"pesq_wb": "PESQ-WB", "pesq_nb": "PESQ-NB", "visqol": "ViSQOL", "stoi": "STOI", "estoi": "ESTOI",
-                 "si_sdr": "SI-SDR dB", "lsd": "LSD dB", "mel_distance": "mel dist", "dnsmos_ovrl": "DNSMOS OVRL",
-                 "dnsmos_sig": "DNSMOS SIG", "dnsmos_bak": "DNSMOS BAK", "dnsmos_p808": "DNSMOS P.808",
-                 "speaker_sim": "speaker sim", "wer": "WER", "cer": "CER", "ref_wer": "ref WER", "ref_cer": "ref CER",
-                 "dwer": "dWER", "dcer": "dCER", "critical_survived": "critical survived",
-                 "f0_rmse_cents": "F0 RMSE cents", "f0_corr": "F0 corr", "gpe": "GPE", "vde": "VDE"}
+# Metric outputs in the order a reader expects them (anything else follows alphabetically), their
+# directions and labels: one catalogue, metrics/outputs.py.
+METRIC_ORDER = outputs.ORDER
+LOWER_IS_BETTER = outputs.LOWER_IS_BETTER
+METRIC_LABELS = outputs.LABELS
 
 
 class LeaderboardError(ValueError):
@@ -330,8 +325,9 @@ SELECT run_index, codec, m.output AS output,
        count(*) FILTER (WHERE m.status = 'not_applicable') AS n_not_applicable,
        count(*) FILTER (WHERE m.status = 'suspect') AS n_suspect,
        fsum(m.value) FILTER (WHERE m.status IN ('ok', 'suspect'))
-         / nullif(count(*) FILTER (WHERE m.status IN ('ok', 'suspect')), 0) AS mean_with_suspect
-FROM (SELECT run_index, codec, unnest(metrics) AS m FROM rows)
+         / nullif(count(*) FILTER (WHERE m.status IN ('ok', 'suspect')), 0) AS mean_with_suspect,
+       list(m.value ORDER BY utterance) FILTER (WHERE m.status = 'ok') AS ok_values
+FROM (SELECT run_index, codec, utterance, unnest(metrics) AS m FROM rows)
 GROUP BY run_index, codec, m.output
 """
 
@@ -353,9 +349,18 @@ class Leaderboard:
     entries: list[dict[str, Any]]  # one per (run, codec); metrics nested: output -> stats
     metric_problems: list[dict[str, Any]]
     metric_names: list[str]
+    # With `by="language"`: one more entry per (run, codec, language), its "language" set; pooled
+    # entries have "language" None.
+    by: str | None = None
+    languages: list[str] = field(default_factory=list)
 
-    def group_entries(self, group_id: str) -> list[dict[str, Any]]:
-        return [e for e in self.entries if e["group"] == group_id]
+    @property
+    def pooled(self) -> list[dict[str, Any]]:
+        """The entries over every language: one per (run, codec)."""
+        return [e for e in self.entries if e["language"] is None]
+
+    def group_entries(self, group_id: str, language: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.entries if e["group"] == group_id and e["language"] == language]
 
     def group(self, group_id: str) -> Group:
         return next(g for g in self.groups if g.id == group_id)
@@ -367,26 +372,47 @@ def _query(con: Any, sql: str) -> list[dict[str, Any]]:
     return [dict(zip(names, values)) for values in cursor.fetchall()]
 
 
-def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | None = None) -> Leaderboard:
+BY_CHOICES = ("language",)
+
+
+def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | None = None,
+            by: str | None = None) -> Leaderboard:
     """Load the runs, export their rows to Parquet (kept at `rows_parquet` if given) and build the
-    leaderboard with DuckDB."""
+    leaderboard with DuckDB; `by="language"` adds one entry per language beside the pooled ones."""
     import duckdb
 
+    if by is not None and by not in BY_CHOICES:
+        raise LeaderboardError(f"--by {by}: not one of {', '.join(BY_CHOICES)}")
     runs = (run_dirs_or_runs if run_dirs_or_runs and isinstance(run_dirs_or_runs[0], RunInfo)
             else load_runs(list(run_dirs_or_runs)))  # type: ignore[arg-type]
     groups, membership = group_runs(runs)  # type: ignore[arg-type]
+    languages = sorted({r.language for run in runs for r in run.rows}) if by == "language" else []  # type: ignore[union-attr]
     with tempfile.TemporaryDirectory(prefix="codecarena-lb-") as tmp:
         path = export_rows(runs, Path(rows_parquet) if rows_parquet else Path(tmp) / "rows.parquet",  # type: ignore[arg-type]
                            membership)
         con = duckdb.connect(":memory:")
         try:
-            con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet({_sql_str(str(path))})")
-            entries = _query(con, CODEC_SQL)
-            stages = _query(con, STAGE_SQL)
-            metrics = _query(con, METRIC_SQL)
-            problems = _query(con, METRIC_PROBLEMS_SQL)
+            source = f"read_parquet({_sql_str(str(path))})"
+            con.execute(f"CREATE VIEW rows AS SELECT * FROM {source}")
+            entries, problems = _entries(con), _query(con, METRIC_PROBLEMS_SQL)
+            for language in languages:
+                con.execute(f"CREATE OR REPLACE VIEW rows AS SELECT * FROM {source} "
+                            f"WHERE language = {_sql_str(language)}")
+                entries += [{**e, "language": language} for e in _entries(con)]
         finally:
             con.close()
+    group_order = {g.id: i for i, g in enumerate(groups)}
+    entries.sort(key=lambda e: (group_order[e["group"]], e["run_index"], e["codec_order"]))
+    names = sorted({n for e in entries for n in e["metrics"]}, key=metric_sort_key)
+    return Leaderboard(runs=runs, groups=groups, entries=entries, metric_problems=problems,  # type: ignore[arg-type]
+                       metric_names=names, by=by, languages=languages)
+
+
+def _entries(con: Any) -> list[dict[str, Any]]:
+    """One entry per (run, codec) over the rows the `rows` view holds."""
+    entries = [{**e, "language": None} for e in _query(con, CODEC_SQL)]
+    stages = _query(con, STAGE_SQL)
+    metrics = _query(con, METRIC_SQL)
     by_key = {(e["run_index"], e["codec"]): e for e in entries}
     for e in entries:
         e["metrics"] = {}
@@ -398,13 +424,27 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
             entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "peak_rss_bytes_max")}
     for m in metrics:
         by_key[(m["run_index"], m["codec"])]["metrics"][m["output"]] = {
-            k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable", "n_suspect", "mean_with_suspect")}
+            **{k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable", "n_suspect", "mean_with_suspect")},
+            "ci95": mean_ci(list(m["ok_values"] or []))}
     for e in entries:
         peaks = [e[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if e[s]["peak_rss_bytes_max"] is not None]
         e["peak_rss_bytes_max"] = max(peaks) if peaks else None
         e["metrics"] = dict(sorted(e["metrics"].items(), key=lambda kv: metric_sort_key(kv[0])))
-    group_order = {g.id: i for i, g in enumerate(groups)}
-    entries.sort(key=lambda e: (group_order[e["group"]], e["run_index"], e["codec_order"]))
-    names = sorted({n for e in entries for n in e["metrics"]}, key=metric_sort_key)
-    return Leaderboard(runs=runs, groups=groups, entries=entries, metric_problems=problems,  # type: ignore[arg-type]
-                       metric_names=names)
+    return entries
+
+
+SORT_BY_RATE = "kbps"
+
+
+def ranked(entries: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    """Entries best first by a metric's mean in its declared direction (no mean: last), or by
+    representation bitrate, lowest first (`kbps`); ties keep run order."""
+    def key(entry: dict[str, Any]) -> tuple[bool, float]:
+        if sort == SORT_BY_RATE:
+            value = entry["representation_bps"]
+        else:
+            value = (entry["metrics"].get(sort) or {}).get("mean")
+            if value is not None and sort not in LOWER_IS_BETTER:
+                value = -value
+        return (value is None, 0.0 if value is None else value)
+    return sorted(entries, key=key)

@@ -1,5 +1,6 @@
 """A leaderboard as flat records for other tools: csv, json or parquet, one record per codec
-configuration and run, metric stats as `<output>_mean`, `<output>_n_ok`, ...; and reading any of
+configuration and run (and language, with `--by language`), metric stats as `<output>_mean`,
+`<output>_ci95_low`, `<output>_n_ok`, ...; and reading any of
 the three back with the types restored."""
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from typing import Any
 
 from codecarena.results.leaderboard import Leaderboard, LeaderboardError
 
-EXPORT_VERSION = 1
+# 2: `language` (empty for the pooled entry; `--by language` adds one entry per language) and each
+# metric's `_ci95_low`/`_ci95_high`.
+EXPORT_VERSION = 2
 
 BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("group", str), ("run", str), ("run_label", str), ("codec", str), ("family", str), ("weights", str),
-    ("variant", str), ("registry", str), ("rows", int), ("rows_ok", int), ("rows_failed", int),
+    ("variant", str), ("registry", str), ("language", str), ("rows", int), ("rows_ok", int), ("rows_failed", int),
     ("audio_s", float), ("representation_bps", float), ("payload_bps", float),
     ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_peak_rss_bytes_max", int),
     ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_peak_rss_bytes_max", int),
@@ -25,7 +28,8 @@ BASE_COLUMNS: tuple[tuple[str, type], ...] = (
 )
 METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
                                                  ("n_not_applicable", int), ("n_suspect", int),
-                                                 ("mean_with_suspect", float))
+                                                 ("mean_with_suspect", float), ("ci95_low", float),
+                                                 ("ci95_high", float))
 
 
 def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:
@@ -41,11 +45,14 @@ def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, 
     records = []
     for e in board.entries:
         rec: dict[str, Any] = {k: e.get(k) for k, _ in BASE_COLUMNS}
+        rec["language"] = e.get("language") or ""  # pooled: empty, which reads back the same from csv
         for stage in ("encode", "decode"):
             for k, v in e[stage].items():
                 rec[f"{stage}_{k}"] = v
         for name in board.metric_names:
             stats = e["metrics"].get(name) or {}
+            low, high = stats.get("ci95") or (None, None)
+            stats = {**stats, "ci95_low": low, "ci95_high": high}
             for suffix, _ in METRIC_SUFFIXES:
                 rec[f"{name}_{suffix}"] = stats.get(suffix)
         records.append({k: _coerce(rec.get(k), kind) for k, kind in columns})

@@ -3,6 +3,10 @@
 Bitrates are aggregated two ways: the per-utterance mean, and the duration-weighted aggregate
 (total bits / total seconds, with seconds always num_samples / sample_rate). Only rows whose stages
 all succeeded count towards rates and costs; failures are listed with their reasons.
+
+Every metric mean carries its 95% confidence interval (`ci95`): a percentile bootstrap over the
+utterances' ok values, in utterance order, with a fixed seed, so the summary re-derives exactly.
+Per-language summaries (`by_language`) have their own means and intervals.
 """
 
 from __future__ import annotations
@@ -10,9 +14,23 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
+from codecarena.results.bootstrap import LEVEL, bootstrap_ci
 from codecarena.results.schema import Row
 
-SUMMARY_VERSION = 1
+# 2: every metric's `ci95`, and the `ci` settings. Version 1 summaries (no intervals) still audit.
+SUMMARY_VERSION = 2
+CI_RESAMPLES = 2000
+CI_SEED = 0
+CI_SETTINGS = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit": "utterance",
+               "method": "percentile bootstrap of the mean of the ok values, utterances in id order, "
+                         "numpy default_rng(seed); none with fewer than 2 ok values"}
+
+
+def mean_ci(values: list[float]) -> list[float] | None:
+    """The 95% interval of the mean of `values` (given in utterance order); None below 2 values."""
+    if len(values) < 2:
+        return None
+    return list(bootstrap_ci(values, resamples=CI_RESAMPLES, seed=CI_SEED, level=LEVEL))
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -46,9 +64,10 @@ def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
     }
 
 
-def metric_stats(scored: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per metric output over several scored rows: mean over ok values, and counts (with reasons)
-    of the rest; suspect values are counted, and averaged in only in `mean_with_suspect`."""
+def metric_stats(scored: list[dict[str, Any]], with_ci: bool = True) -> dict[str, Any]:
+    """Per metric output over several scored rows (in utterance order): mean over ok values with its
+    95% interval, and counts (with reasons) of the rest; suspect values are counted, and averaged in
+    only in `mean_with_suspect`."""
     names = list(dict.fromkeys(name for metrics in scored for name in metrics))
     stats: dict[str, Any] = {}
     for name in names:
@@ -61,6 +80,7 @@ def metric_stats(scored: list[dict[str, Any]]) -> dict[str, Any]:
                 reasons[rec["error"]] = reasons.get(rec["error"], 0) + 1
         stats[name] = {
             "mean": statistics.fmean(values) if values else None,
+            **({"ci95": mean_ci(values)} if with_ci else {}),
             "n_ok": len(values),
             "n_failed": sum(rec["status"] == "failed" for rec in records),
             "n_not_applicable": sum(rec["status"] == "not_applicable" for rec in records),
@@ -71,9 +91,13 @@ def metric_stats(scored: list[dict[str, Any]]) -> dict[str, Any]:
     return stats
 
 
-def summarize_codec(rows: list[Row]) -> dict[str, Any]:
+def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]:
     first = rows[0]
     languages = sorted({r.language for r in rows})
+    ci = version >= 2
+    # The bootstrap resamples values by position: utterance order makes the interval independent of
+    # the order rows finished in.
+    in_order = sorted(rows, key=lambda r: r.utterance) if ci else rows
     return {
         "codec": first.codec,
         "family": first.family,
@@ -82,9 +106,10 @@ def summarize_codec(rows: list[Row]) -> dict[str, Any]:
         "rows": len(rows),
         "rows_failed": sum(r.status != "ok" for r in rows),
         **_rates(rows),
-        "metrics": metric_stats([r.metrics for r in rows]),
-        "by_language": {lang: {**_rates(sub), "metrics": metric_stats([r.metrics for r in sub])}
-                        for lang in languages for sub in [[r for r in rows if r.language == lang]]},
+        "metrics": metric_stats([r.metrics for r in in_order], ci),
+        "by_language": {lang: {**_rates(sub), **({"utterances": len(sub)} if ci else {}),
+                               "metrics": metric_stats([r.metrics for r in sub], ci)}
+                        for lang in languages for sub in [[r for r in in_order if r.language == lang]]},
         "encode": _stage_costs(rows, "encode"),
         "decode": _stage_costs(rows, "decode"),
         "replay_sampled": sum(r.replay_sampled for r in rows),
@@ -95,12 +120,14 @@ def summarize_codec(rows: list[Row]) -> dict[str, Any]:
     }
 
 
-def summarize(rows: list[Row]) -> dict[str, Any]:
+def summarize(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]:
+    """The run's summary; `version` 1 re-derives a summary written before the intervals."""
     by_codec: dict[str, list[Row]] = {}
     for row in rows:
         by_codec.setdefault(row.codec, []).append(row)
     return {
-        "version": SUMMARY_VERSION,
+        "version": version,
         "rows": len(rows),
-        "codecs": [summarize_codec(group) for group in by_codec.values()],
+        **({"ci": CI_SETTINGS} if version >= 2 else {}),
+        "codecs": [summarize_codec(group, version) for group in by_codec.values()],
     }

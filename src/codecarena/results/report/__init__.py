@@ -28,6 +28,7 @@ from codecarena.results.report.markup import esc
 from codecarena.results.report.plots import family_styles
 from codecarena.results.report.provenance import provenance_html
 from codecarena.results.report.sections import (
+    by_language_html,
     comparison_html,
     declaration_titles,
     failures_html,
@@ -53,7 +54,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
         raise ReportError(f"audio must be one of {AUDIO_MODES}, got {audio!r}")
     out_html = Path(out_html)
     try:
-        board = lb.compute([Path(d) for d in run_dirs])
+        board = lb.compute([Path(d) for d in run_dirs], by="language")
     except StoreError as exc:
         raise ReportError(str(exc)) from None
     if not board.entries:
@@ -71,10 +72,12 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
             lb_parts.append(f'<p class="note">{esc(group.id)} {esc(reason)}.</p>')
         lb_parts.append(leaderboard_html(board, group, titles))
         lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '
-                        'over successful values (hover a header for its definition); failed and not-applicable values are '
-                        'counted under the mean and listed in <a href="#failures">Failures</a>, never replaced. RTF: '
-                        'medians over completed rows (cold: a fresh process from start to result; warm: the codec call '
-                        'repeated in-process). Click a header to sort.</p>')
+                        'over successful values (hover a header for its definition) &plusmn; half its 95% bootstrap '
+                        'interval over utterances (hover for the interval), n: the values averaged; failed and '
+                        'not-applicable values are counted under the mean and listed in <a href="#failures">Failures'
+                        '</a>, never replaced. RTF: medians over completed rows (cold: a fresh process from start to '
+                        'result; warm: the codec call repeated in-process). Click a header to sort.</p>')
+        lb_parts.append(by_language_html(board, group, titles))
         lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}")
         lb_parts.append("</section>")
     sections.append('<h2 id="leaderboard">Leaderboard</h2>' + "".join(lb_parts))
@@ -105,7 +108,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
         f"<title>{esc(heading)}</title><style>\n{_static('report.css')}</style></head><body>"
         f'<header class="top"><h1>{esc(heading)}</h1><p>{len(board.runs)} run(s), {n_rows} rows, '
-        f"{len(board.entries)} codec configurations in {len(board.groups)} leaderboard(s). Generated {esc(now)} by "
+        f"{len(board.pooled)} codec configurations in {len(board.groups)} leaderboard(s). Generated {esc(now)} by "
         f"codecarena {esc(codecarena.__version__)}.</p></header>"
         f'<nav class="toc">{"".join(toc)}</nav><main>{"".join(sections)}</main>'
         f"<script>\n{_static('report.js')}</script></body></html>\n"

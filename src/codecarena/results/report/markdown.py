@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codecarena.results import leaderboard as lb
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_cell, weights_label
+from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
 from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.plots import PARETO_METRICS
 
@@ -38,13 +38,14 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         for e in entries:
             cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"]), e["variant"] or "-",
                                                            fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
-            cells += [metric_cell(e["metrics"].get(n)) for n in names]
+            cells += [metric_ci_cell(e["metrics"].get(n), e["rows_ok"]).replace("\n", " ") for n in names]
             cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),
                       fmt_mib(e["decoder_model_bytes"], 2),
                       f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
-    lines.append("Metrics: mean over successful values; failed and not-applicable values are counted, never "
+    lines.append("Metrics: mean over successful values +- half its 95% bootstrap interval over utterances; failed "
+                 "and not-applicable values are counted, never "
                  "replaced. kbps: total bits / total seconds of completed rows. RTF: medians. All metric outputs "
                  "are in the HTML report and in `codecarena leaderboard --format csv`.")
     lines.append("")

@@ -3,8 +3,8 @@ PNG bytes (matplotlib's object API on the Agg canvas: no pyplot state, no displa
 
 from __future__ import annotations
 
+import hashlib
 import io
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,39 +64,73 @@ def _png(fig: Any) -> bytes:
 
 
 def family_styles(families: Sequence[str]) -> dict[str, tuple[str, str]]:
-    return {fam: (MARKERS[i % len(MARKERS)], COLORS[i % len(COLORS)])
-            for i, fam in enumerate(sorted(set(families)))}
+    """Marker and colour of each family: fixed by the family's place in the codec catalogue, so a
+    family looks the same in every report; a family outside it gets a style from its name's hash."""
+    from codecarena.registry.catalog import FAMILIES
+
+    known = list(FAMILIES)
+    styles = {}
+    for fam in set(families):
+        i = known.index(fam) if fam in known else int(hashlib.sha256(fam.encode()).hexdigest(), 16) % 97
+        styles[fam] = (MARKERS[i % len(MARKERS)], COLORS[i % len(COLORS)])
+    return styles
+
+
+def _one_two_five(axis: Any) -> None:
+    """Log-axis ticks at 1, 2 and 5 times each power of ten, labelled plainly (0.5, 1, 2, 5, 10, 20)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _one_two_five_bounds(low: float, high: float) -> tuple[float, float]:
+    """Log-axis limits that hold [low, high] and at least two 1-2-5 ticks, so every plot has y values."""
+    ticks = [m * 10.0**p for p in range(-6, 7) for m in (1.0, 2.0, 5.0)]
+    below = max((t for t in ticks if t <= low), default=ticks[0])
+    above = min((t for t in ticks if t >= high and t > below), default=ticks[-1])
+    return below / 1.15, above * 1.15
 
 
 def _log_kbps_axis(ax: Any) -> None:
-    from matplotlib.ticker import FuncFormatter
-
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    _one_two_five(ax.xaxis)
     ax.set_xlabel("representation kbps (log scale)")
-    ax.grid(True, which="both", alpha=0.25)
+    ax.grid(True, which="major", alpha=0.25)
 
 
 def _point_label(entry: dict[str, Any], with_run: bool) -> str:
     return entry["codec"] + (f" @{entry['run_label']}" if with_run else "")
 
 
-def _label_offsets(points: list[tuple[float, float]], ys: Sequence[float]) -> list[float]:
-    """Vertical label offsets (points) so that labels of coinciding points do not overprint."""
-    span = (max(ys) - min(ys)) or 1.0
-    taken: dict[tuple[float, float], int] = {}
-    out = []
-    for x, y in points:
-        key = (round(math.log10(x) * 8) / 8, round((y - min(ys)) / span * 12) / 12)
-        k = taken.get(key, 0)
-        taken[key] = k + 1
-        out.append(-10.0 * k)
-    return out
+def _place_labels(ax: Any, points: list[tuple[float, float]], texts: list[str], fontsize: float) -> None:
+    """Annotate each point, moving a label up or down until its box overlaps no label placed before
+    (boxes estimated from the text length in display pixels, after the axes' limits are final)."""
+    fig = ax.figure
+    to_px = ax.transData.transform
+    height = fontsize * fig.dpi / 72 * 1.25
+    placed: list[tuple[float, float, float, float]] = []
+    order = sorted(range(len(points)), key=lambda i: (points[i][1], points[i][0]))
+    offsets: dict[int, float] = {}
+    for i in order:
+        px, py = to_px(points[i])
+        width = len(texts[i]) * fontsize * fig.dpi / 72 * 0.55
+        for step in range(40):
+            shift = (step + 1) // 2 * height * (1 if step % 2 else -1)
+            box = (px + 5, py + 3 + shift, px + 5 + width, py + 3 + shift + height)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        placed.append(box)
+        offsets[i] = shift * 72 / fig.dpi
+    for i, (x, y) in enumerate(points):
+        ax.annotate(texts[i], (x, y), textcoords="offset points", xytext=(5, 3 + offsets[i]), fontsize=fontsize,
+                    zorder=4)
 
 
 def _family_legend(ax: Any, families: list[str], styles: dict[str, tuple[str, str]], frontier: bool,
-                   title: str | None = None, hollow_note: bool = False) -> None:
+                   title: str | None = None, synthetic: bool = False) -> None:
     from matplotlib.lines import Line2D
 
     handles = []
@@ -105,7 +139,25 @@ def _family_legend(ax: Any, families: list[str], styles: dict[str, tuple[str, st
     for fam in sorted(set(families)):
         marker, color = styles[fam]
         handles.append(Line2D([], [], linestyle="none", marker=marker, color=color, markersize=6, label=fam))
+    if synthetic:
+        handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", color="#444444",
+                              markersize=6, label="hollow: synthetic weights"))
     ax.legend(handles=handles, fontsize=7, loc="best", framealpha=0.8, title=title, title_fontsize=7)
+
+
+# A control (PCM) whose bitrate is this many times the highest codec's is drawn at the axis's edge, so
+# the codecs' range fills the plot.
+CONTROL_FAMILIES = ("pcm",)
+OUT_OF_RANGE = 4.0
+
+
+def _in_range(points: list[tuple[float, float, dict[str, Any], dict[str, Any]]]) -> tuple[float, float, bool]:
+    """The x range the plot shows, and whether a control lies beyond it (marked at the right edge)."""
+    xs = [p[0] for p in points]
+    codecs = [p[0] for p in points if p[2]["family"] not in CONTROL_FAMILIES]
+    top = max(codecs) if codecs else max(xs)
+    beyond = any(x > top * OUT_OF_RANGE for x in xs)
+    return min(xs) / 1.6, (top * 2.2 if beyond or not codecs else max(xs) * 2.2), beyond
 
 
 def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tuple[str, str]],
@@ -124,41 +176,58 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
                else "the metric was not computed in these runs")
         return None, why
     lower = metric in lb.LOWER_IS_BETTER
+    left, right, beyond = _in_range(points)
+    edge = right / 1.25  # where a control beyond the range is drawn
+    shown = [(min(x, edge), y, e, stats) for x, y, e, stats in points]
     xs = [p[0] for p in points]
     ys = [p[1] for p in points]
     front = pareto_front(xs, ys, lower_is_better=lower)
-    fig = _figure(5.2, 3.7)
+    fig = _figure(5.6, 3.9)
     ax = fig.add_subplot(1, 1, 1)
-    fx, fy = [xs[i] for i in front], [ys[i] for i in front]
+    fx, fy = [shown[i][0] for i in front], [ys[i] for i in front]
     ax.step(fx, fy, where="post", color="#444444", linewidth=1.2, alpha=0.8, zorder=1,
             label="Pareto frontier")
-    offsets = _label_offsets([(x, y) for x, y, _, _ in points], ys)
-    for i, (x, y, e, stats) in enumerate(points):
+    # One thin line through each family's configurations (per run, variant and weights), in bitrate order.
+    lines: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+    for x, y, e, _ in shown:
+        lines.setdefault((e["family"], e["run_index"], e["variant"], e["weights"]), []).append((x, y))
+    for (family, *_), pts in lines.items():
+        if len(pts) > 1:
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=styles[family][1], linewidth=0.8, alpha=0.5,
+                    zorder=2)
+    texts = []
+    for i, (x, y, e, stats) in enumerate(shown):
         marker, color = styles[e["family"]]
-        ax.scatter([x], [y], marker=marker, s=46, color=color, edgecolors="black" if i in front else "none",
-                   linewidths=0.9, zorder=3)
+        synthetic = e["weights"] == "synthetic"
+        ci = stats.get("ci95")
+        if ci:
+            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], fmt="none", ecolor=color, elinewidth=0.9,
+                        capsize=2.5, alpha=0.8, zorder=2)
+        ax.scatter([x], [y], marker=">" if x < points[i][0] else marker, s=46, color="none" if synthetic else color,
+                   edgecolors="black" if i in front and not synthetic else color, linewidths=0.9 if not synthetic else 1.3,
+                   zorder=3)
         text = _point_label(e, with_run)
+        if synthetic:
+            text += " (synthetic)"
+        if x < points[i][0]:
+            text += f" at {points[i][0]:g} kbps, off scale"
         if stats["n_failed"]:
             text += f" ({stats['n_failed']} failed)"
-        ax.annotate(text, (x, y), textcoords="offset points", xytext=(5, 4 + offsets[i]), fontsize=7, zorder=4)
-    _family_legend(ax, [p[2]["family"] for p in points], styles, frontier=True)
+        texts.append(text)
+    _family_legend(ax, [p[2]["family"] for p in points], styles, frontier=True,
+                   synthetic=any(p[2]["weights"] == "synthetic" for p in points))
     _log_kbps_axis(ax)
     name = lb.metric_label(metric)
     ax.set_ylabel(name + (" (lower is better)" if lower else " (higher is better)"))
-    ax.set_title(f"{name} vs bitrate", fontsize=10)
-    lo, hi = min(xs), max(xs)
-    ax.set_xlim(lo / 1.6, hi * 2.2)  # room for the labels
+    ax.set_title(f"{name} vs bitrate (bars: 95% interval of the mean)", fontsize=9)
+    ax.set_xlim(left, right)  # room for the labels
+    if beyond:
+        ax.axvline(edge * 0.88, color="#999999", linewidth=0.8, linestyle=":", zorder=0)
     # beyond the last frontier point the best reachable value stays the same: carry the step on
-    ax.plot([fx[-1], hi * 2.2], [fy[-1], fy[-1]], color="#444444", linewidth=1.2, alpha=0.8, zorder=1)
+    ax.plot([fx[-1], right], [fy[-1], fy[-1]], color="#444444", linewidth=1.2, alpha=0.8, zorder=1)
+    _place_labels(ax, [(x, y) for x, y, _, _ in shown], texts, 7)
     return _png(fig), ""
-
-
-def _cost_value(e: dict[str, Any], key: str) -> float:
-    if key == "peak":
-        v = e["peak_rss_bytes_max"]
-        return 0.0 if v is None else v / 2**20
-    v = e["decode"][key]
-    return 0.0 if v is None else float(v)
 
 
 def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]], with_run: bool) -> bytes | None:
@@ -166,19 +235,21 @@ def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]],
     usable = [e for e in entries if e["representation_bps"]]
     if not usable:
         return None
+    left, right, _ = _in_range([(e["representation_bps"] / 1000, 0.0, e, {}) for e in usable])
+    edge = right / 1.25
     fig = _figure(13.5, 3.6)
     panels = [("cold RTF (process start to result)", "cold_rtf_median", True),
               ("warm RTF (codec call only)", "warm_rtf_median", True),
               ("peak RSS MiB (max of encode, decode)", "peak", False)]
     for k, (title, key, log_y) in enumerate(panels):
         ax = fig.add_subplot(1, 3, k + 1)
-        heights = [_cost_value(e, key) for e in usable]
-        if log_y:
-            heights = [math.log10(h) if h > 0 else 0.0 for h in heights]
-        offsets = _label_offsets([(e["representation_bps"] / 1000, h) for e, h in zip(usable, heights)], heights)
-        for n, e in enumerate(usable):
-            x = e["representation_bps"] / 1000
+        labelled: list[tuple[float, float]] = []
+        texts: list[str] = []
+        for e in usable:
+            x = min(e["representation_bps"] / 1000, edge)
             marker, color = styles[e["family"]]
+            if x < e["representation_bps"] / 1000:
+                marker = ">"  # a control beyond the codecs' range, at the edge
             if key == "peak":
                 if e["peak_rss_bytes_max"] is None:
                     continue
@@ -192,16 +263,22 @@ def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]],
                 ax.scatter([x], [v], marker=marker, s=40, color=color if filled else "none",
                            edgecolors=color, linewidths=1.2, zorder=3)
                 if stage != "encode":
-                    ax.annotate(_point_label(e, with_run), (x, v), textcoords="offset points",
-                                xytext=(5, 3 + offsets[n]), fontsize=6.5)
+                    labelled.append((x, v))
+                    off_scale = x < e["representation_bps"] / 1000
+                    texts.append(_point_label(e, with_run)
+                                 + (f" at {e['representation_bps'] / 1000:g} kbps" if off_scale else ""))
         _log_kbps_axis(ax)
+        ax.set_xlim(left, right)
         if log_y:
-            from matplotlib.ticker import FuncFormatter
-
             ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+            _one_two_five(ax.yaxis)
+            values = [v for x, v in labelled] + [e["encode"][key] for e in usable if e["encode"][key]]
+            if values:
+                ax.set_ylim(*_one_two_five_bounds(min(values), max(values)))
+        ax.set_ylabel(title.split(" (")[0])
         ax.set_title(title, fontsize=9)
+        fig.tight_layout()
+        _place_labels(ax, labelled, texts, 6.5)
         if k == 0:
             _family_legend(ax, [e["family"] for e in usable], styles, frontier=False,
                            title="hollow: encode, filled: decode")

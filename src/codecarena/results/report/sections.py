@@ -14,6 +14,9 @@ from codecarena.results.report.markup import code, data_uri, esc, num_td, weight
 from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
 from codecarena.results.schema import Row
 
+CONTENT_OUTPUTS = frozenset({"wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived"})
+COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")  # what the report's checkboxes show or hide
+
 
 def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
     """Metric output -> its description in the runs' metric declarations (the header tooltips)."""
@@ -25,35 +28,41 @@ def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
     return titles
 
 
-def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str]) -> str:
-    entries = board.group_entries(group.id)
+def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str],
+                     language: str | None = None) -> str:
+    entries = board.group_entries(group.id, language)
     names = [n for n in board.metric_names if any(n in e["metrics"] for e in entries)]
     multi_run = len(group.runs) > 1
     head = []
     if multi_run:
-        head.append('<th class="l">run</th>')
-    head += ['<th class="l">codec</th>', '<th class="l">family</th>', '<th class="l">weights</th>',
-             '<th class="l">variant</th>', '<th title="representation bits / second of audio">repr kbps</th>',
-             '<th title="whole payload file (header and framing) bits / second">payload kbps</th>']
+        head.append('<th class="l" data-col-group="id">run</th>')
+    head += ['<th class="l codec" data-col-group="id">codec</th>', '<th class="l" data-col-group="id">family</th>',
+             '<th class="l" data-col-group="id">weights</th>', '<th class="l" data-col-group="id">variant</th>',
+             '<th data-col-group="rate" title="representation bits / second of audio">repr kbps</th>',
+             '<th data-col-group="rate" title="whole payload file (header and framing) bits / second">payload kbps</th>']
     for n in names:
         arrow = "&darr;" if n in lb.LOWER_IS_BETTER else "&uarr;"
-        head.append(f'<th title="{esc(titles.get(n, n))} (mean over successes; '
+        kind = "content" if n in CONTENT_OUTPUTS else "quality"
+        head.append(f'<th data-col-group="{kind}" title="{esc(titles.get(n, n))} (mean over successes; '
                     f'{"lower" if n in lb.LOWER_IS_BETTER else "higher"} is better)">{esc(lb.metric_label(n))} {arrow}</th>')
-    head += ['<th title="median over rows: process start + imports + load + I/O + first call, / audio s">dec RTF cold</th>',
-             '<th title="median of the repeated in-process decode call / audio s">dec RTF warm</th>',
-             '<th>enc RTF cold</th>', '<th>enc RTF warm</th>',
-             '<th title="max over encode and decode stages of the process-tree peak RSS">peak RSS MiB</th>',
-             '<th title="model bytes the decoder needs: decoder_model_bytes (Lyra) or parameter_bytes (0 for DSP)">'
-             'dec model MiB</th>',
-             '<th title="rows of the replay sample whose second decode in another fresh process gave identical bytes">replay identical</th>',
-             '<th title="rows whose decoded audio is finite and not silent">checks</th>',
-             '<th>rows ok</th>']
+    head += ['<th data-col-group="cost" title="median over rows: process start + imports + load + I/O + first call, / '
+             'audio s">dec RTF cold</th>',
+             '<th data-col-group="cost" title="median of the repeated in-process decode call / audio s">dec RTF warm</th>',
+             '<th data-col-group="cost">enc RTF cold</th>', '<th data-col-group="cost">enc RTF warm</th>',
+             '<th data-col-group="cost" title="max over encode and decode stages of the process-tree peak RSS">'
+             'peak RSS MiB</th>',
+             '<th data-col-group="cost" title="model bytes the decoder needs: decoder_model_bytes (Lyra) or '
+             'parameter_bytes (0 for DSP)">dec model MiB</th>',
+             '<th data-col-group="checks" title="rows of the replay sample whose second decode in another fresh '
+             'process gave identical bytes">replay identical</th>',
+             '<th data-col-group="checks" title="rows whose decoded audio is finite and not silent">checks</th>',
+             '<th data-col-group="checks">rows ok</th>']
     body = []
     for e in entries:
         cells = []
         if multi_run:
             cells.append(f'<td class="l">{esc(e["run_label"])}</td>')
-        cells.append(f'<td class="l"><b>{esc(e["codec"])}</b></td>')
+        cells.append(f'<td class="l codec"><b>{esc(e["codec"])}</b></td>')
         cells.append(f'<td class="l">{esc(e["family"])}</td>')
         cells.append(f'<td class="l">{weights_pill(e["weights"])}</td>')
         cells.append(f'<td class="l">{esc(e["variant"] or "-")}</td>')
@@ -66,6 +75,11 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                 cells.append('<td data-v="">-</td>')
                 continue
             subs = []
+            ci = stats.get("ci95")
+            if ci:
+                subs.append(f'<span class="sub ci" title="95% bootstrap interval of the mean over {stats["n_ok"]} '
+                            f'utterances: {fmt_num(ci[0])} to {fmt_num(ci[1])}">&plusmn;{fmt_num((ci[1] - ci[0]) / 2)}'
+                            f' n={stats["n_ok"]}</span>')
             if stats.get("n_suspect"):
                 subs.append(f'<span class="sub warn" title="mean with them: {fmt_num(stats["mean_with_suspect"])}">'
                             f'{stats["n_suspect"]} suspect</span>')
@@ -87,10 +101,27 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         cells.append(num_td(e["checks_passed"], f'{e["checks_passed"]}/{n}',
                              cls="bad" if e["checks_passed"] < n else "good"))
         cells.append(num_td(e["rows_ok"], f'{e["rows_ok"]}/{n}', cls="bad" if e["rows_ok"] < n else ""))
-        body.append(f'<tr class="lb-row" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
+        failed = " failed-row" if e["rows_ok"] < n else ""
+        body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
-    return (f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}">'
+    lang = f' data-language="{esc(language)}"' if language else ""
+    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
+    return (f'<div class="columns">columns: {toggles}</div>'
+            f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
             f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
+
+
+def by_language_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str]) -> str:
+    """One leaderboard per language of the group's rows, folded under the pooled one."""
+    languages = [lang for lang in board.languages if board.group_entries(group.id, lang)]
+    if len(languages) < 2:
+        return ""
+    parts = []
+    for lang in languages:
+        utterances = max(e["rows"] for e in board.group_entries(group.id, lang))
+        parts.append(f"<h5>Language {esc(lang)} ({utterances} utterances)</h5>{leaderboard_html(board, group, titles, lang)}")
+    return (f'<details class="by-language"><summary>By language: '
+            f'{esc(", ".join(languages))} (each with its own means and intervals)</summary>{"".join(parts)}</details>')
 
 
 def plots_html(ctx: ReportContext, group: lb.Group) -> str:

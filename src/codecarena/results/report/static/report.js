@@ -18,3 +18,18 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
     });
   });
 });
+
+// Column groups (rate, quality, content, cost, checks) shown or hidden per leaderboard.
+document.querySelectorAll('div.columns').forEach(function (bar) {
+  var table = bar.nextElementSibling.querySelector('table.leaderboard');
+  bar.querySelectorAll('input[data-toggle]').forEach(function (box) {
+    box.addEventListener('change', function () {
+      table.querySelectorAll('thead th').forEach(function (th, col) {
+        if (th.dataset.colGroup !== box.dataset.toggle) { return; }
+        var shown = box.checked ? '' : 'none';
+        th.style.display = shown;
+        Array.prototype.forEach.call(table.tBodies[0].rows, function (row) { row.cells[col].style.display = shown; });
+      });
+    });
+  });
+});
