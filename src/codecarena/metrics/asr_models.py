@@ -130,7 +130,21 @@ def resolve(choice: str) -> AsrModel:
     if missing:
         # tokenizer.json matters too: without it faster-whisper would fetch one from the hub.
         raise AsrModelError(f"ASR model folder {folder} lacks {', '.join(missing)}")
-    return AsrModel("folder", folder.resolve(), tuple((n, sha256_file(folder / n)) for n in MODEL_FILES), False)
+    return AsrModel("folder", folder.resolve(), tuple((n, _sha256(folder / n)) for n in MODEL_FILES), False)
+
+
+_HASHED: dict[tuple[str, int, int, int], str] = {}
+
+
+def _sha256(path: Path) -> str:
+    """sha256_file, remembered in this process for a file whose path, size, inode and mtime are
+    unchanged: the run's up-front check and run.json's description would otherwise each hash the
+    145 MB model again."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_ino, st.st_mtime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = sha256_file(path)
+    return _HASHED[key]
 
 
 def _verified(model: CatalogueModel, folder: Path) -> AsrModel:
@@ -142,7 +156,7 @@ def _verified(model: CatalogueModel, folder: Path) -> AsrModel:
         size = path.stat().st_size
         if size != pin.bytes:
             raise AsrModelError(f"ASR model {model.name}: {path} has {size} bytes, pinned {pin.bytes}")
-        actual = sha256_file(path)
+        actual = _sha256(path)
         if actual != pin.sha256:
             raise AsrModelError(f"ASR model {model.name}: {path} has sha256 {actual}, pinned {pin.sha256}")
         hashes.append((pin.name, actual))

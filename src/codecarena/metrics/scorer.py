@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,6 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.arena import ARENA_RATE
-from codecarena.files import sha256_file
 from codecarena.metrics import asr_models as catalogue
 from codecarena.metrics import declarations
 from codecarena.metrics.records import Records, failure_reason, result
@@ -47,6 +47,13 @@ class UtteranceInfo:
 
 
 @functools.cache
+def read_hashed(path: Path) -> tuple[np.ndarray, str]:
+    """A wav file's samples (float64) and the sha256 of the very bytes they were decoded from: one read."""
+    data = Path(path).read_bytes()
+    audio, _ = sf.read(io.BytesIO(data), dtype="float64")
+    return audio, hashlib.sha256(data).hexdigest()
+
+
 def metrics_code_sha256() -> str:
     """sha256 over the code that produces metric values: every source file of codecarena.metrics
     (name and bytes, in name order) and the versions of the packages the metrics use. Rows record
@@ -163,9 +170,9 @@ class Scorer:
 
     def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> Records:
         """Scores of two wav files, read as float64 (the decoded file's rate is the one scored)."""
-        ref_audio, _ = sf.read(reference, dtype="float64")
+        ref_audio, ref_sha256 = read_hashed(reference)
         dec_audio, rate = sf.read(decoded, dtype="float64")
-        return self.score(utt, ref_audio, dec_audio, rate, sha256_file(reference))
+        return self.score(utt, ref_audio, dec_audio, rate, ref_sha256)
 
     def score_metric(self, name: str, utt: UtteranceInfo, pair: SignalPair, sample_rate: int,
                      reference_sha256: str) -> Records:

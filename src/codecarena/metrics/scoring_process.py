@@ -18,9 +18,8 @@ from typing import IO
 def serve(config_line: str, requests: IO[str], replies: IO[str]) -> None:
     import soundfile as sf
 
-    from codecarena.files import sha256_file
     from codecarena.metrics.guarded import Event, decode_config, decode_request, encode
-    from codecarena.metrics.scorer import Scorer, failed_records
+    from codecarena.metrics.scorer import Scorer, failed_records, read_hashed
     from codecarena.metrics.signal import SignalPair
 
     def send(event: Event) -> None:
@@ -33,9 +32,8 @@ def serve(config_line: str, requests: IO[str], replies: IO[str]) -> None:
     for line in requests:
         request = decode_request(line)
         try:
-            reference, _ = sf.read(request.reference, dtype="float64")
+            reference, reference_sha256 = read_hashed(Path(request.reference))
             decoded, rate = sf.read(request.decoded, dtype="float64")
-            reference_sha256 = sha256_file(Path(request.reference))
         except (OSError, RuntimeError) as exc:  # soundfile's errors are RuntimeErrors
             reason = f"cannot read the audio to score: {type(exc).__name__}: {exc}".splitlines()[0]
             for name in request.metrics:
