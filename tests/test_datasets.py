@@ -382,10 +382,61 @@ def test_input_manifest_naming_unknown_file_is_rejected(tmp_path: Path) -> None:
         load_input_dir(tmp_path)
 
 
-def test_stereo_input_is_rejected(tmp_path: Path) -> None:
+def _stereo(n: int, rate: int) -> np.ndarray:
+    """Left and right clearly different: a 220 Hz and a 330 Hz tone."""
+    t = np.arange(n) / rate
+    return np.stack([0.3 * np.sin(2 * np.pi * 220 * t), 0.2 * np.sin(2 * np.pi * 330 * t)], axis=1)
+
+
+def test_multichannel_input_follows_the_channel_policy(tmp_path: Path) -> None:
     sf.write(str(tmp_path / "mono.wav"), _tone(1600), 16000)
-    sf.write(str(tmp_path / "stereo.wav"), _tone(1600, channels=2), 16000)
-    with pytest.raises(DatasetError, match=r"stereo\.wav: 2 channels"):
+    sf.write(str(tmp_path / "stereo.wav"), _stereo(1600, 16000), 16000, subtype="PCM_16")
+    sets = {policy: load_input_dir(tmp_path, policy) for policy in ("mix", "left", "right", "each")}
+    assert [(u.id, u.channel) for u in sets["mix"].utterances] == [("mono", ""), ("stereo", "mix")]
+    assert [(u.id, u.channel) for u in sets["each"].utterances] == [("mono", ""), ("stereo__ch1", "ch1"),
+                                                                   ("stereo__ch2", "ch2")]
+    # Left and right are different audio under one file hash: the set's identity tells them apart.
+    assert len({s.manifest_sha256 for s in sets.values()}) == 4
+    assert sets["mix"].utterances[0].converted is False and sets["mix"].utterances[1].converted is True
+    sf.write(str(tmp_path / "three.wav"), np.zeros((1600, 3)) + 0.1, 16000)
+    with pytest.raises(DatasetError, match=r"three\.wav: 3 channels; --channels left names one of two"):
+        load_input_dir(tmp_path, "left")
+    with pytest.raises(DatasetError, match=r"--channels both: expected one of mix, left, right, each"):
+        load_input_dir(tmp_path, "both")
+
+
+def test_any_audio_is_read_by_content_and_what_is_not_audio_is_listed(tmp_path: Path) -> None:
+    import av
+
+    speech = _stereo(22050, 44100)
+    sf.write(str(tmp_path / "talk.mp3"), speech, 44100, format="MP3", subtype="MPEG_LAYER_III")
+    sf.write(str(tmp_path / "talk2.ogg"), speech, 44100, format="OGG", subtype="VORBIS")
+    sf.write(str(tmp_path / "disguised.wav"), speech, 44100, format="MP3", subtype="MPEG_LAYER_III")
+    with av.open(str(tmp_path / "phone.m4a"), "w", format="mp4") as out:  # AAC: only FFmpeg reads it
+        stream = out.add_stream("aac", rate=44100)
+        stream.layout = "stereo"
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(speech.T, dtype=np.float32), format="fltp",
+                                           layout="stereo")
+        frame.sample_rate = 44100
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            out.mux(packet)
+    sf.write(str(tmp_path / "plain.flac"), _tone(1600), 16000)
+    (tmp_path / "slides.pdf").write_bytes(b"%PDF-1.4 not audio")
+    (tmp_path / "notes.txt").write_text("metadata, not probed", encoding="utf-8")
+    s = load_input_dir(tmp_path)
+    by_id = {u.id: u for u in s.utterances}
+    assert sorted(by_id) == ["disguised", "phone", "plain", "talk", "talk2"]
+    assert s.skipped == (("slides.pdf", s.skipped[0][1]),) and s.skipped[0][1].startswith("unreadable audio (libsndfile:")
+    assert by_id["plain"].converted is False and by_id["plain"].source_format == ""
+    assert by_id["talk"].source_format.startswith("MP3 MPEG_LAYER_III (libsndfile), 44100 Hz, 2 channels")
+    assert by_id["talk2"].source_format.startswith("OGG VORBIS (libsndfile)")
+    assert "(FFmpeg via PyAV), 44100 Hz, 2 channels" in by_id["phone"].source_format
+    assert by_id["disguised"].source_format.endswith("its content is MP3, not the .wav its name says")
+    for u in by_id.values():
+        assert u.sample_rate in (16000, 44100) and u.num_samples >= 1600
+    # A file named as audio that nothing reads is damaged audio: it stops the run.
+    (tmp_path / "broken.m4a").write_bytes(b"\x00" * 64)
+    with pytest.raises(DatasetError, match=r"broken\.m4a: unreadable audio \(libsndfile:"):
         load_input_dir(tmp_path)
 
 
@@ -411,14 +462,14 @@ def test_truncated_flac_is_rejected(tmp_path: Path) -> None:
 
 def test_unreadable_file_is_rejected(tmp_path: Path) -> None:
     (tmp_path / "junk.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEnot really audio")
-    with pytest.raises(DatasetError, match=r"junk\.wav: unreadable audio"):
+    with pytest.raises(DatasetError, match=r"junk\.wav: unreadable audio \(libsndfile: .*No 'data' chunk"):
         load_input_dir(tmp_path)
 
 
 def test_empty_or_missing_folder_is_rejected(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "readme.txt").write_text("no audio here", encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"empty: no \.wav or \.flac files"):
+    with pytest.raises(DatasetError, match=r"empty: no audio files found"):
         load_input_dir(tmp_path / "empty")
     with pytest.raises(DatasetError, match="not a directory"):
         load_input_dir(tmp_path / "missing")

@@ -201,12 +201,22 @@ def test_an_implausible_header_rate_is_refused(tmp_path: Path) -> None:
         check_audio_file(tmp_path / "eight_hz.wav")
 
 
-@pytest.mark.parametrize("fmt,subtype,label", [("MP3", "MPEG_LAYER_III", "MPEG"), ("OGG", "VORBIS", "OGG")])
-def test_compressed_content_named_wav_is_refused(tmp_path: Path, fmt: str, subtype: str, label: str) -> None:
-    disguised = tmp_path / "speech.wav"
+@pytest.mark.parametrize("fmt,subtype", [("MP3", "MPEG_LAYER_III"), ("OGG", "VORBIS")])
+def test_compressed_content_named_wav_is_decoded_as_what_it_is_and_says_so(tmp_path: Path, fmt: str,
+                                                                            subtype: str) -> None:
+    from codecarena.pipeline import prepare_reference
+    from codecarena.rundir import RunDir
+
+    disguised = tmp_path / "in" / "speech.wav"
+    disguised.parent.mkdir()
     sf.write(disguised, _speech(32000), 16000, format=fmt, subtype=subtype)
-    with pytest.raises(DatasetError, match=rf"speech\.wav: its content is .*{label}.*, not the \.wav its name says"):
-        load_input_dir(tmp_path)
+    (utt,) = load_input_dir(disguised.parent).utterances
+    assert utt.converted and utt.source_format.endswith(f"its content is {fmt}, not the .wav its name says")
+    # Never copied as if it were a wav: the run's reference is the decoded audio, written as PCM.
+    ref = prepare_reference(utt, RunDir(tmp_path / "run"))
+    info = sf.info(str(ref.path))
+    assert (info.format, info.subtype, info.samplerate) == ("WAV", "PCM_16", 16000)
+    assert ref.sha256 != utt.sha256 and ref.conversions[0].startswith(f"decoded {fmt}")
 
 
 def _streamed_header(path: Path) -> None:

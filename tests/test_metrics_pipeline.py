@@ -7,7 +7,9 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.metrics.declarations import METRICS, select
@@ -227,9 +229,50 @@ def test_score_command_scores_an_existing_pair_of_folders(tmp_path: Path) -> Non
     assert [m["name"] for m in data["metrics"]] == ["pesq_wb", "stoi", "si_sdr"]
     for item in data["scores"]:
         assert item["metrics"]["pesq_wb"]["value"] >= 4.4 and item["metrics"]["si_sdr"]["value"] > 60
+    # A subfolder of references the decoded folder does not have (a mirror's original/) is named, not walked.
+    (refs / "original").mkdir()
+    shutil.copy(mirror / SHORT_CLIPS[0], refs / "original" / "other.wav")
+    (refs / "notes.pdf").write_bytes(b"%PDF not audio")
+    beside = codecarena("score", refs, decs, "--metrics", "stoi")
+    assert beside.returncode == 0, beside.stdout + beside.stderr
+    assert f"1 of {len(SHORT_CLIPS) + 1} references have no decoded file" in beside.stdout
+    assert "original/other.wav" in beside.stdout and "notes.pdf: skipped, unreadable audio" in beside.stdout
     (decs / SHORT_CLIPS[1]).unlink()
     missing = codecarena("score", refs, decs, "--metrics", "stoi")
     assert missing.returncode == 2 and SHORT_CLIPS[1].removesuffix(".wav") in missing.stderr
+
+
+def test_own_audio_in_any_format_is_announced_converted_recorded_and_audited(tmp_path: Path) -> None:
+    import soxr
+
+    mirror = need_mirror()
+    speech, rate = sf.read(mirror / SHORT_CLIPS[0], dtype="float64")
+    at44 = soxr.resample(speech, rate, 44100)
+    inputs = tmp_path / "mine"
+    inputs.mkdir()
+    sf.write(inputs / "stereo.wav", np.stack([at44, 0.5 * at44], axis=1), 44100, subtype="PCM_16")
+    sf.write(inputs / "talk.mp3", at44, 44100, format="MP3", subtype="MPEG_LAYER_III")
+    (inputs / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 not audio")
+    out = tmp_path / "run"
+    result = codecarena("run", "--input", inputs, "--codec", "opus:12k", "--metrics", "stoi", "--channels", "left",
+                        "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = result.stdout
+    assert "1 files of the input are not audio and are skipped:" in text and "photo.jpg: unreadable audio" in text
+    assert "2 of 2 utterances are converted before coding" in text
+    assert "stereo: decode WAV PCM_16 (libsndfile), 44100 Hz, 2 channels; take channel left; resample 44100 -> 16000" in text
+    # Output to a pipe: one log line per row, with the time left.
+    assert re.search(r"row 2/2 opus:12k \S+ ok; elapsed \d+ s, eta 0 s", text), text
+    rows = {r["utterance"]: r for r in rows_of(out)}
+    assert rows["stereo"]["reference_conversions"] == [
+        "decoded WAV PCM_16 (libsndfile), 44100 Hz, 2 channels", "took channel 1 of 2 (left)",
+        "resampled 44100 -> 16000 Hz (soxr VHQ)", "written as 16-bit PCM wav"]
+    assert rows["talk"]["reference_conversions"][0].startswith("decoded MP3")
+    # The reference the codec saw is the left channel, resampled: checked against soxr directly.
+    reference, _ = sf.read(out / rows["stereo"]["reference"], dtype="float64")
+    expected = soxr.resample(sf.read(inputs / "stereo.wav", dtype="float64")[0][:, 0], 44100, 16000, quality="VHQ")
+    assert np.max(np.abs(reference - expected)) < 3 / 32768  # 16-bit rounding
+    assert codecarena("audit", out).returncode == 0
 
 
 def test_unknown_metric_is_a_one_line_error(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
 """The one validation every audio input goes through: `run --input` folders and corpora, the smoke set's
 files, and the codec service's `/v1/encode` bodies.
 
-A benchmark must never score something other than what the user thinks it scores, so each check below
-refuses a file that libsndfile would read "fine": a data chunk cut short (libsndfile returns the part
-present), MP3/Ogg content under a .wav name, NaN or infinite samples in a float file, a header rate no
+A file is recognised by its content, not its name: libsndfile first (WAV, FLAC, Ogg, MP3, ...), then
+FFmpeg through PyAV (m4a/AAC, Opus in Ogg/WebM, ...). A file neither reads is `NotAudioError`, which a
+folder reader lists and counts. Audio that is recognised but damaged is refused, because a benchmark
+must never score something other than what the user thinks it scores: a data chunk cut short
+(libsndfile returns the part present), NaN or infinite samples in a float file, a header rate no
 speech recording has, a file too short to hold one codec frame. Every refusal is one line that starts
 with the file and says what to do.
 """
@@ -32,18 +34,42 @@ class AudioInputError(ValueError):
     """An audio input codecarena refuses; one line starting with the file."""
 
 
+class NotAudioError(AudioInputError):
+    """A file neither libsndfile nor FFmpeg (PyAV) reads as audio."""
+
+
 @dataclass(frozen=True)
 class AudioFacts:
     sample_rate: int
     num_samples: int
     channels: int
-    container: str  # libsndfile's format name, e.g. WAV, FLAC
-    subtype: str  # e.g. PCM_16, FLOAT
+    container: str  # libsndfile's format name (WAV, FLAC, OGG, MP3) or FFmpeg's (e.g. "mov,mp4,m4a,3gp,3g2,mj2")
+    subtype: str  # e.g. PCM_16, FLOAT, or FFmpeg's codec name (aac)
     streamed_header: bool  # the RIFF data size was 0xFFFFFFFF: the length is what the file holds
+    reader: str = "soundfile"  # "soundfile" (libsndfile) or "pyav" (FFmpeg)
 
     @property
     def duration_s(self) -> float:
         return self.num_samples / self.sample_rate
+
+    @property
+    def lossless_pcm(self) -> bool:
+        """WAV-family or FLAC content: its samples can be copied as they are."""
+        return self.reader == "soundfile" and self.container in {c for cs in CONTAINERS.values() for c in cs}
+
+    def described(self) -> str:
+        """What the file holds, in words: `MP3 (libsndfile), 44100 Hz, 2 channels`."""
+        reader = "libsndfile" if self.reader == "soundfile" else "FFmpeg via PyAV"
+        return f"{self.container} {self.subtype} ({reader}), {self.sample_rate} Hz, {self.channels} channel" + \
+            ("s" if self.channels != 1 else "")
+
+
+def mislabelled(path: Path, facts: AudioFacts) -> str | None:
+    """The note for content that is not what a .wav or .flac name says, else None."""
+    accepted = CONTAINERS.get(Path(path).suffix.lower())
+    if accepted is None or facts.container in accepted:
+        return None
+    return f"its content is {facts.container}, not the {Path(path).suffix.lower()} its name says"
 
 
 def _riff_data_chunk(path: Path) -> tuple[int, int] | None:
@@ -68,18 +94,14 @@ def check_audio_file(path: Path, shown: str | None = None) -> AudioFacts:
     AudioInputError. `shown` replaces the path in messages (the service never shows its temp paths)."""
     path = Path(path)
     name = shown or str(path)
-    suffix = path.suffix.lower()
     try:
         info = sf.info(str(path))
     except (sf.LibsndfileError, RuntimeError, OSError) as exc:
-        raise AudioInputError(f"{name}: unreadable audio ({str(exc).splitlines()[0]})") from None
-    accepted = CONTAINERS.get(suffix)
-    if accepted is not None and info.format not in accepted:
-        raise AudioInputError(f"{name}: its content is {info.format_info}, not the {suffix} its name says; "
-                              f"convert it to wav or flac (e.g. with ffmpeg) and name it accordingly")
-    if not MIN_SAMPLE_RATE <= info.samplerate <= MAX_SAMPLE_RATE:
-        raise AudioInputError(f"{name}: sample rate {info.samplerate} Hz is outside the {MIN_SAMPLE_RATE}-"
-                              f"{MAX_SAMPLE_RATE} Hz codecarena accepts (a damaged header?)")
+        if not path.is_file():
+            raise AudioInputError(f"{name}: unreadable audio ({str(exc).splitlines()[0]})") from None
+        # libsndfile's message repeats the path: keep its reason.
+        return _pyav_facts(path, name, str(exc).splitlines()[0].rpartition(": ")[2].rstrip("."))
+    _check_rate(name, info.samplerate)
     streamed = False
     chunk = _riff_data_chunk(path)
     if chunk is not None:
@@ -98,11 +120,71 @@ def check_audio_file(path: Path, shown: str | None = None) -> AudioFacts:
         raise AudioInputError(f"{name}: unreadable audio ({str(exc).splitlines()[0]})") from None
     if frames != info.frames:
         raise AudioInputError(f"{name}: truncated: its header says {info.frames} frames, {frames} could be decoded")
-    if nonfinite:
-        raise AudioInputError(f"{name}: {nonfinite} samples are NaN or infinite; fix or re-export the file")
-    minimum = math.ceil(MIN_DURATION_S * info.samplerate)
-    if frames < minimum:
-        raise AudioInputError(f"{name}: {frames} samples at {info.samplerate} Hz is shorter than the "
-                              f"{MIN_DURATION_S:g} s minimum")
+    _check_samples(name, nonfinite, frames, info.samplerate)
     return AudioFacts(sample_rate=info.samplerate, num_samples=frames, channels=info.channels,
                       container=info.format, subtype=info.subtype, streamed_header=streamed)
+
+
+def _check_rate(name: str, rate: int) -> None:
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise AudioInputError(f"{name}: sample rate {rate} Hz is outside the {MIN_SAMPLE_RATE}-"
+                              f"{MAX_SAMPLE_RATE} Hz codecarena accepts (a damaged header?)")
+
+
+def _check_samples(name: str, nonfinite: int, frames: int, rate: int) -> None:
+    if nonfinite:
+        raise AudioInputError(f"{name}: {nonfinite} samples are NaN or infinite; fix or re-export the file")
+    minimum = math.ceil(MIN_DURATION_S * rate)
+    if frames < minimum:
+        raise AudioInputError(f"{name}: {frames} samples at {rate} Hz is shorter than the {MIN_DURATION_S:g} s minimum")
+
+
+def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarray, int, str, str]:
+    """(samples as (frames, channels) float64, rate, container, codec) of the first audio stream
+    FFmpeg finds; NotAudioError when there is none."""
+    import av
+
+    try:
+        container = av.open(str(path))
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise NotAudioError(f"{name}: unreadable audio (libsndfile: {why_not_sndfile!r}; FFmpeg: {reason!r})") from None
+    with container:
+        if not container.streams.audio:
+            raise NotAudioError(f"{name}: unreadable audio (FFmpeg reads it as {container.format.name} without an audio "
+                                "stream)")
+        stream = container.streams.audio[0]
+        rate, channels = stream.rate, stream.channels
+        _check_rate(name, rate)
+        # Planar float64 at the stream's own rate and layout: a decode, not a conversion.
+        resampler = av.AudioResampler(format="dblp", layout=stream.layout, rate=rate)
+        blocks = []
+        try:
+            for frame in container.decode(stream):
+                blocks += [r.to_ndarray() for r in resampler.resample(frame)]
+            blocks += [r.to_ndarray() for r in resampler.resample(None)]
+        except av.error.FFmpegError as exc:
+            raise AudioInputError(f"{name}: damaged {container.format.name} audio ({str(exc).splitlines()[0]})") from None
+        codec = stream.codec_context.name
+        fmt = container.format.name
+    samples = np.concatenate(blocks, axis=1).T if blocks else np.zeros((0, channels))
+    return np.ascontiguousarray(samples, dtype=np.float64), rate, fmt, codec
+
+
+def _pyav_facts(path: Path, name: str, why_not_sndfile: str) -> AudioFacts:
+    samples, rate, fmt, codec = _pyav_decode(path, name, why_not_sndfile)
+    _check_samples(name, int(np.count_nonzero(~np.isfinite(samples))), samples.shape[0], rate)
+    return AudioFacts(sample_rate=rate, num_samples=samples.shape[0], channels=samples.shape[1], container=fmt,
+                      subtype=codec, streamed_header=False, reader="pyav")
+
+
+def read_audio(path: Path, facts: AudioFacts) -> np.ndarray:
+    """The samples of a checked file as (frames, channels) float64, read the way check_audio_file found."""
+    if facts.reader == "pyav":
+        samples = _pyav_decode(Path(path), str(path), "")[0]
+    else:
+        samples, _ = sf.read(str(path), dtype="float64", always_2d=True)
+    if samples.shape != (facts.num_samples, facts.channels):
+        raise AudioInputError(f"{path}: changed since it was checked ({samples.shape[0]} frames x {samples.shape[1]} "
+                              f"channels, was {facts.num_samples} x {facts.channels})")
+    return samples

@@ -223,7 +223,9 @@ def detect_layout(root: Path) -> str:
     return "plain"
 
 
-def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shard: Shard | None = None,
+                channels: str = "mix") -> EvalSet:
+    """A corpus in its layout; `channels` applies to plain folders (the corpora's layouts are mono)."""
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise DatasetError(f"{root}: input folder does not exist or is not a directory")
@@ -238,6 +240,6 @@ def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shar
         if chosen == "aishell":
             return load_aishell(root, limit, shard)
         # A plain folder (optionally with manifest.json) is small: load it, then select.
-        return select(load_input_dir(root), limit, shard)
+        return select(load_input_dir(root, channels), limit, shard)
     except ValueError as exc:  # a --limit/--shard selection that leaves nothing
         raise DatasetError(str(exc)) from None

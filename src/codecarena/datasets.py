@@ -25,11 +25,12 @@ import soundfile as sf
 import soxr
 
 from codecarena.arena import ARENA_RATE
-from codecarena.audio_input import AudioInputError, check_audio_file
+from codecarena.audio_input import AudioFacts, AudioInputError, NotAudioError, check_audio_file, mislabelled
 from codecarena.files import DownloadError, DownloadFailed, cache_home, download_verified, sha256_file
 from codecarena.rundir import unsafe_id_reason
 
 __all__ = [
+    "CHANNEL_CHOICES",
     "DatasetError",
     "EvalSet",
     "Utterance",
@@ -64,6 +65,17 @@ class Utterance:
     sha256: str  # of the file at `path` (verified)
     speaker: str  # "" when unknown
     license: str  # "" when unknown
+    # What the file holds when it is not the mono wav/flac codecs take as is: its reader's description
+    # (audio_input.AudioFacts.described), and which channel the utterance is ("" for mono files; "mix",
+    # "left", "right" or "ch<k>" of a multichannel file, per --channels). The run's reference is then
+    # decoded, the channel taken, and resampled, each step announced and recorded in the rows.
+    source_format: str = ""
+    channel: str = ""
+
+    @property
+    def converted(self) -> bool:
+        """Whether the run's reference is decoded and rewritten rather than copied byte for byte."""
+        return bool(self.source_format) or bool(self.channel)
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,8 @@ class EvalSet:
     utterances: tuple[Utterance, ...]
     manifest_sha256: str
     source: str  # "mirror /path", "cache /path", "download", "input /path"
+    # Files of an input folder that are not audio, with the reason; listed on the console, never scored.
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -79,6 +93,16 @@ class EvalSet:
 
 def default_cache_dir() -> Path:
     return cache_home() / "data" / "smoke"
+
+
+CHANNEL_CHOICES = ("mix", "left", "right", "each")
+# Names that promise audio: such a file that nothing can read stops the run instead of being skipped.
+AUDIO_NAMES = (".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".wma", ".aiff", ".aif", ".webm",
+               ".mka", ".caf", ".w64", ".au")
+# Text beside the audio of an input folder (transcripts, manifests, notes): read as metadata where the
+# folder's conventions say so, never probed as audio.
+METADATA_SUFFIXES = (".txt", ".json", ".jsonl", ".csv", ".tsv", ".md", ".lab", ".textgrid", ".scp", ".yaml",
+                     ".yml", ".ini", ".log")
 
 
 def _probe_audio(path: Path) -> tuple[int, int]:
@@ -341,53 +365,95 @@ def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]
     return meta
 
 
-def load_input_dir(path: Path) -> EvalSet:
-    """Every .wav/.flac under `path` (recursive, sorted), decoded and checked; no resampling."""
+def _channel_views(facts: AudioFacts, policy: str) -> list[tuple[str, str]]:
+    """(id suffix, channel) of each utterance a file gives under --channels `policy`."""
+    if facts.channels == 1:
+        return [("", "")]
+    if policy == "each":
+        return [(f"__ch{k + 1}", f"ch{k + 1}") for k in range(facts.channels)]
+    return [("", policy)]
+
+
+def load_input_dir(path: Path, channels: str = "mix") -> EvalSet:
+    """Every audio file under `path` (recursive, sorted), recognised by content and checked; files
+    that are not audio are listed in `skipped`. A multichannel file is downmixed (`mix`, the mean of its
+    channels), one channel is taken (`left`, `right`: the first two), or each channel is an utterance
+    (`each`, ids `<id>__ch<k>`)."""
+    if channels not in CHANNEL_CHOICES:
+        raise DatasetError(f"--channels {channels}: expected one of {', '.join(CHANNEL_CHOICES)}")
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise DatasetError(f"{root}: input folder does not exist or is not a directory")
-    audio = sorted(
+    candidates = sorted(
         (
             p
             for p in root.rglob("*")
-            if p.suffix.lower() in AUDIO_SUFFIXES
+            if p.suffix.lower() not in METADATA_SUFFIXES
             and p.is_file()
             # Hidden files are editor/OS droppings (e.g. macOS "._x.wav"), not recordings.
             and not any(part.startswith(".") for part in p.relative_to(root).parts)
         ),
         key=lambda p: p.relative_to(root).as_posix(),
     )
+    facts_of: dict[Path, AudioFacts] = {}
+    skipped: list[tuple[str, str]] = []
+    for p in candidates:
+        try:
+            facts_of[p] = check_audio_file(p)
+        except NotAudioError as exc:
+            # A file named as audio that reads as nothing is damaged audio: dropping it would change
+            # what is benchmarked without a word, so it stops the run like any other damaged input.
+            if p.suffix.lower() in AUDIO_NAMES:
+                raise DatasetError(str(exc)) from None
+            skipped.append((p.relative_to(root).as_posix(), str(exc).partition(": ")[2]))
+        except AudioInputError as exc:
+            raise DatasetError(str(exc)) from None
+    audio = list(facts_of)
     if not audio:
-        raise DatasetError(f"{root}: no .wav or .flac files found")
+        shown = f" ({len(skipped)} files that are not audio, e.g. {skipped[0][0]})" if skipped else ""
+        raise DatasetError(f"{root}: no audio files found{shown}")
     meta = _input_metadata(root, audio)
 
     utts: list[Utterance] = []
     seen: dict[str, Path] = {}
     for p in audio:
         m = meta[p]
-        utt_id = m.get("id") or p.relative_to(root).with_suffix("").as_posix().replace("/", "__")
-        if reason := unsafe_id_reason(utt_id):
-            source = f"{root / 'manifest.json'} (entry for {p.relative_to(root)})" if m.get("id") else str(p)
-            raise DatasetError(f"{source}: utterance id {reason}; rename the file or give it an 'id' in manifest.json")
-        if utt_id in seen:
-            raise DatasetError(f"{p}: id {utt_id!r} already used by {seen[utt_id]}")
-        seen[utt_id] = p
-        rate, frames = _probe_audio(p)
-        utts.append(
-            Utterance(
-                id=utt_id,
-                path=p.resolve(),
-                language=m.get("language", ""),
-                transcript=m.get("transcript"),
-                critical=m.get("critical", ()),
-                sample_rate=rate,
-                num_samples=frames,
-                sha256=sha256_file(p),
-                speaker=m.get("speaker", ""),
-                license=m.get("license", ""),
+        facts = facts_of[p]
+        if facts.channels > 2 and channels in ("left", "right"):
+            raise DatasetError(f"{p}: {facts.channels} channels; --channels {channels} names one of two: use "
+                               "--channels mix or each")
+        base_id = m.get("id") or p.relative_to(root).with_suffix("").as_posix().replace("/", "__")
+        lossless_mono = facts.lossless_pcm and facts.channels == 1
+        note = mislabelled(p, facts)
+        source_format = "" if lossless_mono and note is None else facts.described() + (f"; {note}" if note else "")
+        for suffix, channel in _channel_views(facts, channels):
+            utt_id = base_id + suffix
+            if reason := unsafe_id_reason(utt_id):
+                source = f"{root / 'manifest.json'} (entry for {p.relative_to(root)})" if m.get("id") else str(p)
+                raise DatasetError(f"{source}: utterance id {reason}; rename the file or give it an 'id' in manifest.json")
+            if utt_id in seen:
+                raise DatasetError(f"{p}: id {utt_id!r} already used by {seen[utt_id]}")
+            seen[utt_id] = p
+            utts.append(
+                Utterance(
+                    id=utt_id,
+                    path=p.resolve(),
+                    language=m.get("language", ""),
+                    transcript=m.get("transcript"),
+                    critical=m.get("critical", ()),
+                    sample_rate=facts.sample_rate,
+                    num_samples=facts.num_samples,
+                    sha256=sha256_file(p),
+                    speaker=m.get("speaker", ""),
+                    license=m.get("license", ""),
+                    source_format=source_format,
+                    channel=channel,
+                )
             )
-        )
     # Identity of an input set = which audio bytes, under which ids, with which transcripts.
-    listing = [{"id": u.id, "sha256": u.sha256, "transcript": u.transcript} for u in utts]
+    # The channel a multichannel file gives is part of it (left and right are different audio).
+    listing = [{"id": u.id, "sha256": u.sha256, "transcript": u.transcript, **({"channel": u.channel} if u.channel else {})}
+               for u in utts]
     canonical = json.dumps(listing, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return EvalSet(f"input:{root.name}", tuple(utts), hashlib.sha256(canonical).hexdigest(), f"input {root}")
+    return EvalSet(f"input:{root.name}", tuple(utts), hashlib.sha256(canonical).hexdigest(), f"input {root}",
+                   tuple(skipped))

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import soundfile as sf
 import soxr
 
 from codecarena import variants
 from codecarena.arena import ARENA_RATE
+from codecarena.audio_input import check_audio_file, read_audio
 from codecarena.codecs.base import to_int16
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
@@ -87,6 +89,8 @@ class Reference:
     num_samples: int
     sha256: str
     resampled_from: int | None
+    # How the reference was made from the input file, in order; () when it is the input's own bytes.
+    conversions: tuple[str, ...] = ()
 
 
 def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
@@ -112,17 +116,18 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
 
 def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
     """The run's own copy of the reference, so that the run re-derives from its own files: the input
-    file's bytes when it is at the arena rate, else its soxr (VHQ) resampling as 16-bit PCM wav. An
-    existing copy with the right bytes is kept (resume)."""
-    if utt.sample_rate == ARENA_RATE:
+    file's bytes when it is mono wav/flac at the arena rate, else the file decoded, its channel taken
+    and resampled with soxr (VHQ), as 16-bit PCM wav, each step recorded. An existing copy with the
+    right bytes is kept (resume)."""
+    if utt.sample_rate == ARENA_RATE and not utt.converted:
         path = run.reference(utt.id, utt.path.suffix.lower())
         if not (path.is_file() and sha256_file(path) == utt.sha256):
             _atomic_copy(utt.path, path)
             if sha256_file(path) != utt.sha256:
                 raise RunError(f"{utt.path}: changed while it was copied into {path} (sha256 differs)")
         return Reference(utt, path, utt.num_samples, utt.sha256, None)
-    audio, rate = sf.read(utt.path, dtype="float64")
-    resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ")
+    audio, rate, conversions = reference_audio(utt)
+    resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ") if rate != ARENA_RATE else audio
     path = run.reference(utt.id, ".wav")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -136,7 +141,29 @@ def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
         raise
     finally:
         tmp.unlink(missing_ok=True)
-    return Reference(utt, path, len(resampled), sha256_file(path), rate)
+    return Reference(utt, path, len(resampled), sha256_file(path), rate if rate != ARENA_RATE else None,
+                     conversions + ("written as 16-bit PCM wav",))
+
+
+def reference_audio(utt: Utterance) -> tuple[np.ndarray, int, tuple[str, ...]]:
+    """The mono samples of an utterance's file at its own rate (decoded, its channel taken), the rate,
+    and the steps, the arena-rate resampling included when it will follow."""
+    facts = check_audio_file(utt.path)
+    samples = read_audio(utt.path, facts)
+    steps = [f"decoded {utt.source_format}"] if utt.source_format else []
+    if utt.channel == "mix":
+        audio = samples.mean(axis=1)
+        steps.append(f"downmixed {samples.shape[1]} channels to mono (their mean)")
+    elif utt.channel:
+        index = {"left": 0, "right": 1}.get(utt.channel)
+        index = int(utt.channel[2:]) - 1 if index is None else index
+        audio = samples[:, index]
+        steps.append(f"took channel {index + 1} of {samples.shape[1]} ({utt.channel})")
+    else:
+        audio = samples[:, 0]
+    if facts.sample_rate != ARENA_RATE:
+        steps.append(f"resampled {facts.sample_rate} -> {ARENA_RATE} Hz (soxr VHQ)")
+    return audio, facts.sample_rate, tuple(steps)
 
 
 def _atomic_copy(src: Path, dst: Path) -> None:
@@ -299,7 +326,8 @@ def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir, mode: s
                utterance=ref.utterance.id, language=ref.utterance.language, sample_rate=ARENA_RATE,
                num_samples=ref.num_samples, duration_s=ref.num_samples / ARENA_RATE,
                reference=run.relative(ref.path), reference_sha256=ref.sha256,
-               reference_resampled_from=ref.resampled_from, replay_sampled=replay, limits=opts.limits,
+               reference_resampled_from=ref.resampled_from, reference_conversions=list(ref.conversions),
+               replay_sampled=replay, limits=opts.limits,
                **{name: fields.get(name) for name in _OUTCOME_FIELDS}, **rest)
 
 

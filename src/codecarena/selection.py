@@ -171,12 +171,12 @@ def with_language(evalset: EvalSet, language: str) -> EvalSet:
 
 
 def evaluation_set(input_dir: Path | None, layout: str, language: str, data_dir: Path | None, allow_download: bool,
-                   limit: int | None, shard: str | None) -> EvalSet:
+                   limit: int | None, shard: str | None, channels: str = "mix") -> EvalSet:
     """A folder of audio in the named corpus layout, or else the smoke set; then --limit and --shard."""
     try:
         parsed = parse_shard(shard) if shard else None
         if input_dir is not None:
-            return with_language(load_corpus(input_dir, layout, limit, parsed), language)
+            return with_language(load_corpus(input_dir, layout, limit, parsed, channels), language)
         return select(load_smoke(data_dir=data_dir, allow_download=allow_download), limit, parsed)
     except ValueError as exc:
         raise SelectionError(str(exc)) from None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 from pathlib import Path
 
 from codecarena import selection
+from codecarena.arena import ARENA_RATE
 from codecarena.commands.common import CliError, add_metric_args
 from codecarena.corpora import CORPUS_LAYOUTS
+from codecarena.datasets import CHANNEL_CHOICES, EvalSet
 from codecarena.files import sha256_json
 from codecarena.pipeline import Executor, RunOptions, execute, plan_of
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
@@ -21,7 +24,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run = subparsers.add_parser("run", help="encode, decode and replay every codec x utterance into a run directory")
     source = run.add_mutually_exclusive_group()
     source.add_argument("--set", default="smoke", choices=["smoke"], help="built-in evaluation set")
-    source.add_argument("--input", type=Path, help="evaluate a folder of wav/flac files instead")
+    source.add_argument("--input", type=Path,
+                        help="evaluate a folder of audio files instead (any format libsndfile or FFmpeg reads, "
+                             "recognised by content: wav, flac, mp3, ogg, m4a, ...)")
+    run.add_argument("--channels", default="mix", choices=CHANNEL_CHOICES,
+                     help="multichannel --input files: mix (the mean of the channels, default), left, right, or "
+                          "each (one utterance per channel, ids <id>__ch<k>); recorded per utterance")
     run.add_argument("--language", default="",
                      help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
     run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
@@ -78,6 +86,27 @@ def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
     raise CliError(f"--replay-sample {text!r}: expected a number or 'all'")
 
 
+def input_notes(evalset: EvalSet) -> list[str]:
+    """What the console says about the inputs before the first row: every file that is not audio
+    (skipped, with its reason) and every conversion a reference will go through."""
+    lines = []
+    if evalset.skipped:
+        lines.append(f"[yellow]{len(evalset.skipped)} files of the input are not audio and are skipped:[/yellow]")
+        lines += [f"[yellow]  {name}: {reason}[/yellow]" for name, reason in evalset.skipped]
+    converted = [u for u in evalset.utterances if u.converted or u.sample_rate != ARENA_RATE]
+    if converted:
+        lines.append(f"{len(converted)} of {len(evalset.utterances)} utterances are converted before coding "
+                     "(recorded in every row as reference_conversions):")
+        for u in converted:
+            steps = [f"decode {u.source_format}"] if u.source_format else []
+            if u.channel:
+                steps.append({"mix": "downmix to mono"}.get(u.channel, f"take channel {u.channel}"))
+            if u.sample_rate != ARENA_RATE:
+                steps.append(f"resample {u.sample_rate} -> {ARENA_RATE} Hz (soxr VHQ)")
+            lines.append(f"  {u.id}: {'; '.join(steps)}")
+    return lines
+
+
 def _executor(args: argparse.Namespace) -> Executor:
     if args.executor == "ray":
         from codecarena.executors.ray_cluster import RayExecutor
@@ -89,7 +118,7 @@ def _executor(args: argparse.Namespace) -> Executor:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from codecarena.console import console, print_quality, print_summary
     from codecarena.machine import describe
@@ -101,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if len(set(canon)) != len(canon):
         raise CliError(f"the same codec configuration is given twice: {canon}")
     evalset = selection.evaluation_set(args.input, args.corpus, args.language, args.data_dir, not args.no_download,
-                                       args.limit, args.shard)
+                                       args.limit, args.shard, args.channels)
     if args.cold_sample < 0:
         raise CliError("--cold-sample must be >= 0")
     replay_sample = _replay_sample(args.replay_sample, args.mode, evalset.name)
@@ -133,16 +162,30 @@ def run(args: argparse.Namespace) -> int:
     total = len(specs) * len(evalset.utterances)
     console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
                   f"{len(specs)} codec configurations; run directory {out}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
-        task = progress.add_task("rows", total=total)
+    for line in input_notes(evalset):
+        console.print(line, soft_wrap=True)
+    started = time.monotonic()
+    # Piped to a file, a progress bar shows nothing until the end: one log line per row instead.
+    log_lines = not console.is_terminal
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
+                  disable=log_lines) as progress:
+        task = progress.add_task("preparing references and starting workers (the first rows also load models)",
+                                 total=total)
         resumed_rows = []
+        done = [0]
 
         def on_row(row, resumed: bool) -> None:  # type: ignore[no-untyped-def]
             tag = "resumed" if resumed else row.status
             if resumed:
                 resumed_rows.append(row)
+            done[0] += 1
             progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})")
+            if log_lines:
+                elapsed = time.monotonic() - started
+                eta = elapsed / done[0] * (total - done[0])
+                console.print(f"row {done[0]}/{total} {row.codec} {row.utterance} {tag}; elapsed {elapsed:.0f} s, "
+                              f"eta {eta:.0f} s", soft_wrap=True)
 
         run_info = describe(args.command_line)
         run_info["metrics"] = scorer.describe(languages) if scorer else []

@@ -15,7 +15,9 @@ from codecarena.runtime.limits import parse_limits
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     score = subparsers.add_parser("score", help="score decoded files against references with the same metrics")
     score.add_argument("ref_dir", type=Path, help="reference wav/flac folder (transcripts as for --input)")
-    score.add_argument("dec_dir", type=Path, help="decoded files with the same relative names")
+    score.add_argument("dec_dir", type=Path,
+                       help="decoded files with the same relative names; references in subfolders DEC_DIR does not have are "
+                            "listed, not scored")
     score.add_argument("--json", type=Path, help="also write every score to this JSON file")
     add_metric_args(score)
 
@@ -32,13 +34,20 @@ def run(args: argparse.Namespace) -> int:
     scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances))
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")
-    pairs = []
+    pairs, unmatched = [], []
     for utt in refs.utterances:
         relative = utt.path.relative_to(args.ref_dir.resolve())
         candidates = [args.dec_dir / relative.with_suffix(s) for s in (".wav", ".flac")]
         dec_path = next((c for c in candidates if c.is_file()), None)
         if dec_path is None:
-            raise CliError(f"{args.dec_dir}: no decoded file for {relative}")
+            # A folder DEC_DIR lacks altogether (a mirror's original/) is not part of this scoring; a file
+            # missing beside its decoded neighbours is a decode that went wrong.
+            if (args.dec_dir / relative.parent).is_dir():
+                raise CliError(f"{args.dec_dir}: no decoded file for {relative}")
+            unmatched.append(relative)
+            continue
+        if utt.converted:
+            raise CliError(f"{utt.path}: a reference must be mono wav or flac ({utt.source_format or utt.channel})")
         decoded = check_audio_file(dec_path)  # an AudioInputError: main prints it as one line naming the file
         if decoded.channels != 1:
             raise CliError(f"{dec_path}: expected mono audio")
@@ -47,6 +56,17 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{dec_path}: {decoded.num_samples} samples at {decoded.sample_rate} Hz, its reference has "
                            f"{utt.num_samples} at {utt.sample_rate} Hz; both must be 16 kHz and of equal length")
         pairs.append((utt, dec_path))
+    if not pairs:
+        raise CliError(f"{args.dec_dir}: no decoded file has the relative name of a reference in {args.ref_dir} "
+                       f"(e.g. {unmatched[0].with_suffix('.wav')})")
+    # References in folders the decoded set does not have are named, never scored.
+    if unmatched:
+        folders = sorted({str(r.parent) for r in unmatched})
+        console.print(f"[yellow]{len(unmatched)} of {len(refs.utterances)} references have no decoded file in "
+                      f"{args.dec_dir} and are not scored (in {', '.join(folders[:5])}"
+                      f"{' ...' if len(folders) > 5 else ''}; e.g. {unmatched[0]})[/yellow]", soft_wrap=True)
+    for name, reason in refs.skipped:
+        console.print(f"[yellow]{args.ref_dir / name}: skipped, {reason}[/yellow]", soft_wrap=True)
     # A metric's native crash fails that metric in a scoring process, never this command.
     guarded = GuardedScorer(scorer.metrics, scorer.asr_models, parse_limits(None), log_path=None)
     scored = []

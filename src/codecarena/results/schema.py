@@ -15,13 +15,15 @@ from typing import Any
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 3
+ROW_VERSION = 4
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
-# limits in the plan, not in the row, and did not record which metric code scored them.
+# limits in the plan, not in the row, and did not record which metric code scored them. Versions
+# 1 to 3 did not record how the reference was made from the input (None: not recorded).
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
+    3: {"reference_conversions": None},
 }
 
 
@@ -49,6 +51,9 @@ class Row:
     reference: str
     reference_sha256: str
     reference_resampled_from: int | None  # source rate when the reference was resampled to the arena rate
+    # How the reference was made from the input file (decoded, downmixed, resampled, written), in order;
+    # [] when it is the input's own bytes; None in rows before version 4.
+    reference_conversions: list[str] | None
     payload: str | None
     payload_bytes: int | None
     payload_sha256: str | None
