@@ -275,7 +275,25 @@ def test_dropped_pairs_are_counted_with_reasons(tmp_path: Path) -> None:
     assert pesq["dropped"] == {"A: failed (synthetic failure)": 1, "B: row failed (decode: worker killed)": 1}
     assert pesq["mean_diff"] == pytest.approx(((2.0 - 3.0) + (2.2 - 3.3)) / 2)
     assert metric_of(result, "stoi")["n"] == 3
-    assert "1 pair(s) dropped: B: row failed (decode: worker killed)" in render_text(result)
+    text = render_text(result)
+    # The failed row drops a pair from every metric: said once, not once per metric.
+    assert text.count("B: row failed (decode: worker killed)") == 1
+    assert "every metric: 1 pair(s) dropped: B: row failed (decode: worker killed)" in text
+    assert "pesq_wb: 1 pair(s) dropped: A: failed (synthetic failure)" in text
+    # The verdict says which side is better, by the metric's declared direction.
+    assert pesq["verdict"] == "B worse than A (higher is better): interval excludes 0"
+
+
+def test_reference_side_outputs_are_not_compared(tmp_path: Path) -> None:
+    rows_a = [make_row("opus:6k", u, {"wer": 0.2, "ref_wer": 0.1}) for u in ("u1", "u2", "u3")]
+    rows_b = [make_row("opus:6k", u, {"wer": 0.1 + i / 100, "ref_wer": 0.1}, decoded="b")
+              for i, u in enumerate(("u1", "u2", "u3"))]
+    result = compare_runs(write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b), resamples=500)
+    assert [m["metric"] for m in result["comparisons"][0]["metrics"]] == ["wer"]
+    assert metric_of(result, "wer")["verdict"] == "B better than A (lower is better): interval excludes 0"
+    # Asked for by name, it is compared.
+    named = compare_runs(tmp_path / "A", tmp_path / "B", metrics=["ref_wer"], resamples=500)
+    assert [m["metric"] for m in named["comparisons"][0]["metrics"]] == ["ref_wer"]
 
 
 def test_identity_short_circuits_and_flags_disagreeing_values(tmp_path: Path) -> None:
@@ -439,7 +457,7 @@ def test_added_noise_shows_a_pesq_drop_whose_interval_excludes_zero(two_runs: tu
     pesq = metric_of(result, "pesq_wb")
     assert pesq["n"] == 2 and pesq["mean_diff"] < -0.1
     assert pesq["ci_high"] < 0 and pesq["includes_zero"] is False
-    assert pesq["verdict"].startswith("B lower than A: interval excludes 0")
+    assert pesq["verdict"].startswith("B worse than A (higher is better): interval excludes 0")
     # B's scores are honest: rescoring the noisy files on disk reproduces them.
     import soundfile as sf
 

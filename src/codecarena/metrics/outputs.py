@@ -18,6 +18,8 @@ class Scale:
     low: float | None  # the range the output can take (None: unbounded on that side)
     high: float | None
     unit: str = ""
+    # Computed from the reference alone (the ASR floor): the same for every codec, so never compared.
+    codec_independent: bool = False
 
     @property
     def lower_is_better(self) -> bool:
@@ -49,8 +51,8 @@ SCALES: tuple[Scale, ...] = (
     Scale("vde", "VDE", "lower", 0.0, 1.0, "share of frames"),
     Scale("wer", "WER", "lower", 0.0, None, "errors per reference word"),
     Scale("cer", "CER", "lower", 0.0, None, "errors per reference character"),
-    Scale("ref_wer", "ref WER", "lower", 0.0, None, "errors per reference word"),
-    Scale("ref_cer", "ref CER", "lower", 0.0, None, "errors per reference character"),
+    Scale("ref_wer", "ref WER", "lower", 0.0, None, "errors per reference word", codec_independent=True),
+    Scale("ref_cer", "ref CER", "lower", 0.0, None, "errors per reference character", codec_independent=True),
     Scale("dwer", "dWER", "lower", 0.0, None, "errors per reference word"),
     Scale("dcer", "dCER", "lower", 0.0, None, "errors per reference character"),
     Scale("critical_survived", "critical survived", "higher", 0.0, 1.0, "share of entities"),

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from codecarena.metrics import outputs
 from codecarena.results.bootstrap import LEVEL, bootstrap_ci
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
@@ -310,6 +311,11 @@ def _metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str,
         out["verdict"] = f"interval includes 0 (width {high - low:.4g}): not shown to differ, not shown equal"
     else:
         out["verdict"] = f"B {'higher' if low > 0 else 'lower'} than A: interval excludes 0"
+        scale = outputs.BY_NAME.get(name)
+        if scale is not None:
+            better = (low > 0) != scale.lower_is_better
+            out["verdict"] = (f"B {'better' if better else 'worse'} than A ({scale.better} is better): interval "
+                              "excludes 0")
     if out["units"] < FEW_UNITS:
         out["warning"] = (f"only {out['units']} resampling units: the percentile interval is too narrow "
                           f"(it undercovers), read it as descriptive")
@@ -327,7 +333,10 @@ def _metric_names(run_a: _Run, rows_a: list[Row], rows_b: list[Row], wanted: lis
             side = "A" if name not in present_a else "B"
             raise CompareError(f"metric {name!r} was not computed in run {side} for these codecs "
                                f"(both have: {', '.join(both) or 'none'})")
-    return list(dict.fromkeys(wanted)) if wanted is not None else both
+    if wanted is not None:
+        return list(dict.fromkeys(wanted))
+    # The reference's own ASR score is the same whichever codec ran: comparing it says nothing.
+    return [n for n in both if not (n in outputs.BY_NAME and outputs.BY_NAME[n].codec_independent)]
 
 
 # ------------------------------------------------------------------------------------- compare

@@ -79,9 +79,15 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
             table.add_row(m["metric"], f"{m['n']}/{m['pairs']}", fmt_num(m["mean_a"]), fmt_num(m["mean_b"]),
                           fmt_signed(m["mean_diff"]), ci, units, m["verdict"])
         con.print(table)
+        # A reason every metric shares (a failed row) is said once, not once per metric.
+        shared = {(reason, count) for reason, count in (comp["metrics"][0]["dropped"] if comp["metrics"] else {}).items()
+                  if all(m["dropped"].get(reason) == count for m in comp["metrics"])}
+        for reason, count in sorted(shared):
+            con.print(f"every metric: {count} pair(s) dropped: {reason}", markup=False)
         for m in comp["metrics"]:
             for reason, count in m["dropped"].items():
-                con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}", markup=False)
+                if (reason, count) not in shared:
+                    con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}", markup=False)
         warnings: dict[str, list[str]] = {}
         for m in comp["metrics"]:
             if m.get("warning"):
