@@ -224,6 +224,30 @@ def test_rerun_into_a_directory_with_another_plan_is_refused(input_run: Path, tm
     assert "different plan" in result.stderr
 
 
+def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--metrics", "stoi", "--out", out)
+    assert first.returncode == 0, first.stdout + first.stderr
+    kept = {r["utterance"]: r["decoded_sha256"] for r in rows_of(out)}
+    plain = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "stoi", "--out", out)
+    assert plain.returncode == 2 and "different plan (codecs, runtimes) (to add codec configurations to it, rerun " \
+                                     "with --add)" in plain.stderr
+    other = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "pesq_wb", "--out", out,
+                       "--add")
+    assert other.returncode == 2 and "--add adds codec configurations only, but the run differs in metrics" in other.stderr
+    added = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "stoi", "--out", out,
+                       "--add")
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert "adding 1 codec configurations (codec2:3200) to the 1 of the run" in added.stdout
+    rows = rows_of(out)
+    assert sorted({r["codec"] for r in rows}) == ["codec2:3200", "pcm:16"] and len(rows) == 2 * len(kept)
+    assert {r["utterance"]: r["decoded_sha256"] for r in rows if r["codec"] == "pcm:16"} == kept  # not recomputed
+    plan = json.loads((out / "run.json").read_text())["plan"]
+    assert [c["codec"] for c in plan["codecs"]] == ["pcm:16", "codec2:3200"]
+    assert codecarena("audit", out).returncode == 0
+    assert codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--metrics", "stoi", "--add").returncode == 2
+
+
 def test_reference_at_another_rate_is_resampled_and_recorded(tmp_path: Path) -> None:
     need_mirror()
     from conftest import MIRROR

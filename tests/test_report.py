@@ -492,14 +492,26 @@ def test_report_breaks_results_down_by_language_with_intervals(tmp_path: Path) -
 COLUMN_TOGGLES = ("rate", "quality", "content", "cost", "checks")
 
 
-def test_report_notes_a_failed_comparison(tmp_path: Path) -> None:
-    # Comparable runs (same set, machine and weights kind) that share no codec: compare refuses them.
+def test_report_says_when_comparable_runs_share_no_codec(tmp_path: Path) -> None:
+    # Same set, machine and weights kind, different codecs: complementary runs, not a failure.
     a = make_run(tmp_path, "a", CODECS[:1])
     b = make_run(tmp_path, "b", CODECS[1:2], seed=1)
     out = report.write_report([a, b], tmp_path / "r.html", audio="none")
     page = out.read_text()
-    assert "a -&gt; b: comparison failed (CompareError: no codec configuration is in both runs" in page
+    assert "a and b share no codec configuration: nothing to pair" in page and "comparison failed" not in page
     assert "<audio" not in page and 'class="spec"' in page
+    assert "Comparison: a and b share no codec configuration" in out.with_suffix(".md").read_text()
+
+
+def test_report_notes_a_failed_comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = make_run(tmp_path, "a", CODECS)
+    b = make_run(tmp_path, "b", CODECS, seed=1)
+
+    def refuse(run_a: Path, run_b: Path) -> dict[str, Any]:
+        raise compare.CompareError("opus:6k: libopus differ between the runs")
+    monkeypatch.setattr(compare, "compare_runs", refuse)
+    out = report.write_report([a, b], tmp_path / "r.html", audio="none")
+    assert "a -&gt; b: comparison failed (CompareError: opus:6k: libopus differ" in out.read_text()
     assert "Comparison: a -> b: comparison failed (CompareError: " in out.with_suffix(".md").read_text()
 
 

@@ -37,7 +37,7 @@ from codecarena.files import sha256_file, write_json
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import store
-from codecarena.results.record import RUN_VERSION, RunLoadError, RunRecord, plan_from_dict, read_record
+from codecarena.results.record import RUN_VERSION, Plan, RunLoadError, RunRecord, plan_from_dict, read_record
 from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
 from codecarena.rundir import RunDir, UnsafePathError
@@ -45,7 +45,7 @@ from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job, StageReport
 from codecarena.runtime.stages import Stage, run_stage, run_stage_warm
-from codecarena.specs import CodecSpec
+from codecarena.specs import CodecSpec, parse_spec
 
 # Below this RMS a decoded utterance counts as silent (the reference never is).
 SILENCE_DBFS = -60.0
@@ -386,8 +386,11 @@ def execute(
     executor: Executor,
     on_row: Callable[[Row, bool], None] | None = None,
     scorer: Scorer | None = None,
+    add: bool = False,
 ) -> list[Row]:
-    """Run (or resume) every codec x utterance row into opts.out; return the rows in plan order."""
+    """Run (or resume) every codec x utterance row into opts.out; return the rows in plan order.
+    With `add`, the codec configurations of `opts` join those of the run already in opts.out (every
+    other part of the plan must be the same), and the run covers all of them."""
     # Executors may run rows in processes with another working directory.
     opts = dataclasses.replace(opts, out=opts.out.resolve())
     run_dir = opts.out
@@ -398,24 +401,49 @@ def execute(
     except BlockingIOError:
         raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
     try:
-        return _execute_locked(evalset, opts, run_info, on_row, scorer, executor)
+        return _execute_locked(evalset, opts, run_info, on_row, scorer, executor, add)
     finally:
         lock.close()
 
 
+def added_codecs(previous: Plan, opts: RunOptions) -> RunOptions:
+    """`opts` with the earlier run's codec configurations first and the new ones after them, or
+    RunError naming what else differs between the two plans."""
+    known = [c.codec for c in previous.codecs]
+    codecs = tuple(parse_spec(c) for c in known) + tuple(s for s in opts.codecs if s.canonical not in known)
+    runtimes = tuple(dict.fromkeys([tuple(r) for r in previous.runtimes] + list(opts.runtimes)))
+    return dataclasses.replace(opts, codecs=codecs, runtimes=runtimes)  # type: ignore[arg-type]
+
+
+def _plan_differences(a: Plan, b: Plan) -> list[str]:
+    return [f.name for f in dataclasses.fields(Plan) if getattr(a, f.name) != getattr(b, f.name)]
+
+
 def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any],
                     on_row: Callable[[Row, bool], None] | None, scorer: Scorer | None,
-                    executor: Executor) -> list[Row]:
+                    executor: Executor, add: bool = False) -> list[Row]:
     run_dir = opts.out
     run = RunDir(run_dir)
+    if add and not run.run_json.exists():
+        raise RunError(f"{run_dir}: --add needs an existing run to add codec configurations to")
     plan = plan_from_dict(plan_of(evalset, opts))
     if run.run_json.exists():
         try:
             previous = read_record(run_dir).plan
         except RunLoadError as exc:
             raise RunError(f"{exc}; use another --out directory") from None
-        if previous != plan:
-            raise RunError(f"{run_dir}: holds a run with a different plan (codecs, set or options); "
+        if add:
+            opts = added_codecs(previous, opts)
+            plan = plan_from_dict(plan_of(evalset, opts))
+            others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes")]
+            if others:
+                raise RunError(f"{run_dir}: --add adds codec configurations only, but the run differs in "
+                               f"{', '.join(others)}; use the same options as the run (see its run.json)")
+        elif previous != plan:
+            differs = ", ".join(_plan_differences(previous, plan))
+            hint = (" (to add codec configurations to it, rerun with --add)"
+                    if _plan_differences(previous, plan) in (["codecs"], ["codecs", "runtimes"]) else "")
+            raise RunError(f"{run_dir}: holds a run with a different plan ({differs}){hint}; "
                            f"use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
     record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256,

@@ -46,6 +46,9 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="a named numerical variant applied to every codec's loaded model and recorded in every row "
                           "(eager_snake_v1: Snake1d evaluated eagerly, see docs/determinism.md); default: upstream numerics")
     run.add_argument("--out", type=Path, help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
+    run.add_argument("--add", action="store_true",
+                     help="add the --codec configurations to the run in --out (its other options must be the same); "
+                          "its rows are kept and the run then covers every codec configuration")
     run.add_argument("--memory-limit", default=None,
                      help="kill a worker whose process tree RSS passes this (e.g. 4G; default half of RAM)")
     run.add_argument("--guard-poll", default=str(DEFAULT_POLL_S),
@@ -131,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"the same codec configuration is given twice: {canon}")
     evalset = selection.evaluation_set(args.input, args.corpus, args.language, args.data_dir, not args.no_download,
                                        args.limit, args.shard, args.channels)
+    if args.add and args.out is None:
+        raise CliError("--add needs --out, the run directory to add codec configurations to")
     if args.cold_sample < 0:
         raise CliError("--cold-sample must be >= 0")
     replay_sample = _replay_sample(args.replay_sample, args.mode, evalset.name)
@@ -160,8 +165,19 @@ def run(args: argparse.Namespace) -> int:
         out = args.out
     opts = dataclasses.replace(opts, out=out)
     total = len(specs) * len(evalset.utterances)
+    if args.add and (out / "run.json").is_file():
+        from codecarena.results.record import RunLoadError, read_record
+
+        try:
+            earlier = [c.codec for c in read_record(out).plan.codecs]
+        except RunLoadError:
+            earlier = []  # execute() refuses it with the reason
+        added = [c for c in canon if c not in earlier]
+        total = (len(earlier) + len(added)) * len(evalset.utterances)
+        console.print(f"adding {len(added)} codec configurations ({', '.join(added) or 'none new'}) to the "
+                      f"{len(earlier)} of the run in {out}")
     console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
-                  f"{len(specs)} codec configurations; run directory {out}")
+                  f"{total // max(1, len(evalset.utterances))} codec configurations; run directory {out}")
     for line in input_notes(evalset):
         console.print(line, soft_wrap=True)
     started = time.monotonic()
@@ -190,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         run_info = describe(args.command_line)
         run_info["metrics"] = scorer.describe(languages) if scorer else []
         run_info["runtimes"] = {rec["registry"]: rec for rec in runtimes.values()}
-        rows = execute(evalset, opts, run_info, _executor(args), on_row, scorer)
+        rows = execute(evalset, opts, run_info, _executor(args), on_row, scorer, add=args.add)
     if resumed_rows:
         console.print(f"{len(resumed_rows)} complete rows resumed from the earlier run (files verified); "
                       f"{len(rows) - len(resumed_rows)} computed now")

@@ -244,6 +244,14 @@ def comparison_html(ctx: ReportContext) -> str:
         return "".join(parts)
     for a, b in pairs:
         parts.append(f"<h3>{esc(a.label)} &rarr; {esc(b.label)}</h3>")
+        shared = {r.codec for r in a.rows} & {r.codec for r in b.rows}
+        if not shared:
+            # Runs of different codecs on one set are complementary, not a failed comparison.
+            note = (f"{a.label} and {b.label} share no codec configuration: nothing to pair (their codecs are "
+                    "ranked together in the leaderboard above)")
+            ctx.comparison_notes.append(note)
+            parts.append(f'<p class="note">{esc(note)}.</p>')
+            continue
         try:
             fragment = compare_text.render_html(compare.compare_runs(a.path, b.path))
         except Exception as exc:  # noqa: BLE001 - a comparison that fails must not lose the report
