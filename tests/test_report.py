@@ -492,6 +492,24 @@ def test_report_breaks_results_down_by_language_with_intervals(tmp_path: Path) -
 COLUMN_TOGGLES = ("rate", "quality", "content", "cost", "checks")
 
 
+def test_the_listening_section_is_bounded_and_takes_each_language_in_turn(tmp_path: Path) -> None:
+    from codecarena.results.report.listening import listened
+
+    utterances = [f"u{i}" for i in range(7)]
+    language = {u: "zh" if i >= 5 else "en" for i, u in enumerate(utterances)}
+    assert listened(utterances, language, 3) == ["u0", "u1", "u5"]
+    assert listened(utterances, language, 4) == ["u0", "u1", "u5", "u6"]
+    assert listened(utterances, language, None) == utterances == listened(utterances, language, 7)
+    run_dir = make_run(tmp_path, "a", CODECS[:1], utterances=tuple(utterances), languages=language)
+    small = report.write_report([run_dir], tmp_path / "small.html", listen=3).read_text()
+    assert small.count('class="utt" data-utterance=') == 3 and "3 of 7 utterances are shown here" in small
+    assert small.count("<audio") == 3 * 2  # reference and decoded of each shown utterance
+    full = report.write_report([run_dir], tmp_path / "full.html", listen=None)
+    assert full.read_text().count('class="utt" data-utterance=') == 7
+    assert (tmp_path / "small.html").stat().st_size < full.stat().st_size / 1.8
+    assert "4 utterances are not in the listening section" in (tmp_path / "small.md").read_text()
+
+
 def test_report_says_when_comparable_runs_share_no_codec(tmp_path: Path) -> None:
     # Same set, machine and weights kind, different codecs: complementary runs, not a failure.
     a = make_run(tmp_path, "a", CODECS[:1])

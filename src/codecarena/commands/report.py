@@ -20,9 +20,17 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                         help="embed audio as lossless FLAC (default; WAV bytes where FLAC does not help), the "
                              "WAV files' own bytes, or not at all")
     parser.add_argument("--title", help="page title (default: codecarena report)")
+    parser.add_argument("--listen", default="12", metavar="N|all",
+                        help="utterances per leaderboard in the listening section, taken in turn from each language "
+                             "(default 12; all: every one, the file then grows with the corpus)")
 
 
 def run(args: argparse.Namespace) -> int:
-    out = write_report(list(args.run_dirs), args.out, audio=args.audio, title=args.title)
+    from codecarena.commands.common import CliError
+
+    if args.listen != "all" and not (args.listen.isdigit() and int(args.listen) >= 1):
+        raise CliError(f"--listen {args.listen!r}: expected a number >= 1 or all")
+    listen = None if args.listen == "all" else int(args.listen)
+    out = write_report(list(args.run_dirs), args.out, audio=args.audio, title=args.title, listen=listen)
     print(f"report: {out} ({fmt_mib(out.stat().st_size, 1)} MiB); summary: {out.with_suffix('.md')}")
     return 0

@@ -47,7 +47,8 @@ def _static(name: str) -> str:
     return (resources.files(__name__) / "static" / name).read_text(encoding="utf-8")
 
 
-def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", title: str | None = None) -> Path:
+def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", title: str | None = None,
+                 listen: int | None = 12) -> Path:
     """Write the self-contained HTML report of `run_dirs` to `out_html` and its Markdown summary
     to `out_html.with_suffix('.md')`; returns `out_html`."""
     if audio not in AUDIO_MODES:
@@ -60,7 +61,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     if not board.entries:
         raise ReportError("the runs hold no rows: nothing to report")
     ctx = ReportContext(board=board, audio_mode=audio, audio=AudioStats(mode=audio),
-                        styles=family_styles([e["family"] for e in board.entries]))
+                        styles=family_styles([e["family"] for e in board.entries]), listen=listen)
     titles = declaration_titles(board.runs)
     sections = []
     # Leaderboards and plots, one block per group

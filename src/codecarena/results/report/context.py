@@ -18,14 +18,20 @@ class ReportContext:
     styles: dict[str, tuple[str, str]]
     skipped_plots: list[tuple[str, str, str]] = field(default_factory=list)  # (group, metric, why)
     comparison_notes: list[str] = field(default_factory=list)
+    # Utterances the listening section shows per group (None: all); the rest are named, not embedded,
+    # so a corpus-sized run makes a report of bounded size.
+    listen: int | None = 12
+    not_listened: int = 0  # utterances left out of the listening section, over all groups
 
 
 def audio_note(ctx: ReportContext) -> str:
     a = ctx.audio
+    left_out = (f" {ctx.not_listened} utterances are not in the listening section (--listen {ctx.listen}; "
+                "--listen all shows every one)." if ctx.not_listened else "")
     if ctx.audio_mode == "none":
-        return "Audio: not embedded (--audio none); spectrograms only."
+        return "Audio: not embedded (--audio none); spectrograms only." + left_out
     how = ("FLAC (lossless, bit-exact with the 16-bit PCM WAV files; written with soundfile)" if ctx.audio_mode == "flac"
            else "the files' own bytes (WAV)")
     return (f"Audio: {a.files} files embedded as data: URIs, {a.flac} as FLAC, {a.original} as their own bytes; "
             f"{fmt_mib(a.bytes_embedded, 1)} MiB embedded for {fmt_mib(a.bytes_on_disk, 1)} MiB on disk. "
-            f"Mode: {how}. No lossy re-encoding.")
+            f"Mode: {how}. No lossy re-encoding." + left_out)

@@ -61,8 +61,15 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
         for row in board.runs[run_index].rows:
             if row.utterance not in utterances:
                 utterances.append(row.utterance)
+    shown = listened(utterances, {r.utterance: r.language for (_, _, _), r in rows.items()}, ctx.listen)
     out = []
-    for utt in utterances:
+    if len(shown) < len(utterances):
+        ctx.not_listened += len(utterances) - len(shown)
+        out.append(f'<p class="note">{len(shown)} of {len(utterances)} utterances are shown here, taken in turn from '
+                   f'each language in plan order (--listen {ctx.listen}; --listen all embeds every one, which makes '
+                   "the file grow with the corpus). Every row's numbers are in the leaderboard, the failures and "
+                   "rows.jsonl.</p>")
+    for utt in shown:
         versions = [(e, rows.get((e["run_index"], e["codec"], utt))) for e in entries]
         versions = [(e, r) for e, r in versions if r is not None]
         if not versions:
@@ -108,6 +115,22 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
                    f'<span class="muted">({esc(lang or "no language")}, {fmt_num(versions[0][1].duration_s, 2)} s)'
                    f'</span></h4><div class="cards">{"".join(cards)}</div></div>')
     return "".join(out)
+
+
+def listened(utterances: list[str], language: dict[str, str], limit: int | None) -> list[str]:
+    """At most `limit` utterances, taken in turn from each language (in order of first appearance),
+    each language's in plan order; all of them when `limit` is None."""
+    if limit is None or len(utterances) <= limit:
+        return utterances
+    queues: dict[str, list[str]] = {}
+    for utt in utterances:
+        queues.setdefault(language.get(utt, ""), []).append(utt)
+    chosen: set[str] = set()
+    while len(chosen) < limit:
+        for queue in queues.values():
+            if queue and len(chosen) < limit:
+                chosen.add(queue.pop(0))
+    return [u for u in utterances if u in chosen]
 
 
 def _failed_card(cls: str, title: str, why: str) -> str:
