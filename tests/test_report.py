@@ -68,7 +68,7 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
              manifest: str = "a" * 64, cpu: str = "Test CPU", cpu_count: int = 2, os_name: str = "Linux-test",
              utterances: tuple[str, ...] = ("utt_a", "utt_b", "utt_c"), fail: tuple[str, str] | None = None,
              audio: bool = True, seed: int = 0, suspect: tuple[str, str] | None = None,
-             languages: dict[str, str] | None = None) -> Path:
+             languages: dict[str, str] | None = None, speakers: dict[str, str] | None = None) -> Path:
     """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
     wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed;
     `suspect`: (codec, utterance) whose PESQ-WB is suspect; `languages`: utterance -> language (default en)."""
@@ -138,6 +138,8 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 "metrics": metrics, "model": model, "stages": stages, "status": "failed" if failed else "ok",
                 "error": "decode: worker exited 1 (boom)" if failed else "",
             }
+            if speakers is not None:  # the fields version 4 added
+                row.update(speaker=speakers.get(utt, ""), reference_conversions=[])
             rows.append(parse_row(json.loads(json.dumps(row))))
     for row in rows:
         append_row(run_dir, row)
@@ -356,6 +358,26 @@ def test_intervals_and_languages_agree_between_summary_and_leaderboard(tmp_path:
     constant = [parse_row({**r, "metrics": {"stoi": _metric(0.9)}}) for r in rows_of_run(run_dir)
                 if r["status"] == "ok"]
     assert summarize(constant)["codecs"][0]["metrics"]["stoi"]["ci95"] == pytest.approx([0.9, 0.9], abs=1e-12)
+
+
+def test_speaker_intervals_resample_speakers_with_their_utterances(tmp_path: Path) -> None:
+    from codecarena.results.bootstrap import bootstrap_ci
+
+    utterances = tuple(f"utt_{i}" for i in range(6))
+    speakers = {u: f"s{i // 2}" for i, u in enumerate(utterances)}  # three speakers, two utterances each
+    run_dir = make_run(tmp_path, "a", CODECS[:1], utterances=utterances, audio=False, speakers=speakers)
+    by_utterance = lb.compute([run_dir])
+    by_speaker = lb.compute([run_dir], ci_unit="speaker")
+    rows = sorted(rows_of_run(run_dir), key=lambda r: r["utterance"])
+    values = [r["metrics"]["stoi"]["value"] for r in rows]
+    labels = [f"speaker:{r['speaker']}" for r in rows]
+    assert [r["speaker"] for r in rows] == ["s0", "s0", "s1", "s1", "s2", "s2"]
+    # The same bootstrap the compare command uses, called with the speakers as groups.
+    assert by_speaker.entries[0]["metrics"]["stoi"]["ci95"] == list(bootstrap_ci(values, labels, resamples=2000,
+                                                                                   seed=0))
+    assert by_speaker.entries[0]["metrics"]["stoi"]["ci95"] != by_utterance.entries[0]["metrics"]["stoi"]["ci95"]
+    with pytest.raises(lb.LeaderboardError, match="--ci-unit corpus"):
+        lb.compute([run_dir], ci_unit="corpus")
 
 
 def rows_of_run(run_dir: Path) -> list[dict[str, Any]]:

@@ -323,7 +323,8 @@ def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir, mode: s
     """A row: identity and reference from the task, outcome fields from `fields`, the rest as given."""
     return Row(version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
                registry=_runtime_of(opts, spec.family)[0], variant=opts.variant, mode=mode,
-               utterance=ref.utterance.id, language=ref.utterance.language, sample_rate=ARENA_RATE,
+               utterance=ref.utterance.id, language=ref.utterance.language, speaker=ref.utterance.speaker,
+               sample_rate=ARENA_RATE,
                num_samples=ref.num_samples, duration_s=ref.num_samples / ARENA_RATE,
                reference=run.relative(ref.path), reference_sha256=ref.sha256,
                reference_resampled_from=ref.resampled_from, reference_conversions=list(ref.conversions),

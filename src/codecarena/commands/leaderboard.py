@@ -13,6 +13,7 @@ from typing import Any
 from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_ci_cell, weights_label
 from codecarena.results.leaderboard import (
     BY_CHOICES,
+    CI_UNITS,
     LOWER_IS_BETTER,
     SORT_BY_RATE,
     Leaderboard,
@@ -48,11 +49,14 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                              f"({', '.join(COLUMN_GROUPS)}); the codec is always shown")
     parser.add_argument("--by", choices=BY_CHOICES,
                         help="also one table (or export record) per language, beside the pooled one")
+    parser.add_argument("--ci-unit", choices=CI_UNITS, default="utterance",
+                        help="what the 95%% intervals resample: utterances (default, as summary.json) or speakers "
+                             "with all their utterances (utterances of an unknown speaker count as their own)")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet, by=args.by)
+        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet, by=args.by, ci_unit=args.ci_unit)
     except StoreError as exc:
         raise LeaderboardError(str(exc)) from None
     if args.format == "table":
@@ -209,8 +213,9 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
             console.print(table)
         for reason in group.reasons:
             console.print(f"[yellow]{group.id} {reason}[/yellow]", soft_wrap=True)
+    unit = "speakers with their utterances" if board.ci_unit == "speaker" else "utterances"
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
-                  "over ok values +- half its 95% bootstrap interval over utterances (seeded; (n k) when k values "
+                  f"over ok values +- half its 95% bootstrap interval over {unit} (seeded; (n k) when k values "
                   "count), ^ higher is better, v lower is better, failures counted; RTF: medians", soft_wrap=True)
     if hidden_all:
         console.print(f"[yellow]hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "

@@ -129,8 +129,18 @@ def parse_pairs(pair: str | Sequence[str] | None, codecs_a: Sequence[str],
 
 
 def _speakers(run_a: _Run, utterances: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
-    """utterance id -> speaker label, and notes on where the labels come from."""
+    """utterance id -> speaker label, and notes on where the labels come from: the rows (version 4
+    records the speaker), else the smoke manifest."""
     utterances = list(utterances)
+    recorded = {row.utterance: row.speaker for row in run_a.rows if row.speaker}
+    if recorded:
+        mapping = {utt: f"speaker:{recorded[utt]}" if utt in recorded else f"utterance:{utt}" for utt, _ in utterances}
+        own = [utt for utt, _ in utterances if utt not in recorded]
+        notes = ["speakers as run A's rows record them"]
+        if own:
+            notes.append(f"{len(own)} utterance(s) without a recorded speaker, each treated as its own speaker: "
+                         f"{', '.join(own)}")
+        return mapping, notes
     if run_a.plan.set == "smoke":
         from codecarena.datasets import DatasetError, smoke_manifest
 

@@ -221,7 +221,7 @@ def _row_schema() -> Any:
         ("cpu_count", pa.int32()), ("os", pa.string()), ("group_id", pa.string()),
         ("codec", pa.string()), ("codec_order", pa.int32()), ("family", pa.string()),
         ("weights", pa.string()), ("variant", pa.string()), ("registry", pa.string()),
-        ("utterance", pa.string()), ("language", pa.string()), ("status", pa.string()),
+        ("utterance", pa.string()), ("language", pa.string()), ("speaker", pa.string()), ("status", pa.string()),
         ("error", pa.string()), ("sample_rate", pa.int32()), ("num_samples", pa.int64()),
         ("duration_s", pa.float64()), ("representation_bits", pa.int64()), ("payload_bytes", pa.int64()),
         ("representation_bps", pa.float64()), ("payload_bps", pa.float64()),
@@ -260,7 +260,7 @@ def export_rows(runs: list[RunInfo], path: Path, membership: dict[tuple[int, str
                 "group_id": membership.get((run.index, row.codec)),
                 "codec": row.codec, "codec_order": order[row.codec], "family": row.family,
                 "weights": row.weights, "variant": row.variant, "registry": row.registry,
-                "utterance": row.utterance, "language": row.language, "status": row.status,
+                "utterance": row.utterance, "language": row.language, "speaker": row.speaker, "status": row.status,
                 "error": row.error, "sample_rate": row.sample_rate, "num_samples": row.num_samples,
                 "duration_s": row.duration_s, "representation_bits": row.representation_bits,
                 "payload_bytes": row.payload_bytes, "representation_bps": row.representation_bps,
@@ -326,8 +326,10 @@ SELECT run_index, codec, m.output AS output,
        count(*) FILTER (WHERE m.status = 'suspect') AS n_suspect,
        fsum(m.value) FILTER (WHERE m.status IN ('ok', 'suspect'))
          / nullif(count(*) FILTER (WHERE m.status IN ('ok', 'suspect')), 0) AS mean_with_suspect,
-       list(m.value ORDER BY utterance) FILTER (WHERE m.status = 'ok') AS ok_values
-FROM (SELECT run_index, codec, utterance, unnest(metrics) AS m FROM rows)
+       list(m.value ORDER BY utterance) FILTER (WHERE m.status = 'ok') AS ok_values,
+       list(CASE WHEN speaker <> '' THEN 'speaker:' || speaker ELSE 'utterance:' || utterance END ORDER BY utterance)
+         FILTER (WHERE m.status = 'ok') AS ok_speakers
+FROM (SELECT run_index, codec, utterance, speaker, unnest(metrics) AS m FROM rows)
 GROUP BY run_index, codec, m.output
 """
 
@@ -353,6 +355,7 @@ class Leaderboard:
     # entries have "language" None.
     by: str | None = None
     languages: list[str] = field(default_factory=list)
+    ci_unit: str = "utterance"  # what the intervals resample: utterances, or speakers with their utterances
 
     @property
     def pooled(self) -> list[dict[str, Any]]:
@@ -375,14 +378,21 @@ def _query(con: Any, sql: str) -> list[dict[str, Any]]:
 BY_CHOICES = ("language",)
 
 
+CI_UNITS = ("utterance", "speaker")
+
+
 def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | None = None,
-            by: str | None = None) -> Leaderboard:
+            by: str | None = None, ci_unit: str = "utterance") -> Leaderboard:
     """Load the runs, export their rows to Parquet (kept at `rows_parquet` if given) and build the
-    leaderboard with DuckDB; `by="language"` adds one entry per language beside the pooled ones."""
+    leaderboard with DuckDB; `by="language"` adds one entry per language beside the pooled ones;
+    `ci_unit="speaker"` resamples speakers with all their utterances for the intervals (an utterance
+    without a recorded speaker is its own unit)."""
     import duckdb
 
     if by is not None and by not in BY_CHOICES:
         raise LeaderboardError(f"--by {by}: not one of {', '.join(BY_CHOICES)}")
+    if ci_unit not in CI_UNITS:
+        raise LeaderboardError(f"--ci-unit {ci_unit}: not one of {', '.join(CI_UNITS)}")
     runs = (run_dirs_or_runs if run_dirs_or_runs and isinstance(run_dirs_or_runs[0], RunInfo)
             else load_runs(list(run_dirs_or_runs)))  # type: ignore[arg-type]
     groups, membership = group_runs(runs)  # type: ignore[arg-type]
@@ -394,21 +404,21 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
         try:
             source = f"read_parquet({_sql_str(str(path))})"
             con.execute(f"CREATE VIEW rows AS SELECT * FROM {source}")
-            entries, problems = _entries(con), _query(con, METRIC_PROBLEMS_SQL)
+            entries, problems = _entries(con, ci_unit), _query(con, METRIC_PROBLEMS_SQL)
             for language in languages:
                 con.execute(f"CREATE OR REPLACE VIEW rows AS SELECT * FROM {source} "
                             f"WHERE language = {_sql_str(language)}")
-                entries += [{**e, "language": language} for e in _entries(con)]
+                entries += [{**e, "language": language} for e in _entries(con, ci_unit)]
         finally:
             con.close()
     group_order = {g.id: i for i, g in enumerate(groups)}
     entries.sort(key=lambda e: (group_order[e["group"]], e["run_index"], e["codec_order"]))
     names = sorted({n for e in entries for n in e["metrics"]}, key=metric_sort_key)
     return Leaderboard(runs=runs, groups=groups, entries=entries, metric_problems=problems,  # type: ignore[arg-type]
-                       metric_names=names, by=by, languages=languages)
+                       metric_names=names, by=by, languages=languages, ci_unit=ci_unit)
 
 
-def _entries(con: Any) -> list[dict[str, Any]]:
+def _entries(con: Any, ci_unit: str) -> list[dict[str, Any]]:
     """One entry per (run, codec) over the rows the `rows` view holds."""
     entries = [{**e, "language": None} for e in _query(con, CODEC_SQL)]
     stages = _query(con, STAGE_SQL)
@@ -425,7 +435,7 @@ def _entries(con: Any) -> list[dict[str, Any]]:
     for m in metrics:
         by_key[(m["run_index"], m["codec"])]["metrics"][m["output"]] = {
             **{k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable", "n_suspect", "mean_with_suspect")},
-            "ci95": mean_ci(list(m["ok_values"] or []))}
+            "ci95": mean_ci(list(m["ok_values"] or []), list(m["ok_speakers"] or []) if ci_unit == "speaker" else None)}
     for e in entries:
         peaks = [e[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if e[s]["peak_rss_bytes_max"] is not None]
         e["peak_rss_bytes_max"] = max(peaks) if peaks else None

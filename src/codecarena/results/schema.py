@@ -19,11 +19,12 @@ ROW_VERSION = 4
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
-# 1 to 3 did not record how the reference was made from the input (None: not recorded).
+# 1 to 3 did not record how the reference was made from the input (None: not recorded) nor the
+# utterance's speaker ("": unknown).
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
-    3: {"reference_conversions": None},
+    3: {"reference_conversions": None, "speaker": ""},
 }
 
 
@@ -45,6 +46,7 @@ class Row:
     mode: str  # "cold" (a fresh worker process per stage) or "warm" (a persistent worker that keeps the model loaded)
     utterance: str
     language: str
+    speaker: str  # the utterance's speaker as its set declares it; "" when unknown (and before version 4)
     sample_rate: int
     num_samples: int
     duration_s: float

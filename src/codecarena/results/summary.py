@@ -26,11 +26,13 @@ CI_SETTINGS = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit
                          "numpy default_rng(seed); none with fewer than 2 ok values"}
 
 
-def mean_ci(values: list[float]) -> list[float] | None:
-    """The 95% interval of the mean of `values` (given in utterance order); None below 2 values."""
-    if len(values) < 2:
+def mean_ci(values: list[float], units: list[str] | None = None) -> list[float] | None:
+    """The 95% interval of the mean of `values` (given in utterance order), resampling utterances, or
+    the `units` they belong to (one label per value: a speaker with all their utterances); None below
+    2 values or 2 units."""
+    if len(values) < 2 or (units is not None and len(set(units)) < 2):
         return None
-    return list(bootstrap_ci(values, resamples=CI_RESAMPLES, seed=CI_SEED, level=LEVEL))
+    return list(bootstrap_ci(values, units, resamples=CI_RESAMPLES, seed=CI_SEED, level=LEVEL))
 
 
 def _median(values: Iterable[float | None]) -> float | None:
