@@ -355,3 +355,22 @@ def test_aligned_model_metrics_are_suspect_when_the_delay_is_near_the_search_bou
     for name in ("stoi", "mcd", "f0_rmse_cents"):
         assert scored[name]["status"] == "suspect", (name, scored[name])
         assert scored[name]["error"] == scored["stoi"]["error"]
+
+
+def test_batched_dnsmos_equals_the_speechmos_protocol(speech: np.ndarray) -> None:
+    pytest.importorskip("speechmos")
+    from speechmos import dnsmos as speechmos_dnsmos
+
+    from codecarena.metrics.dnsmos import Dnsmos
+
+    model = Dnsmos()
+    noisy = np.clip(speech + 0.02 * np.random.default_rng(2).standard_normal(speech.size), -1, 1)
+    # Short (tiled to the window), one window, and several windows 1 s apart.
+    for audio in (noisy[:16000], noisy, np.tile(noisy, 9)):
+        ours = model.score(audio)
+        theirs = speechmos_dnsmos.run(audio, 16000)
+        for output, key in (("dnsmos_sig", "sig_mos"), ("dnsmos_bak", "bak_mos"), ("dnsmos_ovrl", "ovrl_mos"),
+                            ("dnsmos_p808", "p808_mos")):
+            # One window per call there, all in one call here, one thread here: float32 rounding only.
+            assert ours[output] == pytest.approx(float(theirs[key]), abs=1e-6), (output, len(audio))
+    assert len(model.windows(np.tile(noisy, 9))) > 1

@@ -34,6 +34,7 @@ from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full, row_bytes
 from codecarena.files import sha256_file, write_json
+from codecarena.metrics.guarded import THREAD_SETTINGS
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import store
@@ -496,6 +497,6 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     rows = [done[(s.canonical, u.id)] for s in opts.codecs for u in evalset.utterances]
     write_json(run.summary, summarize(rows))
     execution = {**executor.describe(), "rows_computed": len(tasks), "rows_resumed": len(kept),
-                 "rows_wall_s": rows_wall}
+                 "rows_wall_s": rows_wall, **({"scoring_threads": THREAD_SETTINGS} if scorer is not None else {})}
     write_json(run.run_json, dataclasses.replace(record, execution=execution, finished=True).to_dict())
     return rows

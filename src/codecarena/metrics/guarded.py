@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -114,6 +115,16 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+# One thread for every numerical library in a scoring process: with N row runners, N rows are scored
+# side by side instead of N processes each spreading over every core (docs/performance.md). The
+# metrics also ask their libraries for one thread themselves (onnxruntime sessions, CTranslate2,
+# torch, LiteRT); this covers the BLAS and OpenMP pools under numpy, scipy and librosa.
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "NUMEXPR_NUM_THREADS": "1", "VECLIB_MAXIMUM_THREADS": "1"}
+THREAD_SETTINGS = {"environment": THREAD_ENV, "onnxruntime": "intra_op 1, inter_op 1 (DNSMOS, SwiftF0)",
+                   "ctranslate2_cpu_threads": 1, "torch_num_threads": 1, "litert_num_threads": 1}
+
+
 class GuardedScorer:
     """Scores rows in a guarded scoring process; the same interface as the in-process Scorer."""
 
@@ -174,7 +185,7 @@ class GuardedScorer:
         lifeline = parent_death_preexec() if threading.current_thread() is threading.main_thread() else None
         proc = subprocess.Popen([self.python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=self._log, text=True, encoding="utf-8", start_new_session=True,
-                                preexec_fn=lifeline)
+                                preexec_fn=lifeline, env={**os.environ, **THREAD_ENV})
         self._proc, self.starts = proc, self.starts + 1
         self._fired, self._peak_rss, self._timed_out = False, 0, False
         self._lines = queue.Queue()
