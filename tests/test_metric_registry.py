@@ -214,6 +214,8 @@ def test_reference_side_work_is_done_once_per_reference_across_scorers_and_resum
     again = Scorer(("asr", "speaker_sim"), reference_results=store).score_files(utt, reference, decoded[0])
     assert len(heard) == 7 and len(embedded) == 7  # only the decoded side
     assert again == rows[0]
+    # Without the run's store (a scorer computing its reference side itself), the same values.
+    assert Scorer(("asr", "speaker_sim")).score_files(utt, reference, decoded[0]) == rows[0]
 
 
 def test_too_short_silent_or_clipped_inputs_are_declared_failures_never_numbers(speech: np.ndarray) -> None:

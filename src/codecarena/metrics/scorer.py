@@ -141,7 +141,9 @@ class Scorer:
                 if choice is None:
                     models[lang] = {"not_applicable": f"no ASR model covers language {lang!r}"}
                     continue
-                transcriber = self._transcriber(lang)
+                # Loaded for its settings and let go: the harness describes the run and never
+                # transcribes, and would otherwise hold every ASR model for the whole run.
+                transcriber = self._transcribers.get(lang) or self._load_transcriber(lang)
                 models[lang] = (transcriber.settings if not isinstance(transcriber, str)
                                 else {"choice": choice, "error": transcriber})
             from codecarena.metrics.content import NORMALIZERS, OTHER_NORMALIZER
@@ -232,16 +234,19 @@ class Scorer:
         language then fails with the same one-line reason, without a retry per row)."""
         lang = catalogue.primary_language(language)
         if lang not in self._transcribers:
-            from codecarena.metrics.content import Transcriber
-
-            choice = self.asr_choice(lang)
-            try:
-                if choice is None:
-                    raise catalogue.AsrModelError(f"no ASR model covers language {lang!r}")
-                self._transcribers[lang] = Transcriber(catalogue.resolve(choice), language=lang)
-            except Exception as exc:
-                self._transcribers[lang] = failure_reason(exc)
+            self._transcribers[lang] = self._load_transcriber(lang)
         return self._transcribers[lang]
+
+    def _load_transcriber(self, lang: str) -> Transcriber | str:
+        from codecarena.metrics.content import Transcriber
+
+        choice = self.asr_choice(lang)
+        try:
+            if choice is None:
+                raise catalogue.AsrModelError(f"no ASR model covers language {lang!r}")
+            return Transcriber(catalogue.resolve(choice), language=lang)
+        except Exception as exc:
+            return failure_reason(exc)
 
     def _asr(self, transcriber: Transcriber, reference: np.ndarray, sample_rate: int, reference_sha256: str) -> Asr:
         heard = self._results.get("asr_transcript", reference_sha256, transcriber.identity,
