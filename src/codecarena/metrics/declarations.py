@@ -157,22 +157,17 @@ def _on_alignment(records: Records, alignment: dict[str, Any]) -> Records:
             for name, r in records.items()}
 
 
-def _pitch() -> ScoreFunction:
-    model = pitch.PitchFidelity()
+def _aligned(model_class: Callable[[], Any]) -> Callable[[], ScoreFunction]:
+    """A metric whose model scores the delay-aligned overlap (`scores(reference, decoded, rate,
+    **alignment)`), its values suspect when the delay lies near the search bound."""
+    def load() -> ScoreFunction:
+        model = model_class()
 
-    def score(inputs: Inputs) -> Scored:
-        reference, decoded, alignment = inputs.pair.aligned()
-        return Scored(_on_alignment(model.scores(reference, decoded, inputs.sample_rate, **alignment), alignment))
-    return score
-
-
-def _mcd() -> ScoreFunction:
-    model = mcd.MelCepstralDistortion()
-
-    def score(inputs: Inputs) -> Scored:
-        reference, decoded, alignment = inputs.pair.aligned()
-        return Scored(_on_alignment(model.scores(reference, decoded, inputs.sample_rate, **alignment), alignment))
-    return score
+        def score(inputs: Inputs) -> Scored:
+            reference, decoded, alignment = inputs.pair.aligned()
+            return Scored(_on_alignment(model.scores(reference, decoded, inputs.sample_rate, **alignment), alignment))
+        return score
+    return load
 
 
 def _distill_mos() -> ScoreFunction:
@@ -270,14 +265,14 @@ METRICS: tuple[MetricSpec, ...] = (
                "with reason",
                "SwiftF0 pitch on the delay-aligned overlap: F0 RMSE in cents and log-F0 correlation over frames voiced "
                "in both without a gross error, gross pitch error rate (>20 %), voicing decision error", None,
-               _PITCH_TOLERANCE, _pitch, min_audio_s=0.5),
+               _PITCH_TOLERANCE, _aligned(pitch.PitchFidelity), min_audio_s=0.5),
     MetricSpec("mcd", mcd.OUTPUTS, _SIGNAL_NEEDS, ("pysptk", "numpy"), ("pysptk",), (),
                f"fewer than {mcd.MIN_SPEECH_FRAMES} speech frames in the reference or pysptk's errors -> null with "
                "reason",
                f"mel-cepstral distortion in dB (Kubichek 1993; Kominek et al. 2008): SPTK mel-cepstra of order "
                f"{mcd.ORDER} (pysptk sp2mc, all-pass constant for the rate), c0 excluded, over the reference's "
                f"speech frames (within {mcd.SPEECH_RANGE_DB:g} dB of its loudest) of the delay-aligned overlap, "
-               "no DTW", None, _MCD_TOLERANCE, _mcd, min_audio_s=0.1),
+               "no DTW", None, _MCD_TOLERANCE, _aligned(mcd.MelCepstralDistortion), min_audio_s=0.1),
     MetricSpec("distill_mos", ("distill_mos",), (Need.ARENA_RATE,), ("distillmos", "xls-r-sqa", "torch"),
                ("distillmos", "xls_r_sqa", "torch"),
                (ModelPin("distillmos/weights/distill_mos_v7.pt",
