@@ -14,11 +14,13 @@ from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_ci_
 from codecarena.results.leaderboard import (
     BY_CHOICES,
     CI_UNITS,
+    COLUMN_GROUPS,
     LOWER_IS_BETTER,
     SORT_BY_RATE,
     Leaderboard,
     LeaderboardError,
     compute,
+    metric_group,
     metric_label,
     ranked,
 )
@@ -87,10 +89,6 @@ class Column:
     left: bool = False
 
 
-CONTENT_METRICS = frozenset({"wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived"})
-COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")
-
-
 def _rtf(entry: dict[str, Any], kind: str, digits: int) -> str:
     return (f"{fmt_num(entry['encode'][f'{kind}_rtf_median'], digits)}/"
             f"{fmt_num(entry['decode'][f'{kind}_rtf_median'], digits)}")
@@ -100,7 +98,7 @@ def metric_column(name: str) -> Column:
     arrow = " v" if name in LOWER_IS_BETTER else " ^"
     return Column(name, metric_label(name).replace(" ", "\n") + arrow,
                   lambda e: metric_ci_cell(e["metrics"].get(name), e["rows_ok"]),
-                  "content" if name in CONTENT_METRICS else "quality")
+                  metric_group(name))
 
 
 def all_columns(board: Leaderboard) -> list[Column]:
@@ -149,7 +147,7 @@ def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics:
 def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
     """The width that shows the header's words and every value's first line whole."""
     words = column.header.replace("\n", " ").split(" ")
-    return max(len(text) for text in words + [c.cell(e).split("\n")[0] for e in entries for c in [column]])
+    return max(len(text) for text in words + [column.cell(e).split("\n")[0] for e in entries])
 
 
 # When the terminal is too narrow, columns are hidden in this order (first hidden first).
@@ -163,7 +161,7 @@ def fit_columns(columns: list[Column], entries: list[dict[str, Any]], width: int
     def need(column: Column) -> int:
         return value_width(column, entries) + 2  # rich's padding between columns
     shown = list(columns)
-    order = [k for k in _HIDE_FIRST] + [c.key for c in reversed(columns) if c.group in ("quality", "content")]
+    order = [*_HIDE_FIRST, *(c.key for c in reversed(columns) if c.group in ("quality", "content"))]
     hidden: list[Column] = []
     for key in order:
         if sum(need(c) for c in shown) <= width:
@@ -192,8 +190,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
              if sort != SORT_BY_RATE else "sorted by representation bitrate, lowest first")
     hidden_all: dict[str, str] = {}
     for group in board.groups:
-        sections = [(None, f"all {len(board.languages) or ''} languages pooled".replace("  ", " "))]
-        sections = sections if board.by else [(None, "")]
+        sections = [(None, f"all {len(board.languages)} languages pooled" if board.by else "")]
         sections += [(lang, f"language {lang}") for lang in board.languages]
         for language, what in sections:
             entries = ranked(board.group_entries(group.id, language), sort)

@@ -42,11 +42,8 @@ def weights_label(weights: str) -> str:
     return "pinned by user" if weights == "user" else weights
 
 
-def metric_cell(stats: dict[str, Any] | None) -> str:
-    """A metric's mean over successes, then how many values failed or did not apply."""
-    if not stats:
-        return "-"
-    text = fmt_num(stats["mean"])
+def _counts(stats: dict[str, Any]) -> str:
+    """How many of a metric's values were suspect, failed or did not apply, as "(...)"; "" for none."""
     extra = []
     if stats.get("n_suspect"):
         extra.append(f"{stats['n_suspect']} suspect: {fmt_num(stats['mean_with_suspect'])} with them")
@@ -54,7 +51,15 @@ def metric_cell(stats: dict[str, Any] | None) -> str:
         extra.append(f"{stats['n_failed']} failed")
     if stats["n_not_applicable"]:
         extra.append(f"{stats['n_not_applicable']} n/a")
-    return text + (f" ({', '.join(extra)})" if extra else "")
+    return f"({', '.join(extra)})" if extra else ""
+
+
+def metric_cell(stats: dict[str, Any] | None) -> str:
+    """A metric's mean over successes, then how many values failed or did not apply."""
+    if not stats:
+        return "-"
+    counts = _counts(stats)
+    return fmt_num(stats["mean"]) + (f" {counts}" if counts else "")
 
 
 def metric_ci_cell(stats: dict[str, Any] | None, rows_ok: int | None = None) -> str:
@@ -66,5 +71,5 @@ def metric_ci_cell(stats: dict[str, Any] | None, rows_ok: int | None = None) -> 
     text = fmt_num(stats["mean"]) + (f" +-{fmt_num((ci[1] - ci[0]) / 2)}" if ci else "")
     if rows_ok is not None and stats["n_ok"] != rows_ok:
         text += f" (n {stats['n_ok']})"
-    rest = metric_cell(stats)[len(fmt_num(stats["mean"])):]
-    return text + ("\n" + rest.strip() if rest else "")
+    counts = _counts(stats)
+    return text + (f"\n{counts}" if counts else "")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.metrics import outputs
+from codecarena.metrics.declarations import ASR_OUTPUTS
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
 from codecarena.results.summary import mean_ci
@@ -31,6 +32,14 @@ from codecarena.rundir import RUN
 METRIC_ORDER = outputs.ORDER
 LOWER_IS_BETTER = outputs.LOWER_IS_BETTER
 METRIC_LABELS = outputs.LABELS
+# The groups of leaderboard columns the terminal table (--columns) and the report (checkboxes) show or
+# hide together; a metric output is "content" when it scores the ASR transcript, else "quality".
+COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")
+CONTENT_OUTPUTS = frozenset(ASR_OUTPUTS)
+
+
+def metric_group(name: str) -> str:
+    return "content" if name in CONTENT_OUTPUTS else "quality"
 
 
 class LeaderboardError(ValueError):

@@ -61,7 +61,7 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
         for row in board.runs[run_index].rows:
             if row.utterance not in utterances:
                 utterances.append(row.utterance)
-    shown = listened(utterances, {r.utterance: r.language for (_, _, _), r in rows.items()}, ctx.listen)
+    shown = listened(utterances, {r.utterance: r.language for r in rows.values()}, ctx.listen)
     out = []
     if len(shown) < len(utterances):
         ctx.not_listened += len(utterances) - len(shown)

@@ -151,10 +151,11 @@ CONTROL_FAMILIES = ("pcm",)
 OUT_OF_RANGE = 4.0
 
 
-def _in_range(points: list[tuple[float, float, dict[str, Any], dict[str, Any]]]) -> tuple[float, float, bool]:
-    """The x range the plot shows, and whether a control lies beyond it (marked at the right edge)."""
-    xs = [p[0] for p in points]
-    codecs = [p[0] for p in points if p[2]["family"] not in CONTROL_FAMILIES]
+def _in_range(entries: list[dict[str, Any]]) -> tuple[float, float, bool]:
+    """The kbps range a plot of these entries shows, and whether a control lies beyond it (marked at
+    the right edge)."""
+    xs = [e["representation_bps"] / 1000 for e in entries]
+    codecs = [x for x, e in zip(xs, entries) if e["family"] not in CONTROL_FAMILIES]
     top = max(codecs) if codecs else max(xs)
     beyond = any(x > top * OUT_OF_RANGE for x in xs)
     return min(xs) / 1.6, (top * 2.2 if beyond or not codecs else max(xs) * 2.2), beyond
@@ -176,7 +177,7 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
                else "the metric was not computed in these runs")
         return None, why
     lower = metric in lb.LOWER_IS_BETTER
-    left, right, beyond = _in_range(points)
+    left, right, beyond = _in_range([p[2] for p in points])
     edge = right / 1.25  # where a control beyond the range is drawn
     shown = [(min(x, edge), y, e, stats) for x, y, e, stats in points]
     xs = [p[0] for p in points]
@@ -235,7 +236,7 @@ def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]],
     usable = [e for e in entries if e["representation_bps"]]
     if not usable:
         return None
-    left, right, _ = _in_range([(e["representation_bps"] / 1000, 0.0, e, {}) for e in usable])
+    left, right, _ = _in_range(usable)
     edge = right / 1.25
     fig = _figure(13.5, 3.6)
     panels = [("cold RTF (process start to result)", "cold_rtf_median", True),

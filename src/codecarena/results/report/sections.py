@@ -14,9 +14,6 @@ from codecarena.results.report.markup import code, data_uri, esc, num_td, weight
 from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
 from codecarena.results.schema import Row
 
-CONTENT_OUTPUTS = frozenset({"wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived"})
-COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")  # what the report's checkboxes show or hide
-
 
 def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
     """Metric output -> its description in the runs' metric declarations (the header tooltips)."""
@@ -42,8 +39,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
              '<th data-col-group="rate" title="whole payload file (header and framing) bits / second">payload kbps</th>']
     for n in names:
         arrow = "&darr;" if n in lb.LOWER_IS_BETTER else "&uarr;"
-        kind = "content" if n in CONTENT_OUTPUTS else "quality"
-        head.append(f'<th data-col-group="{kind}" title="{esc(titles.get(n, n))} (mean over successes; '
+        head.append(f'<th data-col-group="{lb.metric_group(n)}" title="{esc(titles.get(n, n))} (mean over successes; '
                     f'{"lower" if n in lb.LOWER_IS_BETTER else "higher"} is better)">{esc(lb.metric_label(n))} {arrow}</th>')
     head += ['<th data-col-group="cost" title="median over rows: process start + imports + load + I/O + first call, / '
              'audio s">dec RTF cold</th>',
@@ -105,7 +101,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
     lang = f' data-language="{esc(language)}"' if language else ""
-    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
+    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in lb.COLUMN_GROUPS)
     return (f'<div class="columns">columns: {toggles}</div>'
             f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
             f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
