@@ -178,13 +178,14 @@ def _pyav_facts(path: Path, name: str, why_not_sndfile: str) -> AudioFacts:
                       subtype=codec, streamed_header=False, reader="pyav")
 
 
-def read_audio(path: Path, facts: AudioFacts) -> np.ndarray:
-    """The samples of a checked file as (frames, channels) float64, read the way check_audio_file found."""
-    if facts.reader == "pyav":
-        samples = _pyav_decode(Path(path), str(path), "")[0]
-    else:
-        samples, _ = sf.read(str(path), dtype="float64", always_2d=True)
-    if samples.shape != (facts.num_samples, facts.channels):
-        raise AudioInputError(f"{path}: changed since it was checked ({samples.shape[0]} frames x {samples.shape[1]} "
-                              f"channels, was {facts.num_samples} x {facts.channels})")
+def read_audio(path: Path, sample_rate: int, num_samples: int) -> np.ndarray:
+    """The samples of a file check_audio_file accepted, as (frames, channels) float64, read the same
+    way (libsndfile, else FFmpeg); AudioInputError when it no longer has the rate and length it had."""
+    try:
+        samples, rate = sf.read(str(path), dtype="float64", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError) as exc:
+        samples, rate, _, _ = _pyav_decode(Path(path), str(path), str(exc).splitlines()[0])
+    if (rate, samples.shape[0]) != (sample_rate, num_samples):
+        raise AudioInputError(f"{path}: changed since it was checked ({samples.shape[0]} frames at {rate} Hz, was "
+                              f"{num_samples} at {sample_rate} Hz)")
     return samples

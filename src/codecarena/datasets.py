@@ -426,6 +426,7 @@ def load_input_dir(path: Path, channels: str = "mix") -> EvalSet:
         lossless_mono = facts.lossless_pcm and facts.channels == 1
         note = mislabelled(p, facts)
         source_format = "" if lossless_mono and note is None else facts.described() + (f"; {note}" if note else "")
+        digest = sha256_file(p)
         for suffix, channel in _channel_views(facts, channels):
             utt_id = base_id + suffix
             if reason := unsafe_id_reason(utt_id):
@@ -443,7 +444,7 @@ def load_input_dir(path: Path, channels: str = "mix") -> EvalSet:
                     critical=m.get("critical", ()),
                     sample_rate=facts.sample_rate,
                     num_samples=facts.num_samples,
-                    sha256=sha256_file(p),
+                    sha256=digest,
                     speaker=m.get("speaker", ""),
                     license=m.get("license", ""),
                     source_format=source_format,

@@ -28,7 +28,7 @@ import soxr
 
 from codecarena import variants
 from codecarena.arena import ARENA_RATE
-from codecarena.audio_input import check_audio_file, read_audio
+from codecarena.audio_input import read_audio
 from codecarena.codecs.base import to_int16
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
@@ -149,8 +149,8 @@ def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
 def reference_audio(utt: Utterance) -> tuple[np.ndarray, int, tuple[str, ...]]:
     """The mono samples of an utterance's file at its own rate (decoded, its channel taken), the rate,
     and the steps, the arena-rate resampling included when it will follow."""
-    facts = check_audio_file(utt.path)
-    samples = read_audio(utt.path, facts)
+    # The file was checked when the set was loaded; read once, its rate and length checked again.
+    samples = read_audio(utt.path, utt.sample_rate, utt.num_samples)
     steps = [f"decoded {utt.source_format}"] if utt.source_format else []
     if utt.channel == "mix":
         audio = samples.mean(axis=1)
@@ -162,9 +162,9 @@ def reference_audio(utt: Utterance) -> tuple[np.ndarray, int, tuple[str, ...]]:
         steps.append(f"took channel {index + 1} of {samples.shape[1]} ({utt.channel})")
     else:
         audio = samples[:, 0]
-    if facts.sample_rate != ARENA_RATE:
-        steps.append(f"resampled {facts.sample_rate} -> {ARENA_RATE} Hz (soxr VHQ)")
-    return audio, facts.sample_rate, tuple(steps)
+    if utt.sample_rate != ARENA_RATE:
+        steps.append(f"resampled {utt.sample_rate} -> {ARENA_RATE} Hz (soxr VHQ)")
+    return audio, utt.sample_rate, tuple(steps)
 
 
 def _atomic_copy(src: Path, dst: Path) -> None:
@@ -442,10 +442,10 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
                 raise RunError(f"{run_dir}: --add adds codec configurations only, but the run differs in "
                                f"{', '.join(others)}; use the same options as the run (see its run.json)")
         elif previous != plan:
-            differs = ", ".join(_plan_differences(previous, plan))
+            differs = _plan_differences(previous, plan)
             hint = (" (to add codec configurations to it, rerun with --add)"
-                    if _plan_differences(previous, plan) in (["codecs"], ["codecs", "runtimes"]) else "")
-            raise RunError(f"{run_dir}: holds a run with a different plan ({differs}){hint}; "
+                    if differs in (["codecs"], ["codecs", "runtimes"]) else "")
+            raise RunError(f"{run_dir}: holds a run with a different plan ({', '.join(differs)}){hint}; "
                            f"use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
     record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256,

@@ -166,16 +166,19 @@ def run(args: argparse.Namespace) -> int:
     opts = dataclasses.replace(opts, out=out)
     total = len(specs) * len(evalset.utterances)
     if args.add and (out / "run.json").is_file():
+        from codecarena.pipeline import added_codecs
         from codecarena.results.record import RunLoadError, read_record
 
         try:
-            earlier = [c.codec for c in read_record(out).plan.codecs]
+            earlier = read_record(out).plan
         except RunLoadError:
-            earlier = []  # execute() refuses it with the reason
-        added = [c for c in canon if c not in earlier]
-        total = (len(earlier) + len(added)) * len(evalset.utterances)
-        console.print(f"adding {len(added)} codec configurations ({', '.join(added) or 'none new'}) to the "
-                      f"{len(earlier)} of the run in {out}")
+            earlier = None  # execute() refuses it with the reason
+        if earlier is not None:
+            merged = added_codecs(earlier, opts).codecs
+            added = [s.canonical for s in merged[len(earlier.codecs):]]
+            total = len(merged) * len(evalset.utterances)
+            console.print(f"adding {len(added)} codec configurations ({', '.join(added) or 'none new'}) to the "
+                          f"{len(earlier.codecs)} of the run in {out}")
     console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
                   f"{total // max(1, len(evalset.utterances))} codec configurations; run directory {out}")
     for line in input_notes(evalset):
