@@ -34,7 +34,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,6 +46,7 @@ import soundfile as sf
 
 from codecarena.datasets import load_smoke
 from codecarena.machine import cpu_model
+from throughput import ray_possible, run_command  # bench/throughput.py, beside this script
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = ("opus:12k", "codec2:3200")
@@ -168,10 +168,7 @@ class TreePeak:
 
 def run(args: list[str], out: Path, netns: bool = False) -> dict[str, Any]:
     """One `codecarena run`: its rows-phase wall, rows, and the process tree's peak RSS."""
-    cmd = [sys.executable, "-m", "codecarena", "run", *args, "--out", str(out)]
-    if netns:
-        cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(run_command(args, out, netns), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = TreePeak(proc.pid)
     stdout, stderr = proc.communicate()
     rss = peak.stop()
@@ -196,7 +193,7 @@ def main() -> None:
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
     codecs = tuple(args.codecs or CODECS)
-    ray = not args.no_ray and subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+    ray = ray_possible(args.no_ray)
     work = Path(tempfile.mkdtemp(prefix="cc-pipe-"))
     corpus = work / "corpus"
     corpus.mkdir()

@@ -79,11 +79,20 @@ def floor(codec: str, corpus: Path) -> float:
     return time.perf_counter() - start
 
 
+def ray_possible(no_ray: bool) -> bool:
+    """Whether this process may make a loopback-only network namespace for Ray (`unshare`, as root)."""
+    return not no_ray and subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+
+
+def run_command(args: list[str], out: Path, netns: bool = False) -> list[str]:
+    """The argv of one `codecarena run` into `out`, in a loopback-only network namespace with `netns`."""
+    cmd = [sys.executable, "-m", "codecarena", "run", *args, "--out", str(out)]
+    return ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd] if netns else cmd
+
+
 def run(args: list[str], out: Path, netns: bool = False) -> tuple[float, float]:
     """(command wall, rows-phase wall) of one `codecarena run`."""
-    cmd = [sys.executable, "-m", "codecarena", "run", *args, "--out", str(out)]
-    if netns:
-        cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
+    cmd = run_command(args, out, netns)
     start = time.perf_counter()
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     wall = time.perf_counter() - start
@@ -117,7 +126,7 @@ def main() -> None:
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
     codecs = tuple(args.codecs or CODECS)
-    ray = not args.no_ray and subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+    ray = ray_possible(args.no_ray)
     work = Path(tempfile.mkdtemp(prefix="cc-bench-"))
     corpus = work / "corpus"
     corpus.mkdir()
