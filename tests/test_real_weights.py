@@ -27,6 +27,7 @@ CASES = {
     "mimi": ("mimi:8", {"model.safetensors": "mimi/mimi-v1-seed0/model.safetensors",
                         "config.json": "mimi/mimi-v1-seed0/config.json",
                         "preprocessor_config.json": None}),
+    "bigcodec": ("bigcodec:16khz", {"bigcodec.pt": "bigcodec/bigcodec-v1-seed0.pt"}),
 }
 
 

@@ -158,4 +158,14 @@ MIMI = Family(
     options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI)}
+BIGCODEC = Family(
+    name="bigcodec",
+    module="codecarena.codecs.bigcodec",
+    description="BigCodec (bigcodec 0.0.3, own runtime): 16 kHz, 80 Hz frames, one 13-bit codebook = 1040 bps",
+    configs=("16khz",),
+    default_config="16khz",
+    supported_weights="real_or_synthetic",
+    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI, BIGCODEC)}
