@@ -42,6 +42,7 @@ schema_version = 1
 id = "toy"
 display_name = "Toy"
 codec_family = ""
+adapter_blocker = "a test entry"
 roles = ["low_bit_teacher"]
 status = "{status}"
 status_reason = "test"
@@ -124,11 +125,23 @@ def test_entry_for_family_and_list_rows() -> None:
     assert rows["lyra_v2"] == {"id": "lyra_v2", "roles": ["deployment_teacher", "low_bit_teacher"],
                                "status": "streaming_verified", "pins_complete": True, "codec_family": "lyra",
                                "environment": "main", "weights_license": "Apache-2.0", "non_commercial": False,
-                               "files": 3, "sizes_unpublished": []}
+                               "files": 3, "sizes_unpublished": [],
+                               "why": "adapter codecarena.codecs.lyra"}
     assert rows["encodec"]["pins_complete"] is True and rows["encodec"]["environment"] == "isolated"
     assert rows["encodec"]["non_commercial"] is True
     assert rows["dac"]["sizes_unpublished"] == ["weights_24khz.pth"]
     assert rows["xcodec2"]["pins_complete"] is False
+    # Every entry says why it has its status and what runs it, or what keeps an adapter from running it.
+    assert all(row["why"] for row in rows.values())
+    assert rows["bigcodec"]["why"] == "adapter codecarena.codecs.bigcodec"
+    assert rows["wavtokenizer_large_speech_75"]["why"].startswith("no adapter: no PyPI package carries WavTokenizer")
+
+
+def test_an_entry_without_an_adapter_says_what_blocks_one() -> None:
+    with pytest.raises(RegistryError, match="adapter_blocker is required when codec_family is"):
+        parse_entry(toml().replace('adapter_blocker = "a test entry"\n', ""), "toy.toml")
+    with pytest.raises(RegistryError, match="adapter_blocker is only for entries without an adapter"):
+        parse_entry(toml().replace('codec_family = ""', 'codec_family = "opus"'), "toy.toml")
 
 
 # --- parsing ------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ def _table(entries: tuple[Entry, ...]) -> Table:
     table = Table(title=f"codec registry ({len(entries)} entries)")
     for column in ("id", "family", "roles", "status", "pins complete", "weights licence", "runtime"):
         table.add_column(column)
+    table.add_column("why", ratio=1, min_width=30)
     for row in list_rows(entries):
         licence = row["weights_license"] or "-"
         if row["non_commercial"]:
@@ -69,7 +70,7 @@ def _table(entries: tuple[Entry, ...]) -> Table:
         if row["sizes_unpublished"]:
             licence += f"; size unpublished, sha256 is the identity: {', '.join(row['sizes_unpublished'])}"
         table.add_row(row["id"], row["codec_family"] or "-", ", ".join(row["roles"]) or "-", row["status"],
-                      "yes" if row["pins_complete"] else "no", licence, row["environment"])
+                      "yes" if row["pins_complete"] else "no", licence, row["environment"], row["why"])
     return table
 
 

@@ -115,6 +115,8 @@ class Entry:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     kind: str = "codec"
     status_reason: str = ""
+    # Why no catalog adapter runs this entry here, and what would (required while codec_family is "").
+    adapter_blocker: str = ""
     notes: str = ""
     source_release: str = ""
     source_commit_prefix: str = ""
@@ -306,6 +308,11 @@ def parse_entry(text: str, where: str) -> Entry:
     family = top.get("codec_family", str)
     if family and family not in FAMILIES:
         raise top.fail("codec_family", f"{family!r} is not a catalog family ({', '.join(FAMILIES)}) or \"\"")
+    blocker = top.get("adapter_blocker", str, "")
+    if not family and not blocker.strip():
+        raise top.fail("adapter_blocker", "is required when codec_family is \"\" (say what keeps an adapter from running it)")
+    if family and blocker:
+        raise top.fail("adapter_blocker", f"is only for entries without an adapter; codec_family is {family!r}")
     if top.has("source") or kind == "codec":
         source = _source(top.get("source", dict), f"{where}.source")
     else:
@@ -325,7 +332,7 @@ def parse_entry(text: str, where: str) -> Entry:
         id=registry_id, display_name=top.get("display_name", str), codec_family=family, roles=roles,
         status=status, license=top.get("license", str), source_repository=source["repository"],
         source_commit=source["commit"], checkpoint=checkpoint, raw=data, kind=kind, status_reason=reason,
-        notes=top.get("notes", str, ""), source_release=source["release"],
+        adapter_blocker=blocker, notes=top.get("notes", str, ""), source_release=source["release"],
         source_commit_prefix=source["commit_prefix"], source_release_note=source["release_note"],
         source_bundled_by=source["bundled_by"], has_source=top.has("source"), partial_checkpoint=partial,
         rate_knobs=knobs, runtime=runtime, quoted_figures=quoted,

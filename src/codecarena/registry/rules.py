@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from codecarena.registry.catalog import FAMILIES
 from codecarena.registry.entries import (
     lock_file,
     EXACT_PIN,
@@ -187,5 +188,12 @@ def _weights_row(entry: Entry) -> dict[str, Any]:
 def list_rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
     """One row per entry for `codecarena registry list`."""
     return [{"id": e.id, "roles": list(e.roles), "status": e.status, "pins_complete": pins_complete(e),
-             "codec_family": e.codec_family, "environment": e.runtime.environment, **_weights_row(e)}
+             "codec_family": e.codec_family, "environment": e.runtime.environment, "why": why(e), **_weights_row(e)}
             for e in entries]
+
+
+def why(entry: Entry) -> str:
+    """The entry's status reason and what runs it here: its adapter, or what blocks one."""
+    runs = (f"adapter {FAMILIES[entry.codec_family].module}" if entry.codec_family
+            else f"no adapter: {entry.adapter_blocker}")
+    return "; ".join(part for part in (entry.status_reason, runs) if part)
