@@ -137,6 +137,16 @@ def test_entry_for_family_and_list_rows() -> None:
     assert rows["wavtokenizer_large_speech_75"]["why"].startswith("no adapter: no PyPI package carries WavTokenizer")
 
 
+def test_a_no_deps_pin_must_be_one_of_the_runtime_packages() -> None:
+    isolated = 'environment = "isolated"\nlock = "registry/locks/toy.txt"\npackages = ["a==1.0"]'
+    text = toml().replace('environment = "main"\npackages = []', isolated)
+    assert parse_entry(text, "toy.toml").runtime.no_deps == ()
+    with_no_deps = text.replace('packages = ["a==1.0"]', 'packages = ["a==1.0"]\nno_deps = ["a==1.0"]')
+    assert parse_entry(with_no_deps, "toy.toml").runtime.no_deps == ("a==1.0",)
+    with pytest.raises(RegistryError, match="toy.toml.runtime: no_deps entry 'b==2.0' is not one of the runtime's packages"):
+        parse_entry(text.replace('packages = ["a==1.0"]', 'packages = ["a==1.0"]\nno_deps = ["b==2.0"]'), "toy.toml")
+
+
 def test_an_entry_without_an_adapter_says_what_blocks_one() -> None:
     with pytest.raises(RegistryError, match="adapter_blocker is required when codec_family is"):
         parse_entry(toml().replace('adapter_blocker = "a test entry"\n', ""), "toy.toml")

@@ -82,14 +82,20 @@ def synthetic_checkpoint_dict(seed: int, config: dict[str, Any] = CONFIG_16KHZ) 
     generator = torch.Generator().manual_seed(seed)
     speech = torch.from_numpy(training_audio(rate).astype(np.float32))[None, None, :]
     with torch.no_grad():
-        residual = model.encoder(model.preprocess(speech, rate))
-        for layer in model.quantizer.quantizers:
-            projected = layer.in_proj(residual)[0].T  # frames x codebook_dim
-            pick = torch.randint(0, projected.shape[0], (layer.codebook_size,), generator=generator)
-            layer.codebook.weight.copy_(projected[pick])
-            z_q, _, _, _, _ = layer(residual)
-            residual = residual - z_q
+        draw_codebooks(model.quantizer, model.encoder(model.preprocess(speech, rate)), generator)
     return {"state_dict": model.state_dict(), "metadata": {"kwargs": dict(config)}}
+
+
+def draw_codebooks(quantizer: Any, residual: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Fill each codebook of a DAC `ResidualVectorQuantize`, layer by layer on the residual, with rows
+    drawn from that layer's projected latents (frames x codebook_dim); returns what is left."""
+    for layer in quantizer.quantizers:
+        projected = layer.in_proj(residual)[0].T
+        pick = torch.randint(0, projected.shape[0], (layer.codebook_size,), generator=generator)
+        layer.codebook.weight.copy_(projected[pick])
+        z_q, _, _, _, _ = layer(residual)
+        residual = residual - z_q
+    return residual
 
 
 def load_checkpoint(weights: Weights, config: dict[str, Any] = CONFIG_16KHZ) -> DAC:

@@ -168,4 +168,19 @@ BIGCODEC = Family(
     options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI, BIGCODEC)}
+FISH_DAC = Family(
+    name="fish_dac",
+    module="codecarena.codecs.fish_dac",
+    description="Fish Audio codec (fish-speech 0.1.0 modded_dac, own runtime): 44.1 kHz, 21.5 Hz, a 12-bit "
+                "semantic code + 9 x 10-bit residual codes = 2196.4 bps",
+    configs=("44khz",),
+    default_config="44khz",
+    supported_weights="real_or_synthetic",
+    variants=("eager_snake_v1",),
+    options=(Option("n_quantizers", int, 9, "residual codebooks sent, the rate knob (each adds 215.3 bps; the "
+                    "semantic code is always sent)", minimum=1, maximum=9),
+             Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64)),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI, BIGCODEC,
+                                                   FISH_DAC)}

@@ -99,6 +99,9 @@ class Runtime:
     packages: tuple[str, ...] = ()  # exact "name==version" pins
     # Named, documented repairs `env create` applies after installing the lock (runtime/venvs.py).
     post_install: tuple[str, ...] = ()
+    # Lock pins installed without their declared dependencies: a package whose metadata asks for far
+    # more than the code codecarena imports from it (fish-speech declares gradio, wandb, ...).
+    no_deps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -238,7 +241,7 @@ POST_INSTALL_FIXES = ("strip_torchaudio_extensions",)
 def _runtime(data: Any, where: str) -> Runtime:
     table = _Table(data, where)
     runtime = Runtime(table.get("python", str), table.get("environment", str), table.get("lock", str, ""),
-                      table.strings("packages", []), table.strings("post_install", []))
+                      table.strings("packages", []), table.strings("post_install", []), table.strings("no_deps", []))
     table.done()
     for fix in runtime.post_install:
         if fix not in POST_INSTALL_FIXES:
@@ -259,6 +262,9 @@ def _runtime(data: Any, where: str) -> Runtime:
     for pin in runtime.packages:
         if not EXACT_PIN.fullmatch(pin):
             raise table.fail("packages", f"entry {pin!r} is not an exact name==version pin")
+    for pin in runtime.no_deps:
+        if pin not in runtime.packages:
+            raise table.fail("no_deps", f"entry {pin!r} is not one of the runtime's packages")
     return runtime
 
 

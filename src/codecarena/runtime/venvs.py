@@ -113,11 +113,17 @@ def create(entry: Entry, log: Any = None) -> Path:
     tmp.parent.mkdir(parents=True, exist_ok=True)
     base = shutil.which(f"python{entry.runtime.python}") or sys.executable
     lock = tmp.parent / f".{entry.id}.lock.txt"
-    lock.write_text(lock_text(entry), encoding="utf-8")
+    text = lock_text(entry)
+    lock.write_text(text, encoding="utf-8")
+    with_deps = tmp.parent / f".{entry.id}.with-deps.txt"
+    with_deps.write_text("".join(line for line in text.splitlines(keepends=True)
+                                 if line.strip() not in entry.runtime.no_deps), encoding="utf-8")
+    pip = [str(_python(tmp)), "-m", "pip", "install", "--quiet", "--no-input"]
     try:
         subprocess.run([base, "-m", "venv", str(tmp)], check=True, stdout=log, stderr=log)
-        subprocess.run([str(_python(tmp)), "-m", "pip", "install", "--quiet", "--no-input", "-r", str(lock)],
-                       check=True, stdout=log, stderr=log)
+        subprocess.run([*pip, "-r", str(with_deps)], check=True, stdout=log, stderr=log)
+        if entry.runtime.no_deps:
+            subprocess.run([*pip, "--no-deps", *entry.runtime.no_deps], check=True, stdout=log, stderr=log)
         site = subprocess.run([str(_python(tmp)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
         for fix in entry.runtime.post_install:
@@ -142,6 +148,7 @@ def create(entry: Entry, log: Any = None) -> Path:
         raise RuntimeMissing(f"{entry.id}: building the runtime failed ({exc})") from None
     finally:
         lock.unlink(missing_ok=True)
+        with_deps.unlink(missing_ok=True)
     return folder
 
 
