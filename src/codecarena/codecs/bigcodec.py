@@ -24,7 +24,14 @@ from bigcodec.modules import CodecDecoder, CodecEncoder
 
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, checkpoint_weights, parameter_stats, training_audio
+from codecarena.codecs.torch_weights import (
+    Weights,
+    checkpoint_weights,
+    parameter_stats,
+    shapes_of,
+    state_mismatch,
+    training_audio,
+)
 from codecarena.payload import Payload
 
 REGISTRY_ID = "bigcodec"
@@ -87,16 +94,10 @@ def load_checkpoint(weights: Weights) -> BigCodecModel:
         raise ValueError(f"{path}: not a BigCodec checkpoint (a dict with state dicts under {' and '.join(SIDES)})")
     model = BigCodecModel()
     for side, module in zip(SIDES, (model.encoder, model.decoder)):
-        shapes = {k: tuple(v.shape) for k, v in released_names(module.state_dict()).items()}
-        state = saved[side]
-        missing, unexpected = sorted(shapes.keys() - state.keys()), sorted(state.keys() - shapes.keys())
-        reshaped = sorted(k for k in shapes.keys() & state.keys()
-                          if not isinstance(state[k], torch.Tensor) or tuple(state[k].shape) != shapes[k])
-        problems = [f"{what} {keys[:5]}{'...' if len(keys) > 5 else ''}" for what, keys in
-                    (("missing keys", missing), ("unexpected keys", unexpected), ("wrong shapes", reshaped)) if keys]
-        if problems:
-            raise ValueError(f"{path}: {side} does not match the architecture: {', '.join(problems)}")
-        module.load_state_dict(state, strict=True)
+        mismatch = state_mismatch(shapes_of(released_names(module.state_dict())), saved[side])
+        if mismatch:
+            raise ValueError(f"{path}: {side} does not match the architecture: {mismatch}")
+        module.load_state_dict(saved[side], strict=True)
     return model.eval()
 
 

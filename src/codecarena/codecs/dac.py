@@ -33,7 +33,7 @@ from dac import DAC
 
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, checkpoint_weights, training_audio
+from codecarena.codecs.torch_weights import Weights, checkpoint_weights, shapes_of, state_mismatch, training_audio
 from codecarena.payload import Payload
 
 REGISTRY_ID = "dac"
@@ -117,16 +117,10 @@ def load_checkpoint(weights: Weights, config: dict[str, Any] = CONFIG_16KHZ) -> 
         raise ValueError(f"{path}: checkpoint metadata is not the {config['sample_rate'] / 1000:g} kHz configuration: "
                          + ", ".join(f"{k}={kwargs.get(k)!r} (expected {expected[k]!r})" for k in wrong))
     model = build_model(config)
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    state = saved["state_dict"]
-    missing, unexpected = sorted(shapes.keys() - state.keys()), sorted(state.keys() - shapes.keys())
-    reshaped = sorted(k for k in shapes.keys() & state.keys()
-                      if not isinstance(state[k], torch.Tensor) or tuple(state[k].shape) != shapes[k])
-    if missing or unexpected or reshaped:
-        raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
-                         f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
-                         f"{'...' if len(unexpected) > 5 else ''}, wrong shapes {reshaped[:5]}")
-    model.load_state_dict(state, strict=True)
+    mismatch = state_mismatch(shapes_of(model.state_dict()), saved["state_dict"])
+    if mismatch:
+        raise ValueError(f"{path}: checkpoint does not match the architecture: {mismatch}")
+    model.load_state_dict(saved["state_dict"], strict=True)
     return model.eval()
 
 

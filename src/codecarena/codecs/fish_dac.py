@@ -35,7 +35,7 @@ from omegaconf import OmegaConf
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.dac import draw_codebooks
 from codecarena.codecs.torch_adapter import TorchAdapter
-from codecarena.codecs.torch_weights import Weights, checkpoint_weights, training_audio
+from codecarena.codecs.torch_weights import Weights, checkpoint_weights, shapes_of, state_mismatch, training_audio
 from codecarena.payload import CodeStream, Payload
 
 REGISTRY_ID = "fish_s2_codec"
@@ -92,14 +92,9 @@ def load_checkpoint(weights: Weights) -> torch.nn.Module:
     if any("generator." in k for k in state):
         state = {k.replace("generator.", ""): v for k, v in state.items() if "generator." in k}
     model = build_model()
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    missing, unexpected = sorted(shapes.keys() - state.keys()), sorted(state.keys() - shapes.keys())
-    reshaped = sorted(k for k in shapes.keys() & state.keys()
-                      if not isinstance(state[k], torch.Tensor) or tuple(state[k].shape) != shapes[k])
-    problems = [f"{what} {keys[:5]}{'...' if len(keys) > 5 else ''}" for what, keys in
-                (("missing keys", missing), ("unexpected keys", unexpected), ("wrong shapes", reshaped)) if keys]
-    if problems:
-        raise ValueError(f"{path}: checkpoint does not match the {CONFIG_NAME} architecture: {', '.join(problems)}")
+    mismatch = state_mismatch(shapes_of(model.state_dict()), state)
+    if mismatch:
+        raise ValueError(f"{path}: checkpoint does not match the {CONFIG_NAME} architecture: {mismatch}")
     model.load_state_dict(state, strict=True)
     return model.eval()
 

@@ -32,7 +32,14 @@ from transformers.utils import logging as transformers_logging
 from codecarena.checkpoints import cache_dir
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, generate_once, pinned_files, synthetic_identity, training_audio
+from codecarena.codecs.torch_weights import (
+    Weights,
+    generate_once,
+    pinned_files,
+    state_mismatch,
+    synthetic_identity,
+    training_audio,
+)
 from codecarena.payload import Payload
 
 REGISTRY_ID = "mimi"
@@ -130,13 +137,9 @@ def check_keys(weights: Weights) -> None:
     with torch.device("meta"):
         model = build_model()
     expected = {saved_name(k): tuple(v.shape) for k, v in model.state_dict().items()}
-    found = {k: tuple(v.shape) for k, v in weights.state.items()}
-    missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
-    reshaped = sorted(k for k in set(expected) & set(found) if expected[k] != found[k])
-    if missing or unexpected or reshaped:
-        raise ValueError(f"{weights.path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
-                         f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
-                         f"{'...' if len(unexpected) > 5 else ''}, wrong shapes {reshaped[:5]}")
+    mismatch = state_mismatch(expected, weights.state)
+    if mismatch:
+        raise ValueError(f"{weights.path}: checkpoint does not match the architecture: {mismatch}")
 
 
 def load_model(weights: Weights) -> MimiModel:

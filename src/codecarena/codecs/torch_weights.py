@@ -58,17 +58,29 @@ def weights_only_load(path: Path, data: bytes) -> Any:
                          f"{type(exc).__name__}{': ' + reason[:200] if reason else ''}); refusing to load") from None
 
 
+def state_mismatch(expected: dict[str, tuple[int, ...]], state: dict[str, Any]) -> str:
+    """How a state dict differs from the architecture's key -> shape map, as one clause naming up to
+    five keys of each kind (missing, unexpected, wrong shape or not a tensor); "" when it matches."""
+    missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())
+    reshaped = sorted(k for k in expected.keys() & state.keys()
+                      if not isinstance(state[k], torch.Tensor) or tuple(state[k].shape) != expected[k])
+    return ", ".join(f"{what} {keys[:5]}{'...' if len(keys) > 5 else ''}" for what, keys in
+                     (("missing keys", missing), ("unexpected keys", unexpected), ("wrong shapes", reshaped)) if keys)
+
+
+def shapes_of(state: dict[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in state.items()}
+
+
 def load_strict(model: torch.nn.Module, weights: Weights) -> None:
-    """A strict load of a parsed state dict: any missing or unexpected key is an error naming the keys."""
+    """A strict load of a parsed state dict: any missing, unexpected or reshaped key is an error naming
+    the keys."""
     path, state = weights.path, weights.state
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a state dict")
-    expected = set(model.state_dict())
-    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
-    if missing or unexpected:
-        raise ValueError(f"{path}: checkpoint does not match the architecture: missing keys {missing[:5]}"
-                         f"{'...' if len(missing) > 5 else ''}, unexpected keys {unexpected[:5]}"
-                         f"{'...' if len(unexpected) > 5 else ''}")
+    mismatch = state_mismatch(shapes_of(model.state_dict()), state)
+    if mismatch:
+        raise ValueError(f"{path}: checkpoint does not match the architecture: {mismatch}")
     model.load_state_dict(state, strict=True)
 
 
