@@ -68,6 +68,15 @@ def test_semantic_and_residual_streams_are_all_counted(fish_run: Path) -> None:
         assert len(np.unique(semantic.values)) >= 10 and len(np.unique(residual.values)) >= 10
 
 
+def test_real_weights_are_refused_in_one_line_while_the_checkpoint_is_unpinned(fish_env: dict[str, str],
+                                                                             speech_dir: Path, tmp_path: Path) -> None:
+    result = codecarena("run", "--input", speech_dir, "--codec", "fish_dac", "--out", tmp_path / "r", env=fish_env)
+    assert result.returncode == 2 and not (tmp_path / "r").exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert "fish_s2_codec: registry pins are incomplete (status unpinned)" in line
+    assert "--weights synthetic runs its architecture with seeded weights" in line
+
+
 def test_the_loader_is_strict_and_the_config_pinned(fish_env: dict[str, str], tmp_path: Path) -> None:
     script = f"""
 import torch

@@ -57,8 +57,10 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
         if weights == "user":
             gaps = [gap for gap in gaps if not gap.startswith("checkpoint")]
         if not synthetic and (gaps or (entry.status == "unpinned" and weights != "user")):
+            synthetic_hint = ("; --weights synthetic runs its architecture with seeded weights"
+                              if kind == "real_or_synthetic" else "")
             raise SelectionError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
-                                 f"codecarena refuses to run it until they are supplied")
+                                 f"codecarena refuses to run it until they are supplied{synthetic_hint}")
         found[family] = describe_runtime(entry)
         if weights == "user":
             found[family] |= {"weights_license": "unknown (pinned by user)", "weights_non_commercial": False}
