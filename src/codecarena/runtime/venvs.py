@@ -112,9 +112,7 @@ def create(entry: Entry, log: Any = None) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
     base = shutil.which(f"python{entry.runtime.python}") or sys.executable
-    lock = tmp.parent / f".{entry.id}.lock.txt"
     text = lock_text(entry)
-    lock.write_text(text, encoding="utf-8")
     with_deps = tmp.parent / f".{entry.id}.with-deps.txt"
     with_deps.write_text("".join(line for line in text.splitlines(keepends=True)
                                  if line.strip() not in entry.runtime.no_deps), encoding="utf-8")
@@ -135,7 +133,7 @@ def create(entry: Entry, log: Any = None) -> Path:
             subprocess.run([str(_python(tmp)), "-c", f"import {module}"], check=True, stdout=log, stderr=log,
                            timeout=300)
         record = {"version": 1, "registry": entry.id, "interpreter": str(_python(folder)),
-                  "lock": lock.read_text(encoding="utf-8"), "codecarena": codecarena.__version__,
+                  "lock": text, "codecarena": codecarena.__version__,
                   "codecarena_sha256": package_sha256(), "site": site.replace(str(tmp), str(folder), 1),
                   **_packages_record(_freeze(_python(tmp)))}
         (tmp / RUNTIME_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -147,7 +145,6 @@ def create(entry: Entry, log: Any = None) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise RuntimeMissing(f"{entry.id}: building the runtime failed ({exc})") from None
     finally:
-        lock.unlink(missing_ok=True)
         with_deps.unlink(missing_ok=True)
     return folder
 
