@@ -79,11 +79,12 @@ def test_synthetic_codebooks_give_varied_codes_in_every_layer(mimi_run: Path) ->
 ])
 def test_strict_loading_rejects_what_from_pretrained_would_let_through(
         mimi_run: Path, mimi_env: dict[str, str], tmp_path: Path, damage: str, needle: str) -> None:
-    synthetic = next((Path(mimi_env["XDG_CACHE_HOME"]) / "codecarena").rglob("model.safetensors")).parent
+    synthetic = next((Path(mimi_env["XDG_CACHE_HOME"]) / "codecarena" / "models" / "synthetic" / "mimi").rglob("model.safetensors")).parent
     script = f"""
 import shutil, torch
 from safetensors.torch import load_file, save_file
-from codecarena.codecs.mimi import load_model, safetensors_weights
+from codecarena.codecs.mimi import load_model
+from codecarena.codecs.transformers_weights import safetensors_weights
 state = load_file({str(synthetic / 'model.safetensors')!r})
 if {damage!r} == "drop":
     state.pop("decoder.layers.11.conv.weight")

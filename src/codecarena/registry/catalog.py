@@ -182,5 +182,16 @@ FISH_DAC = Family(
              Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64)),
 )
 
+XCODEC2 = Family(
+    name="xcodec2",
+    module="codecarena.codecs.xcodec2",
+    description="X-Codec 2.0 (transformers 5.24 Xcodec2Model, own runtime): 16 kHz, 50 Hz frames, one 16-bit "
+                "FSQ code = 800 bps",
+    configs=("16khz",),
+    default_config="16khz",
+    supported_weights="real_or_synthetic",
+    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
+)
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI, BIGCODEC,
-                                                   FISH_DAC)}
+                                                   FISH_DAC, XCODEC2)}
