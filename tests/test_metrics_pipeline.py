@@ -12,8 +12,8 @@ import pytest
 import soundfile as sf
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
-from codecarena.metrics.declarations import METRICS, select
-from codecarena.metrics.scorer import metrics_code_sha256
+from codecarena.metrics.declarations import BY_NAME, METRICS, select
+from codecarena.metrics.scorer import Scorer, UtteranceInfo, metrics_code_sha256
 from codecarena.metrics.outputs import LOWER_IS_BETTER
 
 pytestmark = pytest.mark.slow
@@ -50,6 +50,7 @@ def test_pcm_control_scores_as_transparent_on_the_smoke_set(pcm_smoke: Path) -> 
         assert m["visqol"]["value"] >= 3.9 and m["visqol"]["details"]["vnsim"] > 0.99
         assert (m["f0_rmse_cents"]["value"], m["gpe"]["value"], m["vde"]["value"]) == (0.0, 0.0, 0.0)
         assert m["f0_corr"]["value"] == pytest.approx(1.0, abs=1e-12)
+        assert m["mcd"]["status"] == "ok" and m["mcd"]["value"] == pytest.approx(0.0, abs=1e-9)
         for name in ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808"):
             assert 1.0 <= m[name]["value"] <= 5.0
         # The decoded audio is the reference: the same transcript, dWER and dCER 0, the floor's error rates.
@@ -58,6 +59,17 @@ def test_pcm_control_scores_as_transparent_on_the_smoke_set(pcm_smoke: Path) -> 
         model = {"en": "tiny.en", "zh": "base"}[row["language"]]
         assert m["cer"]["details"]["asr"]["model"] == model
         assert m["cer"]["details"]["normalizer"] == {"en": "en-1", "zh": "zh-2"}[row["language"]]
+
+
+def test_pcm_control_has_the_distill_mos_of_its_reference(pcm_smoke: Path) -> None:
+    """A no-reference metric's best end for a codec is the score of the codec's input, not 5: pcm:16
+    hands back the reference, so its Distill-MOS is the reference's own, scored here directly."""
+    scorer = Scorer(("distill_mos",))
+    tolerance = BY_NAME["distill_mos"].rescore_tolerance
+    for row in rows_of(pcm_smoke):
+        reference = pcm_smoke / row["reference"]
+        own = scorer.score_files(UtteranceInfo(row["utterance"], row["language"], None, ()), reference, reference)
+        assert row["metrics"]["distill_mos"]["value"] == pytest.approx(own["distill_mos"]["value"], abs=tolerance)
 
 
 def test_critical_entities_survive_transparent_coding(pcm_smoke: Path) -> None:
@@ -181,7 +193,7 @@ def test_an_asr_model_that_differs_from_its_pins_stops_the_run_with_one_line(tmp
     assert mine.returncode == 2 and "lacks model.bin" in mine.stderr
 
 
-def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:
+def test_opus_6k_scores_below_12k_on_pesq_wb_and_every_new_metric(tmp_path: Path) -> None:
     mirror = need_mirror()
     out = tmp_path / "opus"
     result = codecarena("run", "--data-dir", mirror, "--codec", "opus:6k", "--codec", "opus:12k",
@@ -198,6 +210,10 @@ def test_opus_6k_scores_below_12k_on_pesq_wb(tmp_path: Path) -> None:
         six, twelve = means["opus:6k"][name]["mean"], means["opus:12k"][name]["mean"]
         assert means["opus:6k"][name]["n_ok"] == 10, (name, means["opus:6k"][name])
         assert (six > twelve) if name in LOWER_IS_BETTER else (six < twelve), (name, six, twelve)
+    # gpe cannot rank them: neither rate makes gross pitch errors (Opus 6k none on the smoke set,
+    # 12k two frames of one utterance), so both sit at the floor and their order is noise.
+    for codec in ("opus:6k", "opus:12k"):
+        assert means[codec]["gpe"]["n_ok"] == 10 and means[codec]["gpe"]["mean"] < 0.01, means[codec]["gpe"]
     assert "pesq_wb" in result.stdout  # the per-codec quality table
 
 

@@ -21,7 +21,8 @@ from codecarena.files import sha256_file
 from codecarena.metrics import dnsmos, mcd, outputs, pitch, speaker
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
 from codecarena.metrics.records import Records, Scored, result
-from codecarena.metrics.signal import near_bound_reason
+from codecarena.metrics.signal import (BOUND_MARGIN_S, MAX_DELAY_S, PESQ_SEGMENT_MIN_S, PESQ_SUSPECT_MARGIN,
+                                       near_bound_reason)
 from codecarena.metrics.reference_results import ReferenceResults
 from codecarena.metrics.validity import CLIPPED_SHARE, SILENT_PEAK_DBFS
 
@@ -205,7 +206,13 @@ def _asr() -> ScoreFunction:
 _SIGNAL_NEEDS = (Need.REFERENCE, Need.ARENA_RATE)
 _SIGNAL_POLICY = "exception -> null with '<Type>: <message>'; never a substitute score"
 _PESQ_POLICY = (f"audio over {PESQ_MAX_AUDIO_S:g} s -> null, pesq is not called; pesq's errors (no utterance "
-                f"detected, silent input) -> null with pesq's reason")
+                f"detected, silent input) -> null with pesq's reason; on audio of at least {PESQ_SEGMENT_MIN_S:g} s, "
+                f"a whole-file score more than {PESQ_SUSPECT_MARGIN:g} MOS below that of each of the file's two "
+                "segments (cut at a pause of the reference) -> suspect, the segment scores in details")
+# The validity check of every metric computed on the delay-aligned overlap (signal.near_bound_reason).
+_NEAR_BOUND_POLICY = (f"a delay found within {BOUND_MARGIN_S * 1000:g} ms of the +-{MAX_DELAY_S * 1000:g} ms "
+                      "search bound -> suspect (details near_search_bound)")
+_ALIGNED_POLICY = f"{_SIGNAL_POLICY}; {_NEAR_BOUND_POLICY}"
 # Rescoring tolerances (docs/metrics.md, "Rescoring"). Measured here: every metric recomputes bit
 # for bit between runs, SI-SDR within 2e-13 dB between 1 and 2 CPUs (BLAS threading); the
 # allowances cover another machine's libm, SIMD paths and thread counts. A WER is a ratio of word
@@ -225,19 +232,19 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pesq_nb", ("pesq_nb",), _SIGNAL_NEEDS, ("pesq", "soxr"), ("pesq", "soxr"), (), _PESQ_POLICY,
                "P.862 narrow-band PESQ after soxr (HQ) 16 -> 8 kHz of both signals",
                PESQ_MAX_AUDIO_S, _SIGNAL_TOLERANCE, _signal("pesq_nb"), min_audio_s=0.25),
-    MetricSpec("stoi", ("stoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
+    MetricSpec("stoi", ("stoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _ALIGNED_POLICY,
                "STOI on the delay-aligned overlap (delay recorded in details)", None, _SIGNAL_TOLERANCE,
                _signal("stoi"), min_audio_s=0.4),
-    MetricSpec("estoi", ("estoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _SIGNAL_POLICY,
+    MetricSpec("estoi", ("estoi",), _SIGNAL_NEEDS, ("pystoi",), ("pystoi",), (), _ALIGNED_POLICY,
                "extended STOI on the delay-aligned overlap", None, _SIGNAL_TOLERANCE, _signal("estoi"),
                min_audio_s=0.4),
-    MetricSpec("si_sdr", ("si_sdr",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
+    MetricSpec("si_sdr", ("si_sdr",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _ALIGNED_POLICY,
                "scale-invariant SDR in dB on the delay-aligned overlap (bounded cross-correlation search)", None,
                _SIGNAL_TOLERANCE, _signal("si_sdr"), min_audio_s=0.1),
-    MetricSpec("lsd", ("lsd",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _SIGNAL_POLICY,
+    MetricSpec("lsd", ("lsd",), _SIGNAL_NEEDS, ("numpy", "scipy"), ("scipy",), (), _ALIGNED_POLICY,
                "log-spectral distance in dB (512-sample Hann STFT) on the aligned overlap", None, _SIGNAL_TOLERANCE,
                _signal("lsd"), min_audio_s=0.1),
-    MetricSpec("mel_distance", ("mel_distance",), _SIGNAL_NEEDS, ("librosa",), ("librosa",), (), _SIGNAL_POLICY,
+    MetricSpec("mel_distance", ("mel_distance",), _SIGNAL_NEEDS, ("librosa",), ("librosa",), (), _ALIGNED_POLICY,
                "mean |log10 mel difference| (80 mels) on the aligned overlap", None, _SIGNAL_TOLERANCE,
                _signal("mel_distance"), min_audio_s=0.1),
     MetricSpec("dnsmos", dnsmos.OUTPUTS, (Need.ARENA_RATE,), ("speechmos", "onnxruntime", "librosa"),
@@ -261,14 +268,14 @@ METRICS: tuple[MetricSpec, ...] = (
                ("swift_f0", "onnxruntime"),
                (ModelPin("swift_f0/model.onnx", "6385e8c2ebc3872e82c9ff5946228de44cd3be77a750ea53698b7dbfe94b0a22",
                          135090),),
-               "fewer than 10 frames voiced in both -> F0 outputs null with that reason; model error -> null "
-               "with reason",
+               f"fewer than {pitch.MIN_VOICED_FRAMES} frames voiced in both -> F0 outputs null with that reason; "
+               f"model error -> null with reason; {_NEAR_BOUND_POLICY}",
                "SwiftF0 pitch on the delay-aligned overlap: F0 RMSE in cents and log-F0 correlation over frames voiced "
                "in both without a gross error, gross pitch error rate (>20 %), voicing decision error", None,
                _PITCH_TOLERANCE, _aligned(pitch.PitchFidelity), min_audio_s=0.5),
     MetricSpec("mcd", mcd.OUTPUTS, _SIGNAL_NEEDS, ("pysptk", "numpy"), ("pysptk",), (),
                f"fewer than {mcd.MIN_SPEECH_FRAMES} speech frames in the reference or pysptk's errors -> null with "
-               "reason",
+               f"reason; {_NEAR_BOUND_POLICY}",
                f"mel-cepstral distortion in dB (Kubichek 1993; Kominek et al. 2008): SPTK mel-cepstra of order "
                f"{mcd.ORDER} (pysptk sp2mc, all-pass constant for the rate), c0 excluded, over the reference's "
                f"speech frames (within {mcd.SPEECH_RANGE_DB:g} dB of its loudest) of the delay-aligned overlap, "
