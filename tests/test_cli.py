@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -30,15 +31,36 @@ def test_unknown_codec_is_one_line(tmp_path: Path) -> None:
                     "opus:6k,vbr=maybe", "vbr")
 
 
-def test_truncated_wav_in_input_folder_names_the_file(tmp_path: Path) -> None:
+def test_damaged_wavs_in_an_input_folder_are_listed_and_skipped(tmp_path: Path) -> None:
     mirror = need_mirror()
     folder = tmp_path / "in"
     folder.mkdir()
     data = (mirror / SHORT_CLIPS[0]).read_bytes()
     (folder / "cut.wav").write_bytes(data[: len(data) // 2])
-    result = codecarena("run", "--input", folder, "--codec", "pcm:16", "--out", tmp_path / "r")
+    (folder / "noise.wav").write_bytes(bytes(range(256)) * 16)
+    shutil.copy(mirror / SHORT_CLIPS[1], folder / "good.wav")
+    out = tmp_path / "r"
+    result = codecarena("run", "--input", folder, "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 files of the input are not audio and are skipped: remove them from the folder, or convert them" \
+        in result.stdout
+    assert "  cut.wav: truncated: data chunk declares" in result.stdout
+    assert "  noise.wav: unreadable audio (libsndfile:" in result.stdout
+    assert "set input:in (1 utterances" in result.stdout
+    skipped = json.loads((out / "run.json").read_text())["skipped_inputs"]
+    assert [s["file"] for s in skipped] == ["cut.wav", "noise.wav"]
+    assert skipped[0]["reason"].startswith("truncated: data chunk declares")
+    assert skipped[1]["reason"].startswith("unreadable audio (libsndfile:")
+    assert codecarena("audit", out).returncode == 0
+
+
+def test_a_damaged_wav_given_alone_is_an_error_naming_it(tmp_path: Path) -> None:
+    mirror = need_mirror()
+    data = (mirror / SHORT_CLIPS[0]).read_bytes()
+    (tmp_path / "cut.wav").write_bytes(data[: len(data) // 2])
+    result = codecarena("run", "--input", tmp_path / "cut.wav", "--codec", "pcm:16", "--out", tmp_path / "r")
     _one_line_error(result, "cut.wav")
-    assert not (tmp_path / "r" / "rows.jsonl").exists()
+    assert not (tmp_path / "r").exists()
 
 
 def test_tampered_mirror_file_names_the_file(tmp_path: Path) -> None:
@@ -52,6 +74,26 @@ def test_tampered_mirror_file_names_the_file(tmp_path: Path) -> None:
     victim.write_bytes(bytes(data))
     result = codecarena("run", "--data-dir", copy, "--codec", "pcm:16", "--out", tmp_path / "r")
     _one_line_error(result, "zh_aishell1_BAC009S0002W0123.wav", "sha256")
+
+
+def test_eta_counts_only_rows_computed_in_this_session() -> None:
+    from codecarena.commands.run import eta_s, eta_text
+
+    # `run --add` over 41 resumed rows: 20 s spent, 2 rows computed at 10 s each, 8 left -> 80 s,
+    # whatever the resumed rows were (counting them would say 20/43*8, about 4 s).
+    assert eta_s(20.0, computed=2, remaining=8) == pytest.approx(80.0)
+    assert eta_s(3.0, computed=0, remaining=8) is None  # only resumed rows so far: no pace yet
+    assert eta_s(20.0, computed=0, remaining=0) == 0.0
+    assert eta_text(None) == "unknown yet" and eta_text(79.6) == "80 s"
+
+
+def test_a_failed_row_is_one_log_line_with_its_error() -> None:
+    from codecarena.commands.run import one_line
+
+    assert one_line("encode failed:\n  Traceback\tline 3") == "encode failed: Traceback line 3"
+    long = one_line("x" * 500)
+    assert len(long) == 200 and long.endswith("...")
+    assert one_line("") == "no error text"
 
 
 def test_audit_of_a_missing_directory_is_one_line(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 import soundfile as sf
 
 from codecarena import datasets
+from codecarena.audio_input import AudioInputError, check_audio_file
 from codecarena.datasets import (
     DatasetError,
     default_cache_dir,
@@ -434,35 +436,52 @@ def test_any_audio_is_read_by_content_and_what_is_not_audio_is_listed(tmp_path: 
     assert by_id["disguised"].source_format.endswith("its content is MP3, not the .wav its name says")
     for u in by_id.values():
         assert u.sample_rate in (16000, 44100) and u.num_samples >= 1600
-    # A file named as audio that nothing reads is damaged audio: it stops the run.
+    # A file named as audio that nothing reads is listed like any other unreadable file; the rest is read.
     (tmp_path / "broken.m4a").write_bytes(b"\x00" * 64)
-    with pytest.raises(DatasetError, match=r"broken\.m4a: unreadable audio \(libsndfile:"):
-        load_input_dir(tmp_path)
+    s = load_input_dir(tmp_path)
+    assert sorted(u.id for u in s.utterances) == sorted(by_id)
+    assert [name for name, _ in s.skipped] == ["broken.m4a", "slides.pdf"]
+    assert s.skipped[0][1].startswith("unreadable audio (libsndfile:")
 
 
-def test_truncated_wav_is_rejected(tmp_path: Path) -> None:
+def _folder_skips(folder: Path, name: str, reason: str) -> None:
+    """A damaged file beside a good one: checked alone it is refused naming the file; in the folder it
+    is listed as skipped with the same reason and the good file is read."""
+    with pytest.raises(AudioInputError, match=rf"{re.escape(name)}: {reason}"):
+        check_audio_file(folder / name)
+    sf.write(str(folder / "good.wav"), _tone(16000), 16000, subtype="PCM_16")
+    s = load_input_dir(folder)
+    assert [u.id for u in s.utterances] == ["good"]
+    assert [name_ for name_, _ in s.skipped] == [name] and re.fullmatch(reason, s.skipped[0][1])
+
+
+def test_truncated_wav_is_refused_alone_and_skipped_in_a_folder(tmp_path: Path) -> None:
     path = tmp_path / "cut.wav"
     sf.write(str(path), _tone(16000), 16000, subtype="PCM_16")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 1000])
     # The trap this guards against: libsndfile opens it happily, just with fewer frames.
     assert sf.info(str(path)).frames == 16000 - 500
-    with pytest.raises(DatasetError, match=r"cut\.wav: truncated: data chunk declares 32000 bytes but only 31000"):
-        load_input_dir(tmp_path)
+    _folder_skips(tmp_path, "cut.wav", r"truncated: data chunk declares 32000 bytes but only 31000 are present")
 
 
-def test_truncated_flac_is_rejected(tmp_path: Path) -> None:
+def test_truncated_flac_is_refused_alone_and_skipped_in_a_folder(tmp_path: Path) -> None:
     path = tmp_path / "cut.flac"
     sf.write(str(path), (np.random.default_rng(0).standard_normal(48000) * 3000).astype(np.int16), 16000)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(DatasetError, match=r"cut\.flac: (truncated|unreadable)"):
-        load_input_dir(tmp_path)
+    _folder_skips(tmp_path, "cut.flac", r"(truncated|unreadable).*")
 
 
-def test_unreadable_file_is_rejected(tmp_path: Path) -> None:
+def test_unreadable_wav_is_refused_alone_and_skipped_in_a_folder(tmp_path: Path) -> None:
     (tmp_path / "junk.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEnot really audio")
-    with pytest.raises(DatasetError, match=r"junk\.wav: unreadable audio \(libsndfile: .*No 'data' chunk"):
+    _folder_skips(tmp_path, "junk.wav", r"unreadable audio \(libsndfile: .*No 'data' chunk.*")
+
+
+def test_a_folder_of_only_unreadable_files_is_an_error_naming_one(tmp_path: Path) -> None:
+    (tmp_path / "noise.wav").write_bytes(np.random.default_rng(1).bytes(4096))
+    with pytest.raises(DatasetError, match=r"no audio files found \(1 files that are not audio, e\.g\. noise\.wav: "
+                                           r"unreadable audio"):
         load_input_dir(tmp_path)
 
 

@@ -179,6 +179,11 @@ def test_memory_guard_fails_the_row_and_says_why(speech_dir: Path, tmp_path: Pat
         stage = row["stages"][0]
         assert stage["guard"]["fired"] is True and stage["exit_status"] == -signal.SIGKILL
         assert row["payload"] is None
+    # Output to a pipe: the wait before the first row is announced, and each failure's reason is logged.
+    assert result.stdout.startswith("preparing: loading models and references") or "\npreparing: " in result.stdout
+    failed_lines = [line for line in result.stdout.splitlines() if line.startswith("row ")]
+    assert len(failed_lines) == 2
+    assert all(" failed; elapsed " in line and "memory guard killed the encode worker" in line for line in failed_lines)
     assert codecarena("audit", out).returncode == 0
     # Limits are not the plan: the same run, given room, completes in the same directory.
     result = codecarena("run", "--input", speech_dir, "--codec", "opus:12k", "--out", out, "--memory-limit", "2G")
@@ -239,6 +244,10 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
                        "--add")
     assert added.returncode == 0, added.stdout + added.stderr
     assert "adding 1 codec configurations (codec2:3200) to the 1 of the run" in added.stdout
+    # Resumed rows are read back first and give no pace: the time left waits for a computed row.
+    logged = [line for line in added.stdout.splitlines() if line.startswith("row ")]
+    assert [("resumed" in line, "eta unknown yet" in line) for line in logged[:len(kept)]] == [(True, True)] * len(kept)
+    assert logged[-1].startswith(f"row {2 * len(kept)}/{2 * len(kept)} codec2:3200") and logged[-1].endswith("eta 0 s")
     rows = rows_of(out)
     assert sorted({r["codec"] for r in rows}) == ["codec2:3200", "pcm:16"] and len(rows) == 2 * len(kept)
     assert {r["utterance"]: r["decoded_sha256"] for r in rows if r["codec"] == "pcm:16"} == kept  # not recomputed

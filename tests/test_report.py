@@ -68,10 +68,13 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
              manifest: str = "a" * 64, cpu: str = "Test CPU", cpu_count: int = 2, os_name: str = "Linux-test",
              utterances: tuple[str, ...] = ("utt_a", "utt_b", "utt_c"), fail: tuple[str, str] | None = None,
              audio: bool = True, seed: int = 0, suspect: tuple[str, str] | None = None,
-             languages: dict[str, str] | None = None, speakers: dict[str, str] | None = None) -> Path:
+             languages: dict[str, str] | None = None, speakers: dict[str, str] | None = None,
+             silent: tuple[str, str] | None = None, replay_differs: tuple[str, str] | None = None) -> Path:
     """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
     wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed;
-    `suspect`: (codec, utterance) whose PESQ-WB is suspect; `languages`: utterance -> language (default en)."""
+    `suspect`: (codec, utterance) whose PESQ-WB is suspect; `languages`: utterance -> language (default en);
+    `silent`: (codec, utterance) whose decoded audio failed the silence check; `replay_differs`:
+    (codec, utterance) whose replay decoded other bytes."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -138,6 +141,10 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 "metrics": metrics, "model": model, "stages": stages, "status": "failed" if failed else "ok",
                 "error": "decode: worker exited 1 (boom)" if failed else "",
             }
+            if silent == (codec, utt):
+                row.update(silent=True, checks_passed=False, error="checks failed: decoded audio is silent")
+            if replay_differs == (codec, utt):
+                row.update(replay_sha256="0" * 64, replay_identical=False)
             if speakers is not None:  # the fields version 4 added
                 row.update(speaker=speakers.get(utt, ""), reference_conversions=[])
             rows.append(parse_row(json.loads(json.dumps(row))))
@@ -428,6 +435,28 @@ def test_leaderboard_ranks_fits_the_width_and_says_what_it_hid(tmp_path: Path,
         leaderboard_command.print_table(board, sort="visqol")
 
 
+def test_a_100_column_terminal_shows_the_quality_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from codecarena import console as console_module
+
+    run_dir = make_run(tmp_path, "a", CODECS, audio=False)
+    buffer = io.StringIO()
+    monkeypatch.setattr(console_module, "console", Console(file=buffer, width=100, highlight=False))
+    leaderboard_command.print_table(lb.compute([run_dir]))
+    lines = buffer.getvalue().splitlines()
+    header = next(line for line in lines if "PESQ-WB" in line)
+    assert "STOI" in header
+    # The values, computed here from rows.jsonl, each whole on its codec's line.
+    for codec, *_ in CODECS:
+        values = [r["metrics"] for r in rows_of_run(run_dir) if r["codec"] == codec]
+        line = next(line for line in lines if line.startswith(f" {codec} "))
+        for metric in ("pesq_wb", "stoi"):
+            assert f"{np.mean([m[metric]['value'] for m in values]):.3f} +-" in line, (metric, line)
+    hidden = [line for line in lines if line.startswith("hidden to fit 100 columns")]
+    assert "dWER" in header or (len(hidden) == 1 and "dWER" in hidden[0] and "dwer" in hidden[0])
+
+
 def test_leaderboard_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = make_run(tmp_path, "a", CODECS)
     parser = argparse.ArgumentParser()
@@ -496,6 +525,16 @@ def test_report_html_is_self_contained(tmp_path: Path, monkeypatch: pytest.Monke
     assert "1 failed rows" in md
 
 
+def test_a_failed_check_or_a_differing_replay_marks_the_whole_row(tmp_path: Path) -> None:
+    # Every row of every configuration completed; opus:6k has a silent output, codec2:3200 a replay
+    # that differs, pcm:16 neither: only the first two are marked.
+    run_dir = make_run(tmp_path, "a", CODECS, silent=("opus:6k", "utt_b"), replay_differs=("codec2:3200", "utt_c"))
+    page = report.write_report([run_dir], tmp_path / "r.html", audio="none").read_text()
+    marked = re.findall(r'<tr class="lb-row failed-row" data-codec="([^"]+)"', page)
+    assert sorted(marked) == ["codec2:3200", "opus:6k"]
+    assert '<tr class="lb-row" data-codec="pcm:16"' in page
+
+
 def test_report_breaks_results_down_by_language_with_intervals(tmp_path: Path) -> None:
     utterances = ("utt_a", "utt_b", "utt_c", "utt_d")
     run_dir = make_run(tmp_path, "a", CODECS, utterances=utterances, audio=False,
@@ -525,9 +564,11 @@ def test_the_listening_section_is_bounded_and_takes_each_language_in_turn(tmp_pa
     run_dir = make_run(tmp_path, "a", CODECS[:1], utterances=tuple(utterances), languages=language)
     small = report.write_report([run_dir], tmp_path / "small.html", listen=3).read_text()
     assert small.count('class="utt" data-utterance=') == 3 and "3 of 7 utterances are shown here" in small
+    assert '<h2 id="listening">Listening: 3 of 7 utterances, reference and decoded versions</h2>' in small
     assert small.count("<audio") == 3 * 2  # reference and decoded of each shown utterance
     full = report.write_report([run_dir], tmp_path / "full.html", listen=None)
     assert full.read_text().count('class="utt" data-utterance=') == 7
+    assert '<h2 id="listening">Listening: every utterance (7), reference and decoded versions</h2>' in full.read_text()
     assert (tmp_path / "small.html").stat().st_size < full.stat().st_size / 1.8
     assert "4 utterances are not in the listening section" in (tmp_path / "small.md").read_text()
 
@@ -562,6 +603,26 @@ def test_report_says_which_plots_are_skipped(tmp_path: Path) -> None:
     assert "Plots skipped: DNSMOS OVRL (the metric was not computed in these runs); speaker sim" in page
     assert page.count('<img class="plot"') == 3 + 1
     assert "comparison" not in page.lower().split("<main>")[1][:200]
+
+
+def test_the_cost_plot_marks_synthetic_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.collections import PathCollection
+
+    real = make_run(tmp_path, "real", CODECS[:1], audio=False)
+    synth = make_run(tmp_path, "synth", [("lyra:3200", "lyra", "synthetic", 3.2)], audio=False, seed=1)
+    entries = lb.compute([real, synth]).entries
+    figures: list[Any] = []
+    monkeypatch.setattr(plots, "_png", lambda fig: figures.append(fig) or b"")
+    plots.cost_plot(entries, plots.family_styles([e["family"] for e in entries]), with_run=False)
+    (fig,) = figures
+    for ax in fig.axes:  # cold RTF, warm RTF, peak RSS
+        labels = [t.get_text() for t in ax.texts]
+        assert "lyra:3200 (synthetic)" in labels and "opus:6k" in labels
+        dashed = [c for c in ax.collections if isinstance(c, PathCollection)
+                  and any(dashes is not None for _, dashes in c.get_linestyles())]
+        solid = [c for c in ax.collections if isinstance(c, PathCollection) and c not in dashed]
+        assert dashed and solid  # lyra's points dashed, opus's solid
+        assert all(c.get_offsets()[0][0] == pytest.approx(3.2) for c in dashed)
 
 
 def test_embedded_audio_is_lossless(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 files, and the codec service's `/v1/encode` bodies.
 
 A file is recognised by its content, not its name: libsndfile first (WAV, FLAC, Ogg, MP3, ...), then
-FFmpeg through PyAV (m4a/AAC, Opus in Ogg/WebM, ...). A file neither reads is `NotAudioError`, which a
-folder reader lists and counts. Audio that is recognised but damaged is refused, because a benchmark
-must never score something other than what the user thinks it scores: a data chunk cut short
+FFmpeg through PyAV (m4a/AAC, Opus in Ogg/WebM, ...). A file neither reads is refused, and so is audio
+that is recognised but damaged, because a benchmark must never score something other than what the
+user thinks it scores (a folder reader lists and counts each refused file): a data chunk cut short
 (libsndfile returns the part present), NaN or infinite samples in a float file, a header rate no
 speech recording has, a file too short to hold one codec frame. Every refusal is one line that starts
 with the file and says what to do.
@@ -32,10 +32,6 @@ _STREAMED = 0xFFFFFFFF  # a RIFF size written by a recorder that did not know th
 
 class AudioInputError(ValueError):
     """An audio input codecarena refuses; one line starting with the file."""
-
-
-class NotAudioError(AudioInputError):
-    """A file neither libsndfile nor FFmpeg (PyAV) reads as audio."""
 
 
 @dataclass(frozen=True)
@@ -141,17 +137,17 @@ def _check_samples(name: str, nonfinite: int, frames: int, rate: int) -> None:
 
 def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarray, int, str, str]:
     """(samples as (frames, channels) float64, rate, container, codec) of the first audio stream
-    FFmpeg finds; NotAudioError when there is none."""
+    FFmpeg finds; AudioInputError when there is none."""
     import av
 
     try:
         container = av.open(str(path))
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-        raise NotAudioError(f"{name}: unreadable audio (libsndfile: {why_not_sndfile!r}; FFmpeg: {reason!r})") from None
+        raise AudioInputError(f"{name}: unreadable audio (libsndfile: {why_not_sndfile!r}; FFmpeg: {reason!r})") from None
     with container:
         if not container.streams.audio:
-            raise NotAudioError(f"{name}: unreadable audio (FFmpeg reads it as {container.format.name} without an audio "
+            raise AudioInputError(f"{name}: unreadable audio (FFmpeg reads it as {container.format.name} without an audio "
                                 "stream)")
         stream = container.streams.audio[0]
         rate, channels = stream.rate, stream.channels

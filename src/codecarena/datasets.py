@@ -25,7 +25,7 @@ import soundfile as sf
 import soxr
 
 from codecarena.arena import ARENA_RATE
-from codecarena.audio_input import AudioFacts, AudioInputError, NotAudioError, check_audio_file, mislabelled
+from codecarena.audio_input import AudioFacts, AudioInputError, check_audio_file, mislabelled
 from codecarena.files import DownloadError, DownloadFailed, cache_home, download_verified, sha256_file
 from codecarena.rundir import unsafe_id_reason
 
@@ -96,9 +96,6 @@ def default_cache_dir() -> Path:
 
 
 CHANNEL_CHOICES = ("mix", "left", "right", "each")
-# Names that promise audio: such a file that nothing can read stops the run instead of being skipped.
-AUDIO_NAMES = (".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".wma", ".aiff", ".aif", ".webm",
-               ".mka", ".caf", ".w64", ".au")
 # Text beside the audio of an input folder (transcripts, manifests, notes): read as metadata where the
 # folder's conventions say so, never probed as audio.
 METADATA_SUFFIXES = (".txt", ".json", ".jsonl", ".csv", ".tsv", ".md", ".lab", ".textgrid", ".scp", ".yaml",
@@ -376,7 +373,7 @@ def _channel_views(facts: AudioFacts, policy: str) -> list[tuple[str, str]]:
 
 def load_input_dir(path: Path, channels: str = "mix") -> EvalSet:
     """Every audio file under `path` (recursive, sorted), recognised by content and checked; files
-    that are not audio are listed in `skipped`. A multichannel file is downmixed (`mix`, the mean of its
+    that are not audio or cannot be read as audio are listed in `skipped` with the reason. A multichannel file is downmixed (`mix`, the mean of its
     channels), one channel is taken (`left`, `right`: the first two), or each channel is an utterance
     (`each`, ids `<id>__ch<k>`)."""
     if channels not in CHANNEL_CHOICES:
@@ -400,17 +397,14 @@ def load_input_dir(path: Path, channels: str = "mix") -> EvalSet:
     for p in candidates:
         try:
             facts_of[p] = check_audio_file(p)
-        except NotAudioError as exc:
-            # A file named as audio that reads as nothing is damaged audio: dropping it would change
-            # what is benchmarked without a word, so it stops the run like any other damaged input.
-            if p.suffix.lower() in AUDIO_NAMES:
-                raise DatasetError(str(exc)) from None
-            skipped.append((p.relative_to(root).as_posix(), str(exc).partition(": ")[2]))
         except AudioInputError as exc:
-            raise DatasetError(str(exc)) from None
+            # One damaged or foreign file does not stop a folder: it is left out, and the console
+            # and run.json list it with its reason, so nothing changes what is benchmarked unsaid.
+            skipped.append((p.relative_to(root).as_posix(), str(exc).partition(": ")[2]))
     audio = list(facts_of)
     if not audio:
-        shown = f" ({len(skipped)} files that are not audio, e.g. {skipped[0][0]})" if skipped else ""
+        shown = (f" ({len(skipped)} files that are not audio, e.g. {skipped[0][0]}: {skipped[0][1]})"
+                 if skipped else "")
         raise DatasetError(f"{root}: no audio files found{shown}")
     meta = _input_metadata(root, audio)
 

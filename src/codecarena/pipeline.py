@@ -449,6 +449,7 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
                            f"use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
     record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256,
+                       skipped_inputs=[{"file": name, "reason": reason} for name, reason in evalset.skipped],
                        execution=executor.describe(), finished=False)
     write_json(run.run_json, record.to_dict())
 

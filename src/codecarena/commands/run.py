@@ -14,6 +14,7 @@ from codecarena.corpora import CORPUS_LAYOUTS
 from codecarena.datasets import CHANNEL_CHOICES, EvalSet
 from codecarena.files import sha256_json
 from codecarena.pipeline import Executor, RunOptions, execute, plan_of
+from codecarena.results.schema import Row
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
 from codecarena.specs import parse_spec
 
@@ -90,12 +91,16 @@ def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
 
 
 def input_notes(evalset: EvalSet) -> list[str]:
-    """What the console says about the inputs before the first row: every file that is not audio
-    (skipped, with its reason) and every conversion a reference will go through."""
+    """What the console says about the inputs before the first row: every file that is not readable
+    audio (skipped, with its reason and how to fix it) and every conversion a reference will go through."""
+    from rich.markup import escape
+
     lines = []
     if evalset.skipped:
-        lines.append(f"[yellow]{len(evalset.skipped)} files of the input are not audio and are skipped:[/yellow]")
-        lines += [f"[yellow]  {name}: {reason}[/yellow]" for name, reason in evalset.skipped]
+        lines.append(f"[yellow]{len(evalset.skipped)} files of the input are not audio and are skipped: remove them "
+                     "from the folder, or convert them to wav or flac to include them (listed in run.json as "
+                     "skipped_inputs):[/yellow]")
+        lines += [f"[yellow]  {escape(name)}: {escape(reason)}[/yellow]" for name, reason in evalset.skipped]
     converted = [u for u in evalset.utterances if u.converted or u.sample_rate != ARENA_RATE]
     if converted:
         lines.append(f"{len(converted)} of {len(evalset.utterances)} utterances are converted before coding "
@@ -110,6 +115,35 @@ def input_notes(evalset: EvalSet) -> list[str]:
     return lines
 
 
+def eta_s(elapsed_s: float, computed: int, remaining: int) -> float | None:
+    """Seconds left at the pace of the rows computed in this session; resumed rows are read back in
+    an instant and would make the pace look faster than it is. None before the first computed row."""
+    if remaining == 0:
+        return 0.0
+    if computed == 0:
+        return None
+    return elapsed_s / computed * remaining
+
+
+def eta_text(eta: float | None) -> str:
+    return "unknown yet" if eta is None else f"{eta:.0f} s"
+
+
+def row_problem(row: Row) -> str:
+    """Why a row counts as failed (a stage, a check, or a replay that differs); "" for a good row."""
+    if row.status != "ok" or not row.checks_passed:
+        return row.error or f"{row.status}, checks passed: {row.checks_passed}"
+    if row.replay_sampled and row.replay_identical is not True:
+        return "the replay in a fresh process did not decode identical audio"
+    return ""
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """An error as one log line: whitespace runs collapsed, cut at `limit` characters."""
+    flat = " ".join(text.split()) or "no error text"
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
 def _executor(args: argparse.Namespace) -> Executor:
     if args.executor == "ray":
         from codecarena.executors.ray_cluster import RayExecutor
@@ -121,7 +155,7 @@ def _executor(args: argparse.Namespace) -> Executor:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from codecarena.console import console, print_quality, print_summary
     from codecarena.machine import describe
@@ -186,11 +220,13 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # Piped to a file, a progress bar shows nothing until the end: one log line per row instead.
     log_lines = not console.is_terminal
+    if log_lines:
+        console.print("preparing: loading models and references (the first row waits for them)...")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
+                  TextColumn("eta {task.fields[eta]}"), console=console, transient=False,
                   disable=log_lines) as progress:
         task = progress.add_task("preparing references and starting workers (the first rows also load models)",
-                                 total=total)
+                                 total=total, eta="-")
         resumed_rows = []
         done = [0]
 
@@ -199,12 +235,14 @@ def run(args: argparse.Namespace) -> int:
             if resumed:
                 resumed_rows.append(row)
             done[0] += 1
-            progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})")
+            elapsed = time.monotonic() - started
+            eta = eta_text(eta_s(elapsed, done[0] - len(resumed_rows), total - done[0]))
+            progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})", eta=eta)
             if log_lines:
-                elapsed = time.monotonic() - started
-                eta = elapsed / done[0] * (total - done[0])
+                problem = "" if resumed else row_problem(row)
+                failure = f": {one_line(problem)}" if problem else ""
                 console.print(f"row {done[0]}/{total} {row.codec} {row.utterance} {tag}; elapsed {elapsed:.0f} s, "
-                              f"eta {eta:.0f} s", soft_wrap=True)
+                              f"eta {eta}{failure}", soft_wrap=True, markup=False)
 
         run_info = describe(args.command_line)
         run_info["metrics"] = scorer.describe(languages) if scorer else []
@@ -217,8 +255,7 @@ def run(args: argparse.Namespace) -> int:
     print_summary(summary)
     if scorer:
         print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
-    failed = [r for r in rows if r.status != "ok" or not r.checks_passed
-              or (r.replay_sampled and r.replay_identical is not True)]
+    failed = [r for r in rows if row_problem(r)]
     console.print(f"run directory: {out}")
     if failed:
         console.print(f"[red]{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "

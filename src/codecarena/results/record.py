@@ -5,7 +5,8 @@ valid run is: run.json parses into a `RunRecord` (exact keys, types, a known ver
 rows in plan order, summary.json into its dict (the audit re-derives it).
 
 Version 2 moved the stage limits out of the plan (rows record them); a version 1 record is read with
-those three plan keys kept in `Plan.legacy_limits`, and is otherwise the same.
+those three plan keys kept in `Plan.legacy_limits`, and is otherwise the same. Version 3 added
+`skipped_inputs`; an older record reads with None there (not recorded, which is not "none skipped").
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.results.store import StoreError, load_rows
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 2
+RUN_VERSION = 3
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 
 
@@ -79,6 +80,8 @@ class RunRecord:
     environment: dict[str, Any]  # python, executable, os, cpu, cpu_count, memory_bytes, packages
     metrics: list[dict[str, Any]]  # each metric's declaration (docs/metrics.md)
     runtimes: dict[str, Any]  # registry id -> runtime record
+    # Files of an --input folder that could not be read as audio: {file, reason}; None before version 3.
+    skipped_inputs: list[dict[str, Any]] | None
     plan: Plan
     plan_sha256: str
     execution: dict[str, Any]  # executor, workers, rows_computed, rows_resumed, rows_wall_s
@@ -99,14 +102,16 @@ def parse_run_record(data: Any) -> RunRecord:
     if not isinstance(data, dict):
         raise SchemaError("run.json: expected an object")
     version = data.get("version")
+    if version in (1, 2) and "skipped_inputs" not in data:
+        data = {**data, "skipped_inputs": None}
     if version == 1 and isinstance(data.get("plan"), dict):
         plan = dict(data["plan"])
         legacy = {key: plan.pop(key) for key in _V1_PLAN_LIMITS if key in plan}
         data = {**data, "plan": from_dict(Plan, {**plan, "legacy_limits": legacy or None}, "plan")}
-    elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
+    elif version in (2, RUN_VERSION) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:
-        raise SchemaError(f"run.json version {version!r}, expected 1 or {RUN_VERSION}")
+        raise SchemaError(f"run.json version {version!r}, expected 1 to {RUN_VERSION}")
     return from_dict(RunRecord, data, "run")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import codecarena
 from codecarena.results import leaderboard as lb
 from codecarena.results.report.audio import AUDIO_MODES, AudioStats
-from codecarena.results.report.context import ReportContext, audio_note
+from codecarena.results.report.context import ReportContext, audio_note, listening_heading
 from codecarena.results.report.listening import listening_html
 from codecarena.results.report.markdown import markdown_summary
 from codecarena.results.report.markup import esc
@@ -87,7 +87,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     for group in board.groups:
         listen.append(f'<section class="listen" data-group="{esc(group.id)}"><h3>{esc(group.id)}: '
                       f'{esc(group.title)}</h3>{listening_html(ctx, group)}</section>')
-    sections.append('<h2 id="listening">Listening: every utterance, reference and decoded versions</h2>'
+    sections.append(f'<h2 id="listening">{esc(listening_heading(ctx))}</h2>'
                     '<p class="note">Spectrograms: 0 to 8 kHz, 80 dB range, one colour scale per utterance (set by the '
                     f'reference), so a quieter or band-limited version looks darker. {esc(audio_note(ctx))}</p>'
                     + "".join(listen))

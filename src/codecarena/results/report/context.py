@@ -22,6 +22,16 @@ class ReportContext:
     # so a corpus-sized run makes a report of bounded size.
     listen: int | None = 12
     not_listened: int = 0  # utterances left out of the listening section, over all groups
+    # Distinct utterances over all groups, so the section's heading counts what it shows.
+    listening_shown: set[str] = field(default_factory=set)
+    listening_total: set[str] = field(default_factory=set)
+
+
+def listening_heading(ctx: ReportContext) -> str:
+    shown, total = len(ctx.listening_shown), len(ctx.listening_total)
+    if shown == total:
+        return f"Listening: every utterance ({total}), reference and decoded versions"
+    return f"Listening: {shown} of {total} utterances, reference and decoded versions"
 
 
 def audio_note(ctx: ReportContext) -> str:

@@ -62,6 +62,8 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
             if row.utterance not in utterances:
                 utterances.append(row.utterance)
     shown = listened(utterances, {r.utterance: r.language for r in rows.values()}, ctx.listen)
+    ctx.listening_shown.update(shown)
+    ctx.listening_total.update(utterances)
     out = []
     if len(shown) < len(utterances):
         ctx.not_listened += len(utterances) - len(shown)

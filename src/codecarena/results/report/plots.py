@@ -232,7 +232,8 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
 
 
 def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]], with_run: bool) -> bytes | None:
-    """Cold and warm RTF (encode hollow, decode filled) and peak RSS vs representation kbps."""
+    """Cold and warm RTF (encode hollow, decode filled) and peak RSS vs representation kbps; points of
+    synthetic weights have a dashed edge and "(synthetic)" in their label."""
     usable = [e for e in entries if e["representation_bps"]]
     if not usable:
         return None
@@ -257,16 +258,18 @@ def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]],
                 vals = [("peak", e["peak_rss_bytes_max"] / 2**20)]
             else:
                 vals = [(s, e[s][key]) for s in ("encode", "decode")]
+            # Hollow already means "encode" here, so synthetic weights get a dashed edge and a label instead.
+            synthetic = e["weights"] == "synthetic"
             for stage, v in vals:
                 if v is None or v <= 0:
                     continue
                 filled = stage != "encode"
                 ax.scatter([x], [v], marker=marker, s=40, color=color if filled else "none",
-                           edgecolors=color, linewidths=1.2, zorder=3)
+                           edgecolors=color, linewidths=1.2, linestyles="--" if synthetic else "-", zorder=3)
                 if stage != "encode":
                     labelled.append((x, v))
                     off_scale = x < e["representation_bps"] / 1000
-                    texts.append(_point_label(e, with_run)
+                    texts.append(_point_label(e, with_run) + (" (synthetic)" if synthetic else "")
                                  + (f" at {e['representation_bps'] / 1000:g} kbps" if off_scale else ""))
         _log_kbps_axis(ax)
         ax.set_xlim(left, right)

@@ -97,7 +97,10 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         cells.append(num_td(e["checks_passed"], f'{e["checks_passed"]}/{n}',
                              cls="bad" if e["checks_passed"] < n else "good"))
         cells.append(num_td(e["rows_ok"], f'{e["rows_ok"]}/{n}', cls="bad" if e["rows_ok"] < n else ""))
-        failed = " failed-row" if e["rows_ok"] < n else ""
+        # A check that failed or a replay that differs makes the configuration's numbers as doubtful as
+        # a failed row does, so the whole row is marked for any of them.
+        doubtful = e["rows_ok"] < n or e["checks_passed"] < n or e["replay_identical"] < sampled
+        failed = " failed-row" if doubtful else ""
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
     lang = f' data-language="{esc(language)}"' if language else ""
@@ -146,7 +149,7 @@ def plots_html(ctx: ReportContext, group: lb.Group) -> str:
         cost_html = (f'<figure class="wide" data-metric="cost"><img class="plot" alt="cost vs kbps" '
                      f'src="{data_uri(cost, "image/png")}"><figcaption>Cost vs representation kbps: median cold '
                      f'and warm real-time factor (hollow: encode, filled: decode; log scale, lower is faster) and '
-                     f'peak RSS.</figcaption></figure>')
+                     f'peak RSS; a dashed edge and "(synthetic)" mark synthetic weights.</figcaption></figure>')
     return f'<div class="plots">{"".join(figures)}</div>{note}<div class="plots">{cost_html}</div>'
 
 
