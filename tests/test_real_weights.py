@@ -18,7 +18,7 @@ from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 
 pytestmark = pytest.mark.slow
 
-# family -> (codec configuration, {pinned file name: synthetic file, relative to the synthetic cache})
+# registry entry -> (codec configuration, {pinned file name: synthetic file, relative to the synthetic cache})
 CASES = {
     "encodec": ("encodec:1.5k", {"encodec_24khz-d7cc33bc.th": "encodec/encodec_24khz-v1-seed0.pt"}),
     "dac": ("dac:16khz", {"weights_16khz.pth": "dac/dac_16khz-v1-seed0.pt"}),
@@ -28,6 +28,9 @@ CASES = {
                         "config.json": "mimi/mimi-v1-seed0/config.json",
                         "preprocessor_config.json": None}),
     "bigcodec": ("bigcodec:16khz", {"bigcodec.pt": "bigcodec/bigcodec-v1-seed0.pt"}),
+    "wavtokenizer_large_speech_75": ("wavtokenizer:24khz", {
+        "wavtokenizer_large_speech_320_24k.ckpt":
+            "wavtokenizer_large_speech_75/wavtokenizer_large_speech_75-v1-seed0.pt"}),
 }
 
 

@@ -134,7 +134,8 @@ def test_entry_for_family_and_list_rows() -> None:
     # Every entry says why it has its status and what runs it, or what keeps an adapter from running it.
     assert all(row["why"] for row in rows.values())
     assert rows["bigcodec"]["why"] == "adapter codecarena.codecs.bigcodec"
-    assert rows["wavtokenizer_large_speech_75"]["why"].startswith("no adapter: no PyPI package carries WavTokenizer")
+    assert rows["wavtokenizer_large_speech_75"]["why"] == "adapter codecarena.codecs.wavtokenizer"
+    assert "no adapter: the checkpoint is known only by prefix" in rows["wavtokenizer_small_40"]["why"]
 
 
 def test_a_no_deps_pin_must_be_one_of_the_runtime_packages() -> None:

@@ -193,5 +193,16 @@ XCODEC2 = Family(
     options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
 )
 
+WAVTOKENIZER = Family(
+    name="wavtokenizer",
+    module="codecarena.codecs.wavtokenizer",
+    description="WavTokenizer large speech 75 tokens/s (transformers 5.24 WavTokenizerModel, own runtime): 24 kHz, "
+                "75 Hz frames, one 12-bit codebook = 900 bps",
+    configs=("24khz",),
+    default_config="24khz",
+    supported_weights="real_or_synthetic",
+    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
+)
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI, BIGCODEC,
-                                                   FISH_DAC, XCODEC2)}
+                                                   FISH_DAC, XCODEC2, WAVTOKENIZER)}
