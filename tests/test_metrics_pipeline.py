@@ -245,14 +245,27 @@ def test_score_command_scores_an_existing_pair_of_folders(tmp_path: Path) -> Non
     assert [m["name"] for m in data["metrics"]] == ["pesq_wb", "stoi", "si_sdr"]
     for item in data["scores"]:
         assert item["metrics"]["pesq_wb"]["value"] >= 4.4 and item["metrics"]["si_sdr"]["value"] > 60
-    # A subfolder of references the decoded folder does not have (a mirror's original/) is named, not walked.
+    # A subfolder (a mirror's original/) is named once and not read: its file is no reference.
     (refs / "original").mkdir()
     shutil.copy(mirror / SHORT_CLIPS[0], refs / "original" / "other.wav")
     (refs / "notes.pdf").write_bytes(b"%PDF not audio")
-    beside = codecarena("score", refs, decs, "--metrics", "stoi")
+    top = tmp_path / "top.json"
+    beside = codecarena("score", refs, decs, "--metrics", "stoi", "--json", top)
     assert beside.returncode == 0, beside.stdout + beside.stderr
-    assert f"1 of {len(SHORT_CLIPS) + 1} references have no decoded file" in beside.stdout
-    assert "original/other.wav" in beside.stdout and "notes.pdf: skipped, unreadable audio" in beside.stdout
+    assert beside.stdout.count("original/: subfolder not read (use --recursive)") == 1
+    assert "other.wav" not in beside.stdout and "no decoded file" not in beside.stdout
+    assert "notes.pdf: skipped, unreadable audio" in beside.stdout
+    assert sorted(Path(s["reference"]).name for s in json.loads(top.read_text())["scores"]) == sorted(SHORT_CLIPS)
+    # --recursive reads it: a reference the decoded folder has no subfolder for is listed, not scored.
+    walked = codecarena("score", refs, decs, "--metrics", "stoi", "--recursive")
+    assert walked.returncode == 0, walked.stdout + walked.stderr
+    assert f"1 of {len(SHORT_CLIPS) + 1} references have no decoded file" in walked.stdout
+    assert "original/other.wav" in walked.stdout and "subfolder not read" not in walked.stdout
+    (decs / "original").mkdir()
+    shutil.copy(mirror / SHORT_CLIPS[0], decs / "original" / "other.wav")
+    both = tmp_path / "both.json"
+    assert codecarena("score", refs, decs, "--metrics", "stoi", "--recursive", "--json", both).returncode == 0
+    assert len(json.loads(both.read_text())["scores"]) == len(SHORT_CLIPS) + 1
     (decs / SHORT_CLIPS[1]).unlink()
     missing = codecarena("score", refs, decs, "--metrics", "stoi")
     assert missing.returncode == 2 and SHORT_CLIPS[1].removesuffix(".wav") in missing.stderr

@@ -19,6 +19,9 @@ import soxr
 
 from conftest import codecarena, need_mirror
 
+from codecarena.results.record import parse_run_record
+from codecarena.results.schema import SchemaError
+
 pytestmark = pytest.mark.slow
 
 
@@ -234,6 +237,13 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
     first = codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--metrics", "stoi", "--out", out)
     assert first.returncode == 0, first.stdout + first.stderr
     kept = {r["utterance"]: r["decoded_sha256"] for r in rows_of(out)}
+    first_record = json.loads((out / "run.json").read_text())
+    assert first_record["history"] == []
+    # A version 3 record (no history) still reads, as not recorded; a version 4 one must have it.
+    v3 = {k: v for k, v in first_record.items() if k != "history"}
+    assert parse_run_record({**v3, "version": 3}).history is None
+    with pytest.raises(SchemaError, match="missing keys \\['history'\\]"):
+        parse_run_record(v3)
     plain = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "stoi", "--out", out)
     assert plain.returncode == 2 and "different plan (codecs, runtimes) (to add codec configurations to it, rerun " \
                                      "with --add)" in plain.stderr
@@ -251,8 +261,13 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
     rows = rows_of(out)
     assert sorted({r["codec"] for r in rows}) == ["codec2:3200", "pcm:16"] and len(rows) == 2 * len(kept)
     assert {r["utterance"]: r["decoded_sha256"] for r in rows if r["codec"] == "pcm:16"} == kept  # not recomputed
-    plan = json.loads((out / "run.json").read_text())["plan"]
-    assert [c["codec"] for c in plan["codecs"]] == ["pcm:16", "codec2:3200"]
+    record = json.loads((out / "run.json").read_text())
+    assert [c["codec"] for c in record["plan"]["codecs"]] == ["pcm:16", "codec2:3200"]
+    # The first invocation is kept in the history; the refused ones above never rewrote run.json.
+    assert record["history"] == [{"command": first_record["command"], "created_at": first_record["created_at"],
+                                  "plan_sha256": first_record["plan_sha256"], "codecs": ["pcm:16"]}]
+    assert "codec2:3200" not in first_record["command"] and "--add" in record["command"]
+    assert record["plan_sha256"] != first_record["plan_sha256"]
     assert codecarena("audit", out).returncode == 0
     assert codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--metrics", "stoi", "--add").returncode == 2
 

@@ -573,6 +573,50 @@ def test_the_listening_section_is_bounded_and_takes_each_language_in_turn(tmp_pa
     assert "4 utterances are not in the listening section" in (tmp_path / "small.md").read_text()
 
 
+def test_the_default_listening_choice_ranks_each_configuration_and_samples_the_rest() -> None:
+    from codecarena.results.report.listening import ranked_selection
+
+    fifty = [f"u{i:02d}" for i in range(50)]
+    assert ranked_selection(fifty, [{u: 1.0 for u in fifty}], lower_is_better=False) == fifty
+    utts = [f"u{i:02d}" for i in range(60)]
+    a = {u: float(i) for i, u in enumerate(utts)}  # worst u00, lower median u29, best u59
+    b = {u: float((i + 10) % 60) for i, u in enumerate(utts)}  # value 0 at u50, 29 at u19, 59 at u49
+    chosen = ranked_selection(utts, [a, b], lower_is_better=False)
+    assert chosen == sorted(chosen) and len(chosen) == 6 + 6
+    assert {"u00", "u29", "u59", "u50", "u19", "u49"} <= set(chosen)
+    assert ranked_selection(utts, [a, b], lower_is_better=False) == chosen  # seeded
+    other_seed = ranked_selection(utts, [a, b], lower_is_better=False, seed=1)
+    assert other_seed != chosen and {"u00", "u29", "u59", "u50", "u19", "u49"} <= set(other_seed)
+    # lower is better: u59 is the worst, u00 the best, and the lower middle of 59..0 is 30
+    lower = ranked_selection(utts, [a], lower_is_better=True)
+    assert {"u59", "u30", "u00"} <= set(lower) and len(lower) == 3 + 6
+    # a configuration with values for only some utterances ranks those (u10, u12, u14 by value)
+    partial = ranked_selection(utts, [{"u10": 3.0, "u14": 1.0, "u12": 2.0, "u90": 0.0}], lower_is_better=False)
+    assert {"u10", "u12", "u14"} <= set(partial) and "u90" not in partial and len(partial) == 3 + 6
+
+
+def test_the_report_by_default_embeds_chosen_utterances_and_links_the_rest(tmp_path: Path) -> None:
+    utterances = tuple(f"u{i:02d}" for i in range(53))
+    run_dir = make_run(tmp_path, "a", CODECS[:2], utterances=utterances)
+    rows = rows_of_run(run_dir)
+    ranked: set[str] = set()
+    for codec in ("opus:6k", "codec2:3200"):
+        by_value = sorted((r["metrics"]["pesq_wb"]["value"], r["utterance"]) for r in rows if r["codec"] == codec)
+        ranked |= {by_value[0][1], by_value[26][1], by_value[-1][1]}  # worst, median of 53, best
+    page = report.write_report([run_dir], tmp_path / "report.html", audio="none").read_text()
+    embedded = re.findall(r'class="utt" data-utterance="([^"]+)"', page)
+    assert ranked <= set(embedded) and len(embedded) == len(ranked) + 6
+    assert f"{len(embedded)} of 53 utterances are shown here, more than 50, so each configuration&#x27;s worst" in page
+    assert "by PESQ-WB and 6 more drawn at random (seed 0)" in page
+    linked = re.findall(r'<li data-utterance="([^"]+)">(.*?)</li>', page)
+    assert sorted(u for u, _ in linked) == sorted(set(utterances) - set(embedded))
+    for utt, item in linked:
+        hrefs = re.findall(r'href="([^"]+)"', item)
+        assert hrefs == [f"a/references/{utt}.wav", f"a/decoded/opus_6k/{utt}.wav", f"a/decoded/codec2_3200/{utt}.wav"]
+        assert all((tmp_path / h).is_file() for h in hrefs)
+    assert f"{53 - len(embedded)} utterances are not in the listening section (the default choice" in page
+
+
 def test_report_says_when_comparable_runs_share_no_codec(tmp_path: Path) -> None:
     # Same set, machine and weights kind, different codecs: complementary runs, not a failure.
     a = make_run(tmp_path, "a", CODECS[:1])
@@ -689,10 +733,35 @@ def test_duckdb_equals_summary_of_a_real_run(real_run: Path) -> None:
     assert_matches_summary(board, 0, json.loads((real_run / "summary.json").read_text()))
 
 
-@pytest.mark.slow
-def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
+def _chromium_page(pw: Any, profile: Path, messages: list[str], outside: list[str]) -> tuple[Any, Any]:
+    """A headless Chromium context at 1,400 px and its page, collecting console errors and warnings
+    and every request that leaves the file."""
+    context = pw.chromium.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.on("console", lambda m: messages.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(("data:", "file:")) else None)
+    return context, page
+
+
+def _artifacts(tmp_path: Path) -> Path:
+    artifacts = Path(os.environ.get("CODECARENA_ARTIFACTS") or tmp_path)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    return artifacts
+
+
+def _need_chromium() -> None:
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"chromium is not installed ({CHROMIUM} missing; Debian: apt-get install chromium)")
+
+
+@pytest.mark.slow
+def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
+    _need_chromium()
     from playwright.sync_api import sync_playwright
 
     out = report.write_report([real_run], tmp_path / "report.html")
@@ -702,22 +771,12 @@ def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
     n_refs = len({r["reference_sha256"] for r in rows})
     if _lyra_models():
         assert "lyra:3200" in codecs
-    artifacts = Path(os.environ.get("CODECARENA_ARTIFACTS") or tmp_path)
-    artifacts.mkdir(parents=True, exist_ok=True)
-    shot = artifacts / "report.png"
+    shot = _artifacts(tmp_path) / "report.png"
     messages: list[str] = []
     outside: list[str] = []
     with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-            viewport={"width": 1400, "height": 1000})
+        context, page = _chromium_page(pw, tmp_path / "chromium-profile", messages, outside)
         try:
-            page = context.new_page()
-            page.on("console", lambda m: messages.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
-            page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(("data:", "file:")) else None)
             page.goto(out.as_uri(), wait_until="load")
             lb_rows = page.locator("table.leaderboard tr.lb-row")
             assert lb_rows.count() == len(codecs)
@@ -741,6 +800,74 @@ def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
             page.locator("table.leaderboard th", has_text="repr kbps").click()
             first = page.locator("table.leaderboard tr.lb-row").first.get_attribute("data-codec")
             assert first in ("codec2:3200", "lyra:3200")
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            context.close()
+    assert messages == []
+    assert outside == []
+    assert shot.stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def bilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run over English and Mandarin utterances of the smoke set in which one configuration
+    failed: opus:12k, added with a memory limit no Python worker fits in (as in test_pipeline's guard test)."""
+    mirror = need_mirror()
+    out = tmp_path_factory.mktemp("bilingual") / "run"
+    # Shard 1 of 4 of the smoke set's sorted ids: two English clips and one Mandarin. The signal metrics
+    # are cheap and give the table more columns than fit at 1,400 px.
+    common: list[str | Path] = ["run", "--set", "smoke", "--data-dir", mirror, "--no-download", "--shard", "1/4",
+                                "--metrics", "pesq_wb,pesq_nb,stoi,estoi,si_sdr,lsd,mel_distance", "--out", out]
+    codecarena(*common, "--codec", "opus:6k", "--codec", "pcm:16", check=True)
+    added = codecarena(*common, "--add", "--codec", "opus:12k", "--memory-limit", "20M", "--guard-poll", "0.02")
+    assert added.returncode == 1, added.stdout + added.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_report_in_headless_chromium_by_language_with_a_failed_configuration(bilingual_run: Path,
+                                                                             tmp_path: Path) -> None:
+    _need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    rows = [json.loads(line) for line in (bilingual_run / "rows.jsonl").read_text().splitlines()]
+    assert {r["language"] for r in rows} == {"en", "zh"}
+    assert {r["codec"] for r in rows if r["status"] == "failed"} == {"opus:12k"}
+    out = report.write_report([bilingual_run], tmp_path / "report.html")
+    shot = _artifacts(tmp_path) / "report-by-language.png"
+    messages: list[str] = []
+    outside: list[str] = []
+    with sync_playwright() as pw:
+        context, page = _chromium_page(pw, tmp_path / "chromium-profile", messages, outside)
+        try:
+            page.goto(out.as_uri(), wait_until="load")
+            assert page.locator("details.by-language table.leaderboard[data-language='en']").count() == 1
+            assert page.locator("details.by-language table.leaderboard[data-language='zh']").count() == 1
+            # opus:6k's three utterances give it an interval; pcm:16 has one too (of zero width)
+            for metric in ("pesq_wb", "stoi"):
+                figure = page.locator(f"figure[data-metric='{metric}']")
+                assert figure.get_attribute("data-intervals") == "2"
+                assert "Bars: 95% bootstrap interval of the mean" in figure.locator("figcaption").inner_text()
+                assert figure.locator("img.plot").evaluate("i => i.naturalWidth") > 100
+            pooled = page.locator("table.leaderboard:not([data-language])")
+            box = pooled.locator("xpath=..")  # the scrolling div around the table
+            widths = box.evaluate("d => [d.scrollWidth, d.clientWidth]")
+            assert widths[0] > widths[1] + 100, widths  # the table overflows its box at this width
+            box.evaluate("d => { d.scrollLeft = d.scrollWidth; }")
+            assert box.evaluate("d => d.scrollLeft") > 100
+            left = box.bounding_box()["x"]
+            for cell in pooled.locator("td.codec").all():
+                cell_box = cell.bounding_box()
+                assert cell_box["x"] == pytest.approx(left, abs=1.5) and cell_box["width"] > 20
+            failed = pooled.locator("tr.lb-row[data-codec='opus:12k']")
+            assert "failed-row" in (failed.get_attribute("class") or "")
+            colours = failed.locator("td").evaluate_all("ts => ts.map(t => getComputedStyle(t).backgroundColor)")
+            ok_colours = pooled.locator("tr.lb-row[data-codec='opus:6k'] td").evaluate_all(
+                "ts => ts.map(t => getComputedStyle(t).backgroundColor)")
+            # report.css: failed cells #fdecea, the failed row's codec cell #f8d7d3
+            assert colours[0] == "rgb(248, 215, 211)"
+            assert set(colours[1:]) == {"rgb(253, 236, 234)"}, colours
+            assert not set(ok_colours) & set(colours)
             page.screenshot(path=str(shot), full_page=True)
         finally:
             context.close()

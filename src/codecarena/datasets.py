@@ -371,9 +371,10 @@ def _channel_views(facts: AudioFacts, policy: str) -> list[tuple[str, str]]:
     return [("", policy)]
 
 
-def load_input_dir(path: Path, channels: str = "mix") -> EvalSet:
-    """Every audio file under `path` (recursive, sorted), recognised by content and checked; files
-    that are not audio or cannot be read as audio are listed in `skipped` with the reason. A multichannel file is downmixed (`mix`, the mean of its
+def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) -> EvalSet:
+    """Every audio file under `path` (in its subfolders too unless `recursive` is False; sorted),
+    recognised by content and checked; files that are not audio or cannot be read as audio are listed
+    in `skipped` with the reason. A multichannel file is downmixed (`mix`, the mean of its
     channels), one channel is taken (`left`, `right`: the first two), or each channel is an utterance
     (`each`, ids `<id>__ch<k>`)."""
     if channels not in CHANNEL_CHOICES:
@@ -384,7 +385,7 @@ def load_input_dir(path: Path, channels: str = "mix") -> EvalSet:
     candidates = sorted(
         (
             p
-            for p in root.rglob("*")
+            for p in (root.rglob("*") if recursive else root.iterdir())
             if p.suffix.lower() not in METADATA_SUFFIXES
             and p.is_file()
             # Hidden files are editor/OS droppings (e.g. macOS "._x.wav"), not recordings.

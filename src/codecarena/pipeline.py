@@ -429,11 +429,16 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     if add and not run.run_json.exists():
         raise RunError(f"{run_dir}: --add needs an existing run to add codec configurations to")
     plan = plan_from_dict(plan_of(evalset, opts))
+    history: list[dict[str, Any]] = []
     if run.run_json.exists():
         try:
-            previous = read_record(run_dir).plan
+            earlier = read_record(run_dir)
         except RunLoadError as exc:
             raise RunError(f"{exc}; use another --out directory") from None
+        previous = earlier.plan
+        # run.json is rewritten below: the invocations before this one stay in its history, so an
+        # --add keeps the plan it extended (by hash and codecs) and the command that made it.
+        history = earlier.as_history()
         if add:
             opts = added_codecs(previous, opts)
             plan = plan_from_dict(plan_of(evalset, opts))
@@ -448,7 +453,7 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
             raise RunError(f"{run_dir}: holds a run with a different plan ({', '.join(differs)}){hint}; "
                            f"use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
-    record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256,
+    record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256, history=history,
                        skipped_inputs=[{"file": name, "reason": reason} for name, reason in evalset.skipped],
                        execution=executor.describe(), finished=False)
     write_json(run.run_json, record.to_dict())

@@ -8,6 +8,8 @@ from pathlib import Path
 from codecarena.results.formatting import fmt_mib
 from codecarena.results.report import write_report
 from codecarena.results.report.audio import AUDIO_MODES
+from codecarena.results.report.context import AUTO, Listen
+from codecarena.results.report.listening import LISTEN_ALL_UP_TO, LISTEN_SAMPLE
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -20,17 +22,23 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                         help="embed audio as lossless FLAC (default; WAV bytes where FLAC does not help), the "
                              "WAV files' own bytes, or not at all")
     parser.add_argument("--title", help="page title (default: codecarena report)")
-    parser.add_argument("--listen", default="12", metavar="N|all",
-                        help="utterances per leaderboard in the listening section, taken in turn from each language "
-                             "(default 12; all: every one, the file then grows with the corpus)")
+    parser.add_argument("--listen", default=None, metavar="N|all",
+                        help="utterances per leaderboard embedded in the listening section, taken in turn from each "
+                             "language (all: every one, the file then grows with the corpus); default: every one up to "
+                             f"{LISTEN_ALL_UP_TO}, beyond that each configuration's worst, median and best by PESQ-WB "
+                             f"(else ViSQOL, else STOI) and {LISTEN_SAMPLE} drawn at random; the rest are linked")
 
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.commands.common import CliError
 
-    if args.listen != "all" and not (args.listen.isdigit() and int(args.listen) >= 1):
-        raise CliError(f"--listen {args.listen!r}: expected a number >= 1 or all")
-    listen = None if args.listen == "all" else int(args.listen)
+    listen: Listen = AUTO
+    if args.listen == "all":
+        listen = None
+    elif args.listen is not None:
+        if not (args.listen.isdigit() and int(args.listen) >= 1):
+            raise CliError(f"--listen {args.listen!r}: expected a number >= 1 or all")
+        listen = int(args.listen)
     out = write_report(list(args.run_dirs), args.out, audio=args.audio, title=args.title, listen=listen)
     print(f"report: {out} ({fmt_mib(out.stat().st_size, 1)} MiB); summary: {out.with_suffix('.md')}")
     return 0

@@ -16,8 +16,10 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     score = subparsers.add_parser("score", help="score decoded files against references with the same metrics")
     score.add_argument("ref_dir", type=Path, help="reference wav/flac folder (transcripts as for --input)")
     score.add_argument("dec_dir", type=Path,
-                       help="decoded files with the same relative names; references in subfolders DEC_DIR does not have are "
-                            "listed, not scored")
+                       help="decoded files with the same relative names; with --recursive, references in subfolders "
+                            "DEC_DIR does not have are listed, not scored")
+    score.add_argument("--recursive", action="store_true",
+                       help="also read REF_DIR's subfolders (default: its top folder only; subfolders are named)")
     score.add_argument("--json", type=Path, help="also write every score to this JSON file")
     add_metric_args(score)
 
@@ -30,7 +32,11 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.metrics.scorer import UtteranceInfo
     from codecarena.results.summary import metric_stats
 
-    refs = load_input_dir(args.ref_dir)
+    if not args.recursive and args.ref_dir.is_dir():
+        # A mirror keeps its originals in a subfolder (original/): they are not references unless asked for.
+        for sub in sorted(p.name for p in args.ref_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            console.print(f"[yellow]{sub}/: subfolder not read (use --recursive)[/yellow]", soft_wrap=True)
+    refs = load_input_dir(args.ref_dir, recursive=args.recursive)
     scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances))
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")

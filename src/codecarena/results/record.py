@@ -7,6 +7,8 @@ rows in plan order, summary.json into its dict (the audit re-derives it).
 Version 2 moved the stage limits out of the plan (rows record them); a version 1 record is read with
 those three plan keys kept in `Plan.legacy_limits`, and is otherwise the same. Version 3 added
 `skipped_inputs`; an older record reads with None there (not recorded, which is not "none skipped").
+Version 4 added `history`, the earlier invocations whose record this one replaced (resumed or
+extended with --add); an older record reads with None there (not recorded).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.results.store import StoreError, load_rows
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 3
+RUN_VERSION = 4
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 
 
@@ -82,6 +84,9 @@ class RunRecord:
     runtimes: dict[str, Any]  # registry id -> runtime record
     # Files of an --input folder that could not be read as audio: {file, reason}; None before version 3.
     skipped_inputs: list[dict[str, Any]] | None
+    # Each earlier invocation into this directory, oldest first: {command, created_at, plan_sha256,
+    # codecs}; None before version 4.
+    history: list[dict[str, Any]] | None
     plan: Plan
     plan_sha256: str
     execution: dict[str, Any]  # executor, workers, rows_computed, rows_resumed, rows_wall_s
@@ -89,6 +94,13 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "plan": self.plan.to_dict()}
+
+    def as_history(self) -> list[dict[str, Any]]:
+        """This record's history with this record's own invocation appended: what a record that
+        replaces it keeps."""
+        return [*(self.history or []), {"command": self.command, "created_at": self.created_at,
+                                        "plan_sha256": self.plan_sha256,
+                                        "codecs": [c.codec for c in self.plan.codecs]}]
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
@@ -104,11 +116,13 @@ def parse_run_record(data: Any) -> RunRecord:
     version = data.get("version")
     if version in (1, 2) and "skipped_inputs" not in data:
         data = {**data, "skipped_inputs": None}
+    if version in (1, 2, 3) and "history" not in data:
+        data = {**data, "history": None}
     if version == 1 and isinstance(data.get("plan"), dict):
         plan = dict(data["plan"])
         legacy = {key: plan.pop(key) for key in _V1_PLAN_LIMITS if key in plan}
         data = {**data, "plan": from_dict(Plan, {**plan, "legacy_limits": legacy or None}, "plan")}
-    elif version in (2, RUN_VERSION) and isinstance(data.get("plan"), dict):
+    elif version in (2, 3, RUN_VERSION) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:
         raise SchemaError(f"run.json version {version!r}, expected 1 to {RUN_VERSION}")

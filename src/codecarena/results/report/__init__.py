@@ -21,7 +21,7 @@ from pathlib import Path
 import codecarena
 from codecarena.results import leaderboard as lb
 from codecarena.results.report.audio import AUDIO_MODES, AudioStats
-from codecarena.results.report.context import ReportContext, audio_note, listening_heading
+from codecarena.results.report.context import AUTO, Listen, ReportContext, audio_note, listening_heading
 from codecarena.results.report.listening import listening_html
 from codecarena.results.report.markdown import markdown_summary
 from codecarena.results.report.markup import esc
@@ -48,7 +48,7 @@ def _static(name: str) -> str:
 
 
 def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", title: str | None = None,
-                 listen: int | None = 12) -> Path:
+                 listen: Listen = AUTO) -> Path:
     """Write the self-contained HTML report of `run_dirs` to `out_html` and its Markdown summary
     to `out_html.with_suffix('.md')`; returns `out_html`."""
     if audio not in AUDIO_MODES:
@@ -61,7 +61,8 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     if not board.entries:
         raise ReportError("the runs hold no rows: nothing to report")
     ctx = ReportContext(board=board, audio_mode=audio, audio=AudioStats(mode=audio),
-                        styles=family_styles([e["family"] for e in board.entries]), listen=listen)
+                        styles=family_styles([e["family"] for e in board.entries]), out_dir=out_html.resolve().parent,
+                        listen=listen)
     titles = declaration_titles(board.runs)
     sections = []
     # Leaderboards and plots, one block per group

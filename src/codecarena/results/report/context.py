@@ -4,10 +4,16 @@ what was embedded, the plot styles, and the notes later sections and the Markdow
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
 
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_mib
 from codecarena.results.report.audio import AudioStats
+
+# --listen's default: every utterance up to a bound, then a chosen few per configuration (listening.py).
+AUTO = "auto"
+Listen = int | Literal["auto"] | None  # a count taken in turn per language, AUTO, or None for every utterance
 
 
 @dataclass
@@ -16,11 +22,12 @@ class ReportContext:
     audio_mode: str
     audio: AudioStats
     styles: dict[str, tuple[str, str]]
+    out_dir: Path  # the report's folder: links to files not embedded are relative to it
     skipped_plots: list[tuple[str, str, str]] = field(default_factory=list)  # (group, metric, why)
     comparison_notes: list[str] = field(default_factory=list)
-    # Utterances the listening section shows per group (None: all); the rest are named, not embedded,
+    # Utterances the listening section shows per group (None: all); the rest are linked, not embedded,
     # so a corpus-sized run makes a report of bounded size.
-    listen: int | None = 12
+    listen: Listen = AUTO
     not_listened: int = 0  # utterances left out of the listening section, over all groups
     # Distinct utterances over all groups, so the section's heading counts what it shows.
     listening_shown: set[str] = field(default_factory=set)
@@ -36,7 +43,8 @@ def listening_heading(ctx: ReportContext) -> str:
 
 def audio_note(ctx: ReportContext) -> str:
     a = ctx.audio
-    left_out = (f" {ctx.not_listened} utterances are not in the listening section (--listen {ctx.listen}; "
+    chosen = "the default choice" if ctx.listen == AUTO else f"--listen {ctx.listen}"
+    left_out = (f" {ctx.not_listened} utterances are not in the listening section ({chosen}; "
                 "--listen all shows every one)." if ctx.not_listened else "")
     if ctx.audio_mode == "none":
         return "Audio: not embedded (--audio none); spectrograms only." + left_out

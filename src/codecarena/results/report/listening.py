@@ -1,20 +1,31 @@
 """The listening section: for every utterance the reference and every decoded version side by
-side, each a card with its spectrogram, its player and its headline numbers."""
+side, each a card with its spectrogram, its player and its headline numbers. Which utterances are
+embedded and which only linked: docs/report.md."""
 
 from __future__ import annotations
 
+import os
+import random
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_kbps, fmt_num
 from codecarena.results.report.audio import embed_audio, read_audio, spectrogram_db, spectrogram_png
-from codecarena.results.report.context import ReportContext
+from codecarena.results.report.context import AUTO, ReportContext
 from codecarena.results.report.markup import data_uri, esc
 from codecarena.results.report.plots import PARETO_METRICS
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
+
+LISTEN_ALL_UP_TO = 50  # the default embeds every utterance of a group up to this many
+LISTEN_SAMPLE = 6  # beyond it: each configuration's worst, median and best, and this many drawn at random
+LISTEN_SEED = 0
+# The default's ranking metric: the first of these with a successful value in the group.
+RANKING_METRICS = ("pesq_wb", "visqol", "stoi")
 
 
 def _rows_by_key(board: lb.Leaderboard) -> dict[tuple[int, str, str], Row]:
@@ -61,16 +72,31 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
         for row in board.runs[run_index].rows:
             if row.utterance not in utterances:
                 utterances.append(row.utterance)
-    shown = listened(utterances, {r.utterance: r.language for r in rows.values()}, ctx.listen)
+    group_rows = [r for key, r in rows.items() if key[0] in group.runs]
+    if ctx.listen == AUTO:
+        metric = next((m for m in RANKING_METRICS
+                       if any(r.metrics.get(m, {}).get("status") == "ok" for r in group_rows)), None)
+        values: dict[tuple[int, str], dict[str, float]] = {}
+        for (run_index, codec, utt), r in rows.items():
+            rec = r.metrics.get(metric or "")
+            if run_index in group.runs and rec is not None and rec["status"] == "ok":
+                values.setdefault((run_index, codec), {})[utt] = rec["value"]
+        shown = ranked_selection(utterances, list(values.values()), metric in lb.LOWER_IS_BETTER)
+        how = (f"more than {LISTEN_ALL_UP_TO}, so each configuration's worst, median and best by "
+               f"{lb.metric_label(metric) if metric else '(no ranking metric was computed)'} and {LISTEN_SAMPLE} "
+               f"more drawn at random (seed {LISTEN_SEED}); --listen N takes N in turn from each language")
+    else:
+        shown = listened(utterances, {r.utterance: r.language for r in group_rows}, ctx.listen)
+        how = f"taken in turn from each language in plan order (--listen {ctx.listen})"
     ctx.listening_shown.update(shown)
     ctx.listening_total.update(utterances)
     out = []
     if len(shown) < len(utterances):
         ctx.not_listened += len(utterances) - len(shown)
-        out.append(f'<p class="note">{len(shown)} of {len(utterances)} utterances are shown here, taken in turn from '
-                   f'each language in plan order (--listen {ctx.listen}; --listen all embeds every one, which makes '
-                   "the file grow with the corpus). Every row's numbers are in the leaderboard, the failures and "
-                   "rows.jsonl.</p>")
+        out.append(f'<p class="note">{len(shown)} of {len(utterances)} utterances are shown here, {esc(how)}; '
+                   "--listen all embeds every one, which makes the file grow with the corpus. The others are "
+                   "linked below to their files in the run folder. Every row's numbers are in the leaderboard, the "
+                   "failures and rows.jsonl.</p>")
     for utt in shown:
         versions = [(e, rows.get((e["run_index"], e["codec"], utt))) for e in entries]
         versions = [(e, r) for e, r in versions if r is not None]
@@ -116,7 +142,57 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
         out.append(f'<div class="utt" data-utterance="{esc(utt)}"><h4>{esc(utt)} '
                    f'<span class="muted">({esc(lang or "no language")}, {fmt_num(versions[0][1].duration_s, 2)} s)'
                    f'</span></h4><div class="cards">{"".join(cards)}</div></div>')
+    linked = [u for u in utterances if u not in set(shown)]
+    if linked:
+        out.append(_links_html(ctx, entries, rows, linked))
     return "".join(out)
+
+
+def _links_html(ctx: ReportContext, entries: list[dict[str, Any]], rows: dict[tuple[int, str, str], Row],
+                utterances: list[str]) -> str:
+    """The utterances not embedded, each with relative links to its reference and decoded files (valid
+    while the report stays where it was written, beside the run folders it names)."""
+    board = ctx.board
+
+    def link(run: lb.RunInfo, stored: str | None, text: str) -> str:
+        path = _audio_file(run, stored) if stored else None
+        if path is None:
+            return f'<span class="muted">{esc(text)}: no file</span>'
+        return f'<a href="{esc(quote(os.path.relpath(path, ctx.out_dir)))}">{esc(text)}</a>'
+
+    items = []
+    for utt in utterances:
+        versions = [(e, rows.get((e["run_index"], e["codec"], utt))) for e in entries]
+        present = [(board.runs[e["run_index"]], e["codec"], r) for e, r in versions if r is not None]
+        if not present:
+            continue
+        first_run, _, first_row = present[0]
+        links = [link(first_run, first_row.reference, "reference")]
+        links += [link(run, r.decoded, codec) for run, codec, r in present]
+        items.append(f'<li data-utterance="{esc(utt)}">{esc(utt)} <span class="muted">({esc(first_row.language or "-")})'
+                     f'</span>: {" · ".join(links)}</li>')
+    return (f'<details class="not-listened"><summary>{len(items)} utterances not embedded: their files in the run '
+            f'folder</summary><ul>{"".join(items)}</ul></details>')
+
+
+def ranked_selection(utterances: list[str], values: list[dict[str, float]], lower_is_better: bool,
+                     seed: int = LISTEN_SEED) -> list[str]:
+    """--listen's default: every utterance when there are at most LISTEN_ALL_UP_TO; else, for each
+    configuration (`values`: one utterance -> metric value map per configuration), its worst, median
+    and best utterance, plus LISTEN_SAMPLE of the others drawn with `seed`; in plan order."""
+    if len(utterances) <= LISTEN_ALL_UP_TO:
+        return utterances
+    order = {u: i for i, u in enumerate(utterances)}
+    chosen: set[str] = set()
+    for by_utt in values:
+        # worst first; ties in plan order, so the choice never depends on the order rows were read
+        ranked = sorted((u for u in by_utt if u in order),
+                        key=lambda u: (-by_utt[u] if lower_is_better else by_utt[u], order[u]))
+        if ranked:
+            chosen.update((ranked[0], ranked[(len(ranked) - 1) // 2], ranked[-1]))
+    rest = [u for u in utterances if u not in chosen]
+    chosen.update(random.Random(seed).sample(rest, min(LISTEN_SAMPLE, len(rest))))
+    return [u for u in utterances if u in chosen]
 
 
 def listened(utterances: list[str], language: dict[str, str], limit: int | None) -> list[str]:

@@ -162,8 +162,9 @@ def _in_range(entries: list[dict[str, Any]]) -> tuple[float, float, bool]:
 
 
 def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tuple[str, str]],
-                with_run: bool) -> tuple[bytes | None, str]:
-    """PNG of metric vs representation kbps with the frontier, or None and why it was skipped."""
+                with_run: bool) -> tuple[bytes | None, str, int]:
+    """PNG of metric vs representation kbps with the frontier and the number of 95% interval bars
+    drawn on it, or None and why it was skipped."""
     points = []
     for e in entries:
         stats = e["metrics"].get(metric)
@@ -175,7 +176,7 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
         present = any(metric in e["metrics"] for e in entries)
         why = ("no codec configuration has a successful value" if present
                else "the metric was not computed in these runs")
-        return None, why
+        return None, why, 0
     lower = metric in lb.LOWER_IS_BETTER
     left, right, beyond = _in_range([p[2] for p in points])
     edge = right / 1.25  # where a control beyond the range is drawn
@@ -198,6 +199,7 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
             ax.plot([p[0] for p in pts], [p[1] for p in pts], color=styles[family][1], linewidth=0.8, alpha=0.5,
                     zorder=2)
     texts = []
+    bars = 0
     for i, (x, y, e, stats) in enumerate(shown):
         marker, color = styles[e["family"]]
         synthetic = e["weights"] == "synthetic"
@@ -205,6 +207,7 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
         if ci:
             ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], fmt="none", ecolor=color, elinewidth=0.9,
                         capsize=2.5, alpha=0.8, zorder=2)
+            bars += 1
         ax.scatter([x], [y], marker=">" if x < points[i][0] else marker, s=46, color="none" if synthetic else color,
                    edgecolors="black" if i in front and not synthetic else color, linewidths=0.9 if not synthetic else 1.3,
                    zorder=3)
@@ -221,14 +224,14 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
     _log_kbps_axis(ax)
     name = lb.metric_label(metric)
     ax.set_ylabel(name + (" (lower is better)" if lower else " (higher is better)"))
-    ax.set_title(f"{name} vs bitrate (bars: 95% interval of the mean)", fontsize=9)
+    ax.set_title(f"{name} vs bitrate" + (" (bars: 95% interval of the mean)" if bars else ""), fontsize=9)
     ax.set_xlim(left, right)  # room for the labels
     if beyond:
         ax.axvline(edge * 0.88, color="#999999", linewidth=0.8, linestyle=":", zorder=0)
     # beyond the last frontier point the best reachable value stays the same: carry the step on
     ax.plot([fx[-1], right], [fy[-1], fy[-1]], color="#444444", linewidth=1.2, alpha=0.8, zorder=1)
     _place_labels(ax, [(x, y) for x, y, _, _ in shown], texts, 7)
-    return _png(fig), ""
+    return _png(fig), "", bars
 
 
 def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]], with_run: bool) -> bytes | None:

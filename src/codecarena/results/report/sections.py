@@ -128,16 +128,19 @@ def plots_html(ctx: ReportContext, group: lb.Group) -> str:
     with_run = len(group.runs) > 1
     figures = []
     for metric in PARETO_METRICS:
-        png, why = pareto_plot(entries, metric, ctx.styles, with_run)
+        png, why, bars = pareto_plot(entries, metric, ctx.styles, with_run)
         if png is None:
             ctx.skipped_plots.append((group.id, metric, why))
             continue
         label = lb.metric_label(metric)
         direction = "lower" if metric in lb.LOWER_IS_BETTER else "higher"
-        figures.append(f'<figure data-metric="{esc(metric)}"><img class="plot" alt="{esc(label)} vs kbps" '
-                       f'src="{data_uri(png, "image/png")}"><figcaption>{esc(label)} ({direction} is better) vs '
-                       f'representation kbps; outlined points and the step line are the Pareto frontier.'
-                       f'</figcaption></figure>')
+        # data-intervals counts the bars actually drawn, so a reader (or a browser test) can tell a plot
+        # with intervals from one whose means had none (a single utterance, say).
+        bars_note = f" Bars: 95% bootstrap interval of the mean, on {bars} points." if bars else ""
+        figures.append(f'<figure data-metric="{esc(metric)}" data-intervals="{bars}"><img class="plot" '
+                       f'alt="{esc(label)} vs kbps" src="{data_uri(png, "image/png")}"><figcaption>{esc(label)} '
+                       f'({direction} is better) vs representation kbps; outlined points and the step line are the '
+                       f'Pareto frontier.{bars_note}</figcaption></figure>')
     skipped = [(m, why) for g, m, why in ctx.skipped_plots if g == group.id]
     note = ""
     if skipped:
