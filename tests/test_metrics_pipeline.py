@@ -307,3 +307,33 @@ def test_own_audio_in_any_format_is_announced_converted_recorded_and_audited(tmp
 def test_unknown_metric_is_a_one_line_error(tmp_path: Path) -> None:
     result = codecarena("run", "--metrics", "pesq_wb,moss", "--out", tmp_path / "r")
     assert result.returncode == 2 and "unknown metric 'moss'" in result.stderr
+
+
+def test_a_pesq_alignment_failure_is_suspect_and_counted_apart_by_the_score_command(tmp_path: Path) -> None:
+    """The whole chain on files: a 15 s reference whose decoded copy drops 26 dB at a pause (PESQ's one
+    whole-file gain then fails, as its time alignment did on the issue's Lyra file), beside a clean
+    short pair. The command records the long file's PESQ as suspect with its segments, and the table
+    keeps it out of the mean and counts it apart."""
+    from codecarena.metrics.signal import pesq_split
+
+    mirror = need_mirror()
+    clips = sorted(mirror.glob("zh_*.wav"))[:3]
+    long_ref = np.concatenate([sf.read(c, dtype="float64")[0] for c in clips])
+    refs, decs = tmp_path / "ref", tmp_path / "dec"
+    refs.mkdir()
+    decs.mkdir()
+    dropped = long_ref.copy()
+    dropped[pesq_split(long_ref):] *= 0.05
+    sf.write(refs / "long.wav", long_ref, 16000, subtype="FLOAT")
+    sf.write(decs / "long.wav", dropped, 16000, subtype="FLOAT")
+    shutil.copy(mirror / SHORT_CLIPS[0], refs / "short.wav")
+    shutil.copy(mirror / SHORT_CLIPS[0], decs / "short.wav")
+    out = tmp_path / "scores.json"
+    result = codecarena("score", refs, decs, "--metrics", "pesq_wb", "--json", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    scores = {s["utterance"]: s["metrics"]["pesq_wb"] for s in json.loads(out.read_text())["scores"]}
+    assert scores["long"]["status"] == "suspect" and scores["long"]["value"] < 2.0
+    assert all(s["value"] > 4.5 for s in scores["long"]["details"]["segments"])
+    assert scores["short"]["status"] == "ok"
+    both = (scores["long"]["value"] + scores["short"]["value"]) / 2
+    assert f"{scores['short']['value']:.3f} (1 suspect: {both:.3f} with them)" in result.stdout
