@@ -338,6 +338,62 @@ def test_ray_executor_matches_local_byte_for_byte(cold_run: Path, tmp_path: Path
     assert codecarena("audit", out).returncode == 0
 
 
+# Two raylets on 127.0.0.1, one CPU each. Ray refuses to join a node with
+# RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ("Multi-node Ray clusters are not supported on Windows and
+# OSX"), so the second `ray start` alone sets it to 1; --node-ip-address=127.0.0.1 keeps it on loopback.
+RAY_TWO_NODE_SCRIPT = """
+set -e
+ip link set lo up
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0
+trap '"$RAY" stop --force >/dev/null 2>&1 || true' EXIT
+"$RAY" start --head --node-ip-address=127.0.0.1 --port=6392 --num-cpus=1 --include-dashboard=false \
+  --object-store-memory=104857600 --temp-dir="$TEMP" --disable-usage-stats >/dev/null
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1 "$RAY" start --address=127.0.0.1:6392 --node-ip-address=127.0.0.1 \
+  --num-cpus=1 --object-store-memory=104857600 --disable-usage-stats >/dev/null
+"$PY" -m codecarena run --input "$INPUT" --codec opus:12k --codec pcm:16 --metrics none --executor ray \
+  --ray-address 127.0.0.1:6392 --workers 2 --out "$OUT"
+"""
+
+
+@pytest.mark.slow
+def test_ray_two_node_cluster_on_one_machine(tmp_path: Path, speech_dir: Path) -> None:
+    """A head and a second raylet on 127.0.0.1 in a loopback-only network namespace (and a private
+    PID namespace, so `ray stop` sees only this cluster and nothing outlives the shell): rows run
+    as actors on both nodes and the run audits clean."""
+    import json
+
+    ray_bin = Path(sys.executable).parent / "ray"
+    pytest.importorskip("ray")
+    isolate = ["unshare", "--net", "--pid", "--mount-proc", "--kill-child"]
+    probe = subprocess.run([*isolate, "true"], capture_output=True)
+    if probe.returncode != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run the Ray test in a loopback-only namespace: unshare failed: {probe.stderr!r}")
+        pytest.skip("unshare --net --pid is not permitted here (needs root)")
+    out = tmp_path / "ray2"
+    temp = Path("/tmp") / f"ccray2-test-{os.getpid()}"
+    env = {**os.environ, "RAY": str(ray_bin), "PY": sys.executable, "OUT": str(out), "TEMP": str(temp),
+           "INPUT": str(speech_dir)}
+    try:
+        result = subprocess.run([*isolate, "sh", "-c", RAY_TWO_NODE_SCRIPT], env=env, capture_output=True,
+                                text=True, timeout=300, cwd=REPO)
+    finally:
+        leftover = subprocess.run(["pgrep", "-af", str(temp)], capture_output=True, text=True).stdout
+        shutil.rmtree(temp, ignore_errors=True)
+    assert not leftover, f"Ray processes left running: {leftover}"
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = rows_of(out)
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    execution = json.loads((out / "run.json").read_text())["execution"]
+    assert execution["executor"] == "ray" and execution["address"] == "127.0.0.1:6392"
+    assert execution["workers"] == 2 and execution["cluster_cpus"] == 2
+    nodes = execution["nodes"]
+    assert len(nodes) == 2 and all(keys for keys in nodes.values()), nodes
+    ran = sorted(tuple(key) for keys in nodes.values() for key in keys)
+    assert ran == sorted((r["codec"], r["utterance"]) for r in rows)
+    assert codecarena("audit", out).returncode == 0
+
+
 @pytest.mark.slow
 def test_rows_in_completion_order_are_read_in_plan_order(tmp_path: Path, speech_dir: Path) -> None:
     """rows.jsonl is in completion order; every reader (and the audit's summary) uses the plan's."""

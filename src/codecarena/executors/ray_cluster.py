@@ -33,8 +33,11 @@ class _RowActor:
     def __init__(self, opts: RunOptions) -> None:
         self.runner = RowRunner(opts)
 
-    def run(self, task: Task) -> Row:
-        return self.runner.run(task)
+    def run(self, task: Task) -> tuple[Row, str]:
+        """The row, and the id of the Ray node it ran on."""
+        import ray
+
+        return self.runner.run(task), ray.get_runtime_context().get_node_id()
 
     def close(self) -> None:
         self.runner.close()
@@ -74,6 +77,9 @@ class RayExecutor:
         actor_class = ray.remote(num_cpus=1)(_RowActor)
         slots = self.workers or max(1, self.info["cluster_cpus"])
         self.info["workers"] = slots
+        # Ray node id -> the (codec, utterance) keys of the rows computed there, in completion order.
+        nodes: dict[str, list[list[str]]] = {}
+        self.info["nodes"] = nodes
         opts = dataclasses.replace(opts, out=opts.out.resolve())
         actors = [actor_class.remote(opts) for _ in range(min(slots, len(tasks)))]
         queue = list(tasks)
@@ -98,7 +104,9 @@ class RayExecutor:
                     return
                 actor, task = inflight.pop(ready[0])
                 try:
-                    yield ray.get(ready[0], timeout=60)
+                    row, node = ray.get(ready[0], timeout=60)
+                    nodes.setdefault(node, []).append([row.codec, row.utterance])
+                    yield row
                 except RayActorError as exc:
                     # The actor process died; its row fails and a new actor takes its place.
                     yield failed_row(task, opts, f"Ray actor died: {str(exc).splitlines()[0]}")
