@@ -336,4 +336,24 @@ def test_a_pesq_alignment_failure_is_suspect_and_counted_apart_by_the_score_comm
     assert all(s["value"] > 4.5 for s in scores["long"]["details"]["segments"])
     assert scores["short"]["status"] == "ok"
     both = (scores["long"]["value"] + scores["short"]["value"]) / 2
-    assert f"{scores['short']['value']:.3f} (1 suspect: {both:.3f} with them)" in result.stdout
+    assert f"{scores['short']['value']:.3f}" in result.stdout and f"(1 suspect: {both:.3f} with them)" in result.stdout
+
+
+def test_the_run_prints_each_languages_quality_with_intervals_beside_the_pooled_table(tmp_path: Path) -> None:
+    mirror = need_mirror()
+    manifest = json.loads((mirror / "manifest.json").read_text())
+    chosen = [*SHORT_CLIPS, next(e["file"] for e in manifest if e["language"] == "zh")]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in chosen:
+        shutil.copy(mirror / name, folder / name)
+    (folder / "manifest.json").write_text(json.dumps([e for e in manifest if e["file"] in chosen]))
+    out = tmp_path / "run"
+    result = codecarena("run", "--input", folder, "--codec", "opus:6k", "--metrics", "stoi", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (codec,) = json.loads((out / "summary.json").read_text())["codecs"]
+    pooled, en = codec["metrics"]["stoi"], codec["by_language"]["en"]["metrics"]["stoi"]
+    half = (pooled["ci95"][1] - pooled["ci95"][0]) / 2
+    assert f"{pooled['mean']:.3f} +-{half:.3f}" in result.stdout
+    assert "quality, en only (2 utterances)" in result.stdout and "quality, zh only (1 utterance)" in result.stdout
+    assert f"{en['mean']:.3f}" in result.stdout

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, fmt_num, weights_label
+from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
 
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI;
 # COLUMNS, when set, wins (rich reads it).
@@ -22,7 +22,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
                           ("payload kbps", "right"), ("enc RTF cold/warm", "right"),
                           ("dec RTF cold/warm", "right"), ("peak RSS MiB", "right"),
                           ("replay identical", "right"), ("checks", "right")]:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        # Folded, never cut: a narrow terminal wraps a number instead of ending it with an ellipsis.
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for c in summary["codecs"]:
         peaks = [c[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if c[s]["peak_rss_bytes_max"]]
         table.add_row(
@@ -49,31 +50,21 @@ def print_summary(summary: dict[str, Any]) -> None:
             console.print(f"[red]{c['codec']} {failure['utterance']}: {failure['error']}[/red]")
 
 
-def print_quality(groups: dict[str, dict[str, Any]]) -> None:
-    """One row per metric output, one column per codec: mean over successes, then failures."""
+def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> None:
+    """One row per metric output, one column per codec: the mean over ok values with half its 95%
+    interval, then how many values were suspect, failed or did not apply."""
     names = list(dict.fromkeys(name for stats in groups.values() for name in stats))
     if not names:
         return
-    table = Table(title="quality (mean over ok values; suspect, failed and not applicable counts)")
-    table.add_column("metric")
+    # The heading is a line of its own: a table's title wraps to the table's width.
+    console.print(f"{title}: mean of ok values +- half the 95% interval (suspect, failed, n/a counts)",
+                  soft_wrap=True)
+    table = Table()
+    table.add_column("metric", overflow="fold")
     for label in groups:
-        table.add_column(label, justify="right")
+        table.add_column(label, justify="right", overflow="fold")
     for name in names:
-        cells = []
-        for stats in groups.values():
-            entry = stats.get(name)
-            if entry is None:
-                cells.append("-")
-                continue
-            text = fmt_num(entry["mean"])
-            if entry.get("n_suspect"):
-                text += f" ({entry['n_suspect']} suspect: {fmt_num(entry['mean_with_suspect'])} with them)"
-            if entry["n_failed"]:
-                text += f" ({entry['n_failed']} failed)"
-            if entry["n_not_applicable"]:
-                text += f" ({entry['n_not_applicable']} n/a)"
-            cells.append(text)
-        table.add_row(name, *cells)
+        table.add_row(name, *(metric_ci_cell(stats.get(name)) for stats in groups.values()))
     console.print(table)
     # One line per distinct reason, naming the metrics and codecs it hit, instead of one per cell.
     reasons: dict[str, tuple[int, list[str], list[str]]] = {}

@@ -255,6 +255,13 @@ def run(args: argparse.Namespace) -> int:
     print_summary(summary)
     if scorer:
         print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
+        languages = sorted({lang for c in summary["codecs"] for lang in c["by_language"]})
+        # A pooled mean hides a codec that fails one language: with two or more, each has its table.
+        for language in languages if len(languages) > 1 else ():
+            groups = {c["codec"]: c["by_language"][language] for c in summary["codecs"] if language in c["by_language"]}
+            utterances = max(g["utterances"] for g in groups.values())
+            print_quality({codec: g["metrics"] for codec, g in groups.items()},
+                          title=f"quality, {language} only ({utterances} utterance{'s' if utterances != 1 else ''})")
     failed = [r for r in rows if row_problem(r)]
     console.print(f"run directory: {out}")
     if failed:
