@@ -76,6 +76,19 @@ def runtime_env(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     return build
 
 
+def synthetic_run(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory, name: str, codecs: tuple[str, ...],
+                  clips: tuple[str, ...] = SHORT_CLIPS, weights: str = "synthetic", metrics: str = "none") -> Path:
+    """A family test's run: `codecs` on copies of smoke-set `clips`, in a runtime built by `runtime_env`."""
+    folder = tmp_path_factory.mktemp("in")
+    for clip in clips:
+        shutil.copy(need_mirror() / clip, folder / clip)
+    out = tmp_path_factory.mktemp(name) / "run"
+    result = codecarena("run", "--input", folder, "--weights", weights, *(a for c in codecs for a in ("--codec", c)),
+                        "--metrics", metrics, "--out", out, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
 def codecarena(*args: str | Path, check: bool = False, env: dict[str, str] | None = None,
                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a fresh process, as a user would."""

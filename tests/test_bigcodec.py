@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
+from conftest import codecarena, rows_of, runtime_python, synthetic_run
 
 from codecarena.payload import read_payload
 
@@ -22,15 +21,8 @@ def bigcodec_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def bigcodec_run(bigcodec_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("in")
-    for name in SHORT_CLIPS:
-        shutil.copy(need_mirror() / name, folder / name)
-    out = tmp_path_factory.mktemp("bigcodec") / "run"
     # Seed 0, as test_real_weights uses: the 638 MB synthetic file is generated once per session.
-    result = codecarena("run", "--input", folder, "--weights", "synthetic", "--codec", "bigcodec",
-                        "--metrics", "none", "--out", out, env=bigcodec_env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(bigcodec_env, tmp_path_factory, "bigcodec", ("bigcodec",))
 
 
 def test_rows_replay_identically_with_exact_length(bigcodec_run: Path) -> None:

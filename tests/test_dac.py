@@ -7,13 +7,12 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
+from conftest import SHORT_CLIPS, codecarena, rows_of, runtime_python, synthetic_run
 
 from codecarena.payload import read_payload, write_payload
 from codecarena.runtime.protocol import Job, read_report, write_job
@@ -31,15 +30,8 @@ def dac_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def dac_run(dac_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    mirror = need_mirror()
-    folder = tmp_path_factory.mktemp("in")
-    for name in (*SHORT_CLIPS, LONG_CLIP):
-        shutil.copy(mirror / name, folder / name)
-    out = tmp_path_factory.mktemp("dac") / "run"
-    result = codecarena("run", "--input", folder, "--weights", "synthetic", *(a for c in QUANTIZERS for a in ("--codec", c)),
-                        "--metrics", "pesq_wb", "--out", out, env=dac_env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(dac_env, tmp_path_factory, "dac", tuple(QUANTIZERS), (*SHORT_CLIPS, LONG_CLIP),
+                         metrics="pesq_wb")
 
 
 def test_real_weights_absent_stop_the_run_with_one_line_naming_fetch(dac_env: dict[str, str],

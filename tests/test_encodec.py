@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
+from conftest import SHORT_CLIPS, codecarena, rows_of, runtime_python, synthetic_run
 from codecarena.payload import read_payload, write_payload
 from codecarena.runtime.protocol import Job, read_report, write_job
 
@@ -28,15 +28,8 @@ def encodec_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def encodec_run(encodec_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    mirror = need_mirror()
-    folder = tmp_path_factory.mktemp("in")
-    for name in (*SHORT_CLIPS, LONG_CLIP):
-        shutil.copy(mirror / name, folder / name)
-    out = tmp_path_factory.mktemp("encodec") / "run"
-    result = codecarena("run", "--input", folder, "--weights", "synthetic", "--codec", "encodec:6k",
-                        "--codec", "encodec:1.5k", "--metrics", "pesq_wb", "--out", out, env=encodec_env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(encodec_env, tmp_path_factory, "encodec", ("encodec:6k", "encodec:1.5k"),
+                         (*SHORT_CLIPS, LONG_CLIP), metrics="pesq_wb")
 
 
 def test_real_weights_absent_stop_the_run_with_one_line_naming_fetch(encodec_env: dict[str, str],

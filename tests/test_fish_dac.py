@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
+from conftest import codecarena, rows_of, runtime_python, synthetic_run
 
 from codecarena.payload import read_payload
 
@@ -27,15 +26,7 @@ def fish_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def fish_run(fish_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("in")
-    for name in SHORT_CLIPS:
-        shutil.copy(need_mirror() / name, folder / name)
-    out = tmp_path_factory.mktemp("fish") / "run"
-    result = codecarena("run", "--input", folder, "--weights", "synthetic",
-                        *(a for codec in QUANTIZERS for a in ("--codec", codec)), "--metrics", "none", "--out", out,
-                        env=fish_env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(fish_env, tmp_path_factory, "fish", tuple(QUANTIZERS))
 
 
 def test_rows_replay_identically_with_exact_length(fish_run: Path) -> None:

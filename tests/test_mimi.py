@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
+from conftest import SHORT_CLIPS, codecarena, rows_of, runtime_python, synthetic_run
 from codecarena.payload import read_payload
 
 pytestmark = pytest.mark.slow
@@ -27,15 +26,7 @@ def mimi_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def mimi_run(mimi_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    mirror = need_mirror()
-    folder = tmp_path_factory.mktemp("in")
-    for name in (SHORT_CLIPS[0], LONG_CLIP):
-        shutil.copy(mirror / name, folder / name)
-    out = tmp_path_factory.mktemp("mimi") / "run"
-    result = codecarena("run", "--input", folder, "--weights", "synthetic", "--codec", "mimi:8",
-                        "--codec", "mimi:32", "--metrics", "none", "--out", out, env=mimi_env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(mimi_env, tmp_path_factory, "mimi", ("mimi:8", "mimi:32"), (SHORT_CLIPS[0], LONG_CLIP))
 
 
 def test_rows_replay_identically_with_exact_length_and_say_synthetic(mimi_run: Path) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
+from conftest import SHORT_CLIPS, codecarena, rows_of, synthetic_run
 from codecarena.payload import read_payload
 
 pytestmark = pytest.mark.slow
@@ -19,16 +18,8 @@ LONG_CLIP = "en_librispeech_1089-134686-0000.wav"  # 10.4 s
 
 @pytest.fixture(scope="module")
 def snac_run(runtime_env, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
-    mirror = need_mirror()
-    env = runtime_env("snac")
-    folder = tmp_path_factory.mktemp("in")
-    for name in (*SHORT_CLIPS, LONG_CLIP):
-        shutil.copy(mirror / name, folder / name)
-    out = tmp_path_factory.mktemp("snac") / "run"
-    result = codecarena("run", "--input", folder, "--weights", "synthetic:3", "--codec", "snac:24khz",
-                        "--metrics", "none", "--out", out, env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(runtime_env("snac"), tmp_path_factory, "snac", ("snac:24khz",), (*SHORT_CLIPS, LONG_CLIP),
+                         weights="synthetic:3")
 
 
 def test_noisy_decoder_replays_identically_once_seeded(snac_run: Path) -> None:

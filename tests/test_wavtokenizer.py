@@ -4,13 +4,12 @@ synthetic weights written in the released Lightning layout and read by the real 
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
+from conftest import codecarena, rows_of, runtime_python, synthetic_run
 
 from codecarena.payload import read_payload
 
@@ -24,14 +23,7 @@ def wavtokenizer_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-
 
 @pytest.fixture(scope="module")
 def wavtokenizer_run(wavtokenizer_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("in")
-    for name in SHORT_CLIPS:
-        shutil.copy(need_mirror() / name, folder / name)
-    out = tmp_path_factory.mktemp("wavtokenizer") / "run"
-    result = codecarena("run", "--input", folder, "--weights", "synthetic", "--codec", "wavtokenizer",
-                        "--metrics", "none", "--out", out, env=wavtokenizer_env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(wavtokenizer_env, tmp_path_factory, "wavtokenizer", ("wavtokenizer",))
 
 
 def test_rows_replay_identically_with_exact_length(wavtokenizer_run: Path) -> None:

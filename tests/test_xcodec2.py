@@ -3,13 +3,12 @@ from_pretrained and codecarena's checks."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of, runtime_python
+from conftest import codecarena, rows_of, runtime_python, synthetic_run
 
 from codecarena.payload import read_payload
 
@@ -23,15 +22,8 @@ def xcodec2_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def xcodec2_run(xcodec2_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("in")
-    for name in SHORT_CLIPS:
-        shutil.copy(need_mirror() / name, folder / name)
-    out = tmp_path_factory.mktemp("xcodec2") / "run"
     # The 2.5 GB synthetic folder is generated once per session (seed 0).
-    result = codecarena("run", "--input", folder, "--weights", "synthetic", "--codec", "xcodec2",
-                        "--metrics", "none", "--out", out, env=xcodec2_env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return synthetic_run(xcodec2_env, tmp_path_factory, "xcodec2", ("xcodec2",))
 
 
 def test_rows_replay_identically_with_exact_length(xcodec2_run: Path) -> None:

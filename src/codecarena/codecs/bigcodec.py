@@ -27,7 +27,6 @@ from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
 from codecarena.codecs.torch_weights import (
     Weights,
     checkpoint_weights,
-    parameter_stats,
     shapes_of,
     state_mismatch,
     training_audio,
@@ -118,12 +117,9 @@ class BigCodecAdapter(TorchAdapter):
                 "frame_rate_hz": RATE / HOP, "quantizers": 1, "bits_per_code": BITS,
                 "torch": torch.__version__, "threads": torch.get_num_threads()}
 
-    def side_facts(self) -> dict[str, int]:
+    def side_modules(self) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
         # The decoder module holds the quantizer, which the encoder side needs for its lookup.
-        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
-        decoder = parameter_stats(self.model.decoder)
-        return {"encoder_parameters": encoder["parameters"], "encoder_model_bytes": encoder["tensor_bytes"],
-                "decoder_parameters": decoder["parameters"], "decoder_model_bytes": decoder["tensor_bytes"]}
+        return (self.model.encoder, self.model.quantizer), (self.model.decoder,)
 
     def encode(self, audio: np.ndarray) -> Encoded:
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, :]

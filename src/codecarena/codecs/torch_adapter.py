@@ -18,10 +18,14 @@ class TorchAdapter(Adapter):
     def torch_model(self) -> torch.nn.Module:
         return self.model
 
+    def side_modules(self) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
+        """The modules each side must ship: encoder or decoder, plus the quantizer."""
+        return (self.model.encoder, self.model.quantizer), (self.model.decoder, self.model.quantizer)
+
     def side_facts(self) -> dict[str, int]:
-        """Parameters and tensor bytes each side must ship: encoder or decoder, plus the quantizer."""
-        encoder = parameter_stats(self.model.encoder, self.model.quantizer)
-        decoder = parameter_stats(self.model.decoder, self.model.quantizer)
+        """Parameters and tensor bytes of each side's modules."""
+        encoder_modules, decoder_modules = self.side_modules()
+        encoder, decoder = parameter_stats(*encoder_modules), parameter_stats(*decoder_modules)
         return {"encoder_parameters": encoder["parameters"], "encoder_model_bytes": encoder["tensor_bytes"],
                 "decoder_parameters": decoder["parameters"], "decoder_model_bytes": decoder["tensor_bytes"]}
 

@@ -28,7 +28,7 @@ from transformers import WavTokenizerConfig, WavTokenizerModel
 
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, checkpoint_weights, parameter_stats, training_audio
+from codecarena.codecs.torch_weights import Weights, checkpoint_weights, training_audio
 from codecarena.codecs.transformers_weights import load_pretrained
 from codecarena.payload import Payload
 
@@ -133,12 +133,10 @@ class WavTokenizerAdapter(TorchAdapter):
                 "quantizers": 1, "bits_per_code": BITS, "upsampling_ratios": list(RATIOS),
                 "torch": torch.__version__, "threads": torch.get_num_threads()}
 
-    def side_facts(self) -> dict[str, int]:
-        quantizer = self.model.encoder_model.quantizer
-        encoder = parameter_stats(self.model.encoder_model)
-        decoder = parameter_stats(quantizer, self.model.backbone, self.model.head)
-        return {"encoder_parameters": encoder["parameters"], "encoder_model_bytes": encoder["tensor_bytes"],
-                "decoder_parameters": decoder["parameters"], "decoder_model_bytes": decoder["tensor_bytes"]}
+    def side_modules(self) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
+        # encoder_model holds the codebook, which the decoder side looks its codes up in.
+        return ((self.model.encoder_model,),
+                (self.model.encoder_model.quantizer, self.model.backbone, self.model.head))
 
     def encode(self, audio: np.ndarray) -> Encoded:
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]

@@ -29,7 +29,7 @@ from transformers import Xcodec2Config, Xcodec2FeatureExtractor, Xcodec2Model
 
 from codecarena.codecs.base import Decoded, Encoded, parse_weights
 from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, parameter_stats
+from codecarena.codecs.torch_weights import Weights
 from codecarena.codecs.transformers_weights import folder_weights, load_pretrained, synthetic_folder
 from codecarena.payload import Payload
 
@@ -91,12 +91,10 @@ class Xcodec2Adapter(TorchAdapter):
                 "fsq_levels": levels, "torch": torch.__version__, "threads": torch.get_num_threads(),
                 "attention": str(self.model.config._attn_implementation)}
 
-    def side_facts(self) -> dict[str, int]:
+    def side_modules(self) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
         # The quantizer's projections serve both sides: project_in encodes, project_out decodes.
-        encoder = parameter_stats(*(getattr(self.model, part) for part in ENCODER_PARTS))
-        decoder = parameter_stats(*(getattr(self.model, part) for part in DECODER_PARTS))
-        return {"encoder_parameters": encoder["parameters"], "encoder_model_bytes": encoder["tensor_bytes"],
-                "decoder_parameters": decoder["parameters"], "decoder_model_bytes": decoder["tensor_bytes"]}
+        return (tuple(getattr(self.model, part) for part in ENCODER_PARTS),
+                tuple(getattr(self.model, part) for part in DECODER_PARTS))
 
     def encode(self, audio: np.ndarray) -> Encoded:
         inputs = self.features(np.asarray(audio, dtype=np.float32), sampling_rate=RATE, return_tensors="pt")
