@@ -142,7 +142,8 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
         out.append(f'<div class="utt" data-utterance="{esc(utt)}"><h4>{esc(utt)} '
                    f'<span class="muted">({esc(lang or "no language")}, {fmt_num(versions[0][1].duration_s, 2)} s)'
                    f'</span></h4><div class="cards">{"".join(cards)}</div></div>')
-    linked = [u for u in utterances if u not in set(shown)]
+    embedded = set(shown)
+    linked = [u for u in utterances if u not in embedded]
     if linked:
         out.append(_links_html(ctx, entries, rows, linked))
     return "".join(out)
