@@ -115,10 +115,12 @@ def test_a_link_out_of_the_run_directory_writes_nothing_outside(tmp_path: Path, 
     (out / "decoded").symlink_to(outside)
     result = codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--metrics", "none", "--workers", "1",
                         "--out", out)
-    assert result.returncode == 1
+    # Refused before any row (issue 28 made a link anywhere in the run a refusal, not failed rows).
+    assert result.returncode == 2
+    assert "'decoded' is a symbolic link" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
     assert (outside / "keep.txt").read_text() == "precious"
-    assert all("outside the run directory" in row["error"] for row in rows_of(out))
+    assert not (out / "rows.jsonl").exists()
 
 
 def test_rows_store_run_relative_paths_and_the_reference_lives_in_the_run(tmp_path: Path, speech_dir: Path) -> None:

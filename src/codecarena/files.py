@@ -4,17 +4,25 @@ runtimes' workers load it too.
 
 Atomic writes: readers see the old file or the whole new one, never a prefix, and a failed write leaves
 no temporary file behind. Downloads never leave a partial or wrong file.
+
+No write follows a link: a run directory restored from an archive may hold a symlink or a hard link at
+any name codecarena writes, pointing at a file outside it. Temporary files are therefore created
+exclusively under random names (`exclusive_temp`), renamed over their destination (a rename replaces
+the link itself, never its target), and files written in place (logs, locks, rows.jsonl) are opened
+without following a symlink and refused when another name links to them (`open_unlinked`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,10 @@ from codecarena.diskspace import DiskFullError, is_disk_full
 
 class JSONFileError(ValueError):
     """A JSON file that is missing or does not parse; the message names it."""
+
+
+class LinkedFileError(OSError):
+    """A file codecarena would write in place that is a symlink, a hard link or not a regular file."""
 
 
 class DownloadError(ValueError):
@@ -79,19 +91,58 @@ def write_json(path: Path, data: Any, durable: bool = True) -> None:
 def replace_text(path: Path, text: str, durable: bool = True) -> None:
     """Write a temporary file beside `path` and rename it over `path`; on any failure the temporary
     file is removed and `path` keeps its old content."""
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        with exclusive_temp(path) as (fd, tmp):
+            with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
+                fh.write(text)
+                fh.flush()
+                if durable:
+                    os.fsync(fh.fileno())
+            os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         if is_disk_full(exc):
             raise DiskFullError(path, len(text.encode())) from None
         raise
+
+
+@contextlib.contextmanager
+def exclusive_temp(path: Path) -> Iterator[tuple[int, Path]]:
+    """A new file beside `path` under a random hidden name (created with O_EXCL, so no planted link
+    can be opened through), as (descriptor, path); the descriptor is closed and the file removed at
+    the end unless the caller renamed it over `path` first."""
+    path = Path(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        yield fd, tmp
+    finally:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+
+
+def open_unlinked(path: Path, *, append: bool = False, truncate: bool = True) -> int:
+    """A descriptor for writing `path` in place, created when missing, refused with LinkedFileError
+    when `path` is a symlink, has other hard links or is not a regular file: writing through any of
+    them would change a file elsewhere. With `append`, writes go to the end; otherwise the file is
+    emptied, only once it is known to be ours (`truncate=False` keeps it, for lock files)."""
+    # O_NONBLOCK: a planted FIFO must fail the open, not hang it; it is cleared once the file is known.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError:
+        if os.path.islink(path):
+            raise LinkedFileError(f"{path}: is a symbolic link; codecarena does not write through links "
+                                  "(remove it)") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"has {info.st_nlink} hard links"
+        raise LinkedFileError(f"{path}: {what}; codecarena does not write through links (remove it)")
+    os.set_blocking(fd, True)
+    if not append and truncate:
+        os.ftruncate(fd, 0)
+    return fd
 
 
 def download_verified(url: str, dest: Path, sha256: str, size: int | None = None,

@@ -33,7 +33,7 @@ from codecarena.codecs.base import to_int16
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full, row_bytes
-from codecarena.files import sha256_file, write_json
+from codecarena.files import LinkedFileError, exclusive_temp, open_unlinked, sha256_file, write_json
 from codecarena.metrics.guarded import THREAD_SETTINGS
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
@@ -121,7 +121,8 @@ def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
     and resampled with soxr (VHQ), as 16-bit PCM wav, each step recorded. An existing copy with the
     right bytes is kept (resume)."""
     if utt.sample_rate == ARENA_RATE and not utt.converted:
-        path = run.reference(utt.id, utt.path.suffix.lower())
+        # Named by what the file holds, not by its name (`take.wav.bak`, `x.wave`, no suffix at all).
+        path = run.reference(utt.id, ".flac" if sf.info(str(utt.path)).format == "FLAC" else ".wav")
         if not (path.is_file() and sha256_file(path) == utt.sha256):
             _atomic_copy(utt.path, path)
             if sha256_file(path) != utt.sha256:
@@ -131,17 +132,16 @@ def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
     resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ") if rate != ARENA_RATE else audio
     path = run.reference(utt.id, ".wav")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        sf.write(tmp, to_int16(resampled), ARENA_RATE, subtype="PCM_16", format="WAV")
-        os.replace(tmp, path)
+        with exclusive_temp(path) as (fd, tmp), open(fd, "wb", closefd=False) as fh:
+            sf.write(fh, to_int16(resampled), ARENA_RATE, subtype="PCM_16", format="WAV")
+            fh.flush()
+            os.replace(tmp, path)
     except (OSError, sf.LibsndfileError, RuntimeError) as exc:
         # libsndfile reports a full disk as its own error, without an errno.
         if is_disk_full(exc) or free_bytes(path.parent) < 2 * len(resampled) + 44:
             raise DiskFullError(path, 2 * len(resampled) + 44) from None
         raise
-    finally:
-        tmp.unlink(missing_ok=True)
     return Reference(utt, path, len(resampled), sha256_file(path), rate if rate != ARENA_RATE else None,
                      conversions + ("written as 16-bit PCM wav",))
 
@@ -169,16 +169,15 @@ def reference_audio(utt: Utterance) -> tuple[np.ndarray, int, tuple[str, ...]]:
 
 def _atomic_copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp")
     try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
+        with exclusive_temp(dst) as (fd, tmp), open(src, "rb") as source, open(fd, "wb", closefd=False) as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+            out.flush()
+            os.replace(tmp, dst)
     except OSError as exc:
         if is_disk_full(exc):
             raise DiskFullError(dst, src.stat().st_size) from None
         raise
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
@@ -397,15 +396,22 @@ def execute(
     opts = dataclasses.replace(opts, out=opts.out.resolve())
     run_dir = opts.out
     run_dir.mkdir(parents=True, exist_ok=True)
-    lock = open(RunDir(run_dir).lock, "w")
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
+        lock = open_unlinked(RunDir(run_dir).lock, truncate=False)
+    except (LinkedFileError, UnsafePathError) as exc:
+        raise RunError(str(exc)) from None
     try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
+        try:
+            RunDir(run_dir).refuse_links()
+        except UnsafePathError as exc:
+            raise RunError(str(exc)) from None
         return _execute_locked(evalset, opts, run_info, on_row, scorer, executor, add)
     finally:
-        lock.close()
+        os.close(lock)
 
 
 def added_codecs(previous: Plan, opts: RunOptions) -> RunOptions:

@@ -9,7 +9,9 @@ only run-relative paths, which `resolve()` turns back into paths under the same 
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 
 # Letters, digits, '.', '_' and '-'; not starting with a dot (no hidden files, no '.' or '..'), at
@@ -77,6 +79,29 @@ class RunDir:
             return resolved.relative_to(self.root).as_posix()
         except ValueError:
             raise UnsafePathError(f"{self.root}: {path} is outside the run directory") from None
+
+    def refuse_links(self) -> None:
+        """UnsafePathError naming the first symlink, hard-linked file or special file anywhere in the
+        run (and how many there are). A run directory restored from an archive or copied with links
+        could otherwise point any name codecarena writes at a file outside the run; refusing them
+        all is simpler to trust than proving every write safe (which files.py does as well)."""
+        found: list[str] = []
+        for folder, dirs, files in os.walk(self.root):
+            for name in dirs + files:
+                path = Path(folder, name)
+                info = path.lstat()
+                shown = path.relative_to(self.root).as_posix()
+                if stat.S_ISLNK(info.st_mode):
+                    found.append(f"{shown!r} is a symbolic link to {os.readlink(path)!r}")
+                elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                    found.append(f"{shown!r} has {info.st_nlink} hard links")
+                elif not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                    found.append(f"{shown!r} is not a regular file or folder")
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise UnsafePathError(f"{self.root}: {found[0]}{more}; codecarena does not write into a run "
+                                  "directory holding links: remove them, or copy the run without links "
+                                  "(cp -rL)")
 
     # The layout (docs/results.md lists it).
     @property

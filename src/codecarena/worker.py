@@ -205,6 +205,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     import soxr
 
     from codecarena.codecs.base import to_int16
+    from codecarena.files import exclusive_temp
 
     # The payload's header is a claim: restoring to a rate or length the codes do not hold would
     # write (and allocate) whatever a forged header asks for, so both are checked before restoring.
@@ -231,12 +232,12 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
 
     def write() -> None:
         out = Path(job.output)
-        tmp = out.with_name(f".{out.name}.tmp")
-        try:
-            sf.write(tmp, pcm, payload.sample_rate, subtype="PCM_16", format="WAV")
-            tmp.replace(out)
-        finally:
-            tmp.unlink(missing_ok=True)  # a full disk must not leave half a wav behind
+        # A random exclusive name, removed on failure: a full disk must not leave half a wav behind,
+        # and a link planted at a fixed temporary name must not be written through.
+        with exclusive_temp(out) as (fd, tmp), open(fd, "wb", closefd=False) as fh:
+            sf.write(fh, pcm, payload.sample_rate, subtype="PCM_16", format="WAV")
+            fh.flush()
+            os.replace(tmp, out)
 
     _timed(write, times, "io_s")
     _warm(lambda: adapter.decode(payload), job.warm_repeats, warm)

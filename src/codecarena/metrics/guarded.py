@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import psutil
 
+from codecarena.files import open_unlinked
 from codecarena.metrics.scorer import UtteranceInfo, failed_records, metrics_code_sha256, scoring_order
 from codecarena.runtime.guard import _kill_group, parent_death_preexec, tree_rss
 from codecarena.runtime.limits import StageLimits
@@ -177,7 +178,7 @@ class GuardedScorer:
     def _start(self) -> subprocess.Popen[str]:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = open(self.log_path, "ab")
+            self._log = open(open_unlinked(self.log_path, append=True), "ab")
         # A new session makes the process the leader of its own group: one killpg takes down
         # anything it started, and a Ctrl-C meant for the harness is not its business. It dies with
         # this process: by the kernel's parent-death signal, which follows the thread that started

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codecarena.files import sha256_json, write_json
+from codecarena.files import open_unlinked, sha256_json, write_json
 
 FORMAT = "codecarena-reference-result"
 VERSION = 1
@@ -116,6 +116,11 @@ class ReferenceResults:
         folder = self.root / reference_sha256
         path = folder / _file_name(kind, identity_hash)
         folder.mkdir(parents=True, exist_ok=True)
+        # A planted link at the entry's folder would put the entry, its lock and its temporary file
+        # outside the run.
+        if folder.is_symlink() or folder.resolve().parent != self.root.resolve():
+            raise ReferenceResultError(f"{folder}: is a link out of {self.root}; codecarena does not write "
+                                       "through links (remove it)")
         with _locked(path.with_name(f".{path.name}.lock")):
             if path.exists():
                 return parse_entry(path).value
@@ -128,7 +133,7 @@ class ReferenceResults:
 
 @contextlib.contextmanager
 def _locked(lock_path: Path) -> Iterator[None]:
-    with open(lock_path, "a", encoding="utf-8") as handle:
+    with open(open_unlinked(lock_path, append=True), "a", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.diskspace import DiskFullError, is_disk_full
-from codecarena.files import replace_text
+from codecarena.files import open_unlinked, replace_text
 from codecarena.results.schema import Row, SchemaError, parse_row
-from codecarena.rundir import ROWS
+from codecarena.rundir import ROWS, RunDir
 
 
 class StoreError(ValueError):
@@ -23,8 +23,8 @@ def append_row(run_dir: Path, row: Row) -> None:
     # tail without newline, which load_rows recognises and drops. No fsync per row (it cost more than
     # a warm Opus row's own overhead): an OS crash may lose the last lines, or files they name, and
     # resume recomputes exactly those, since it keeps only rows whose files still match their hashes.
-    path = run_dir / ROWS
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    path = RunDir(run_dir).rows
+    fd = open_unlinked(path, append=True)
     before = os.fstat(fd).st_size
     try:
         view = memoryview(line)
@@ -71,4 +71,4 @@ def _in_plan_order(rows: list[Row], keys: list[tuple[str, str]]) -> list[Row]:
 
 def rewrite_rows(run_dir: Path, rows: list[Row]) -> None:
     text = "".join(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n" for row in rows)
-    replace_text(run_dir / ROWS, text, durable=True)
+    replace_text(RunDir(run_dir).rows, text, durable=True)

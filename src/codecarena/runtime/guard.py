@@ -20,6 +20,8 @@ from pathlib import Path
 
 import psutil
 
+from codecarena.files import open_unlinked
+
 
 @dataclass(frozen=True)
 class GuardRecord:
@@ -94,7 +96,7 @@ def run_guarded(
     log_path: Path | None = None,
     env: dict[str, str] | None = None,
 ) -> GuardedResult:
-    log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    log = open(open_unlinked(log_path), "wb") if log_path else subprocess.DEVNULL
     try:
         spawn_time = time.time()
         start = time.perf_counter()

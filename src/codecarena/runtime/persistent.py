@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import psutil
 
+from codecarena.files import open_unlinked
 from codecarena.runtime.guard import _kill_group, parent_death_preexec, tree_rss
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
 
@@ -54,7 +55,7 @@ class PersistentWorker:
 
     def _start(self) -> subprocess.Popen[str]:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        self._log = open(open_unlinked(self.log_path, append=True), "ab")
         proc = subprocess.Popen([self.python, "-m", "codecarena.worker", "--persistent"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True,
                                 preexec_fn=_lifeline())
