@@ -1,5 +1,6 @@
 """Tests for codecarena.runtime.guard: the memory guard acts while a process runs, kills the whole
-process group, leaves well-behaved processes alone, enforces the timeout; and parse_size.
+process group, leaves well-behaved processes alone, enforces the timeout, sees a peak that came and
+went between two polls and judges the peak a stage records (cold and warm); and parse_size.
 
 The child programs are plain Python (no numpy) so they start fast. Memory is touched with
 `b"\\x01" * n`, which writes every byte: a zero-filled bytearray may come from untouched
@@ -8,17 +9,25 @@ calloc/mmap pages that never count as resident.
 
 from __future__ import annotations
 
+import json
+import shlex
 import signal
 import sys
 import textwrap
 import time
+from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
 
+from codecarena.results.audit import _audit_stages
 from codecarena.runtime.guard import run_guarded
-from codecarena.runtime.limits import parse_size
+from codecarena.runtime.limits import StageLimits, parse_size
+from codecarena.runtime.persistent import PersistentWorker
+from codecarena.runtime.protocol import PROTOCOL_VERSION, Job, StageReport
+from codecarena.runtime.stages import Stage, run_stage, run_stage_warm
 
 MiB = 1 << 20
 
@@ -163,3 +172,130 @@ def test_parse_size_rejects(text: str) -> None:
 def test_parse_size_rejects_non_finite_or_sub_byte(text: str) -> None:
     with pytest.raises(ValueError):
         parse_size(text)
+
+
+# --- peaks between polls (#28): the guard judges the peak the row records and the audit checks ------
+
+needs_hwm = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
+                               reason="per-process peak RSS (VmHWM) and its reset are Linux /proc features")
+
+# Touches 150 MiB, frees it at once and then lives on: a poll before and a poll after both see a
+# small RSS, so only a high-water mark can tell the spike happened.
+SPIKE_THEN_IDLE = "data = b'\\x01' * (150 * 1024 * 1024); del data; import time; time.sleep(3)"
+
+
+@needs_hwm
+def test_a_spike_between_two_polls_fires_the_guard_at_the_next_poll() -> None:
+    limit = 100 * MiB
+    result = run_guarded([sys.executable, "-c", SPIKE_THEN_IDLE], limit_bytes=limit, poll_s=1.0, timeout_s=30)
+    assert result.guard.fired is True
+    assert result.returncode == -signal.SIGKILL
+    # Killed at the next poll (not left to sleep out its 3 s and exit 0), with the spike as its peak.
+    assert 150 * MiB <= result.guard.peak_rss_bytes < 400 * MiB
+
+
+def _fake_interpreter(tmp_path: Path, program: str) -> str:
+    """An executable that stands in for a codec runtime's python: it runs `program` with the
+    arguments run_stage or PersistentWorker pass (`-m codecarena.worker ...`)."""
+    script = tmp_path / "fake_worker.py"
+    script.write_text(program)
+    launcher = tmp_path / "python"
+    launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n')
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
+# A worker that answers a job like codecarena.worker does, after touching as many MiB as the job's
+# `input` says and freeing them; its report carries its own VmHWM, as the real worker's does.
+FAKE_WORKER = textwrap.dedent(
+    """
+    import json, sys
+
+    TEMPLATE = json.loads({template!r})
+
+    def hwm():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+    def run(job_path):
+        job = json.load(open(job_path))
+        data = b"\\x01" * (int(job["input"]) * 1024 * 1024)
+        del data
+        report = dict(TEMPLATE, stage=job["stage"], maxrss_bytes=hwm())
+        with open(job["report"], "w") as f:
+            json.dump(report, f)
+
+    if sys.argv[-1] == "--persistent":
+        for line in sys.stdin:
+            run(line.strip())
+            print(json.dumps({{"job": line.strip(), "exit": 0}}), flush=True)
+    else:
+        run(sys.argv[-1])
+    """
+)
+
+
+def _fake_worker(tmp_path: Path) -> str:
+    template = StageReport(version=PROTOCOL_VERSION, stage="encode", ok=True, error="", pid=0, started_at=time.time(),
+                           imports_s=0.0, load_s=0.0, io_s=0.0, compute_s=0.001, warm_compute_s=[], maxrss_bytes=0,
+                           audio_s=1.0, model={}, facts={}, runtime={})
+    return _fake_interpreter(tmp_path, FAKE_WORKER.format(template=json.dumps(asdict(template))))
+
+
+def _spike_job(tmp_path: Path, name: str, mib: int) -> Job:
+    return Job.encode(Path(str(mib)), tmp_path / f"{name}.ccap", tmp_path / f"{name}.report.json", "pcm")
+
+
+def _audited(stage: Stage, limits: StageLimits) -> list[str]:
+    """What the audit says about a row holding this one stage."""
+    row = SimpleNamespace(stages=[stage], status="ok" if stage.ok else "failed", limits=limits)
+    return _audit_stages(row, "row")  # type: ignore[arg-type]
+
+
+@needs_hwm
+def test_a_worker_that_spikes_and_exits_before_the_next_poll_fails_its_stage(tmp_path: Path) -> None:
+    # The issue's case: a run that exits 0 and whose own audit then finds a peak over the limit. With
+    # a 5 s poll the guard reads once, at the start; the spike and the exit come before the next poll.
+    limits = StageLimits(64 * MiB, guard_poll_s=5.0, stage_timeout_s=30)
+    stage, report = run_stage("encode", _spike_job(tmp_path, "spike", 120), limits, tmp_path, _fake_worker(tmp_path))
+    assert report is not None and report.ok and stage.exit_status == 0
+    assert report.maxrss_bytes >= 120 * MiB
+    assert stage.ok is False
+    assert "passed the memory limit 64.0 MiB" in stage.error
+    # One peak: the row's, the guard's, and the one the audit judges.
+    assert stage.peak_rss_bytes == stage.guard.peak_rss_bytes >= report.maxrss_bytes
+    assert stage.guard.fired is True
+    assert _audited(stage, limits) == []
+
+
+@needs_hwm
+def test_a_worker_under_its_limit_is_ok_and_audits_clean(tmp_path: Path) -> None:
+    limits = StageLimits(256 * MiB, guard_poll_s=5.0, stage_timeout_s=30)
+    stage, report = run_stage("encode", _spike_job(tmp_path, "small", 20), limits, tmp_path, _fake_worker(tmp_path))
+    assert stage.ok is True and stage.error == ""
+    assert report is not None and 20 * MiB <= stage.peak_rss_bytes == stage.guard.peak_rss_bytes < 256 * MiB
+    assert stage.guard.fired is False
+    assert _audited(stage, limits) == []
+
+
+@needs_hwm
+def test_a_warm_job_that_spikes_between_polls_fails_and_each_job_has_its_own_peak(tmp_path: Path) -> None:
+    limits = StageLimits(100 * MiB, guard_poll_s=5.0, stage_timeout_s=30)
+    worker = PersistentWorker(_fake_worker(tmp_path), limits.memory_limit_bytes, tmp_path / "worker.log",
+                              limits.guard_poll_s, limits.stage_timeout_s)
+    try:
+        first, _ = run_stage_warm("encode", _spike_job(tmp_path, "a", 60), tmp_path, worker)
+        second, _ = run_stage_warm("encode", _spike_job(tmp_path, "b", 0), tmp_path, worker)
+        over, _ = run_stage_warm("encode", _spike_job(tmp_path, "c", 150), tmp_path, worker)
+        after, _ = run_stage_warm("encode", _spike_job(tmp_path, "d", 0), tmp_path, worker)
+    finally:
+        worker.stop()
+    assert first.ok and 60 * MiB <= first.peak_rss_bytes < 100 * MiB
+    # The same process served the second job: its peak is its own, not the first job's 60 MiB.
+    assert second.ok and second.peak_rss_bytes < 50 * MiB
+    assert over.ok is False and "passed the limit 100.0 MiB" in over.error
+    assert over.guard.fired is True and over.peak_rss_bytes == over.guard.peak_rss_bytes >= 150 * MiB
+    assert after.ok and after.peak_rss_bytes < 50 * MiB
+    assert worker.starts == 2  # one process for the first three jobs, a fresh one after the kill
+    for stage in (first, second, over, after):
+        assert _audited(stage, limits) == []

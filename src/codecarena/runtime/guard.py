@@ -1,12 +1,17 @@
 """Run a command under an active memory guard.
 
-The guard polls the resident set size of the whole process tree while it runs and kills the process
-group as soon as the sum passes the limit, so a runaway worker is stopped, not merely reported.
+The guard polls the process tree while it runs and kills the process group as soon as the sum of its
+members' peak RSS passes the limit, so a runaway worker is stopped, not merely reported. Each
+member's peak is the kernel's high-water mark (Linux's VmHWM), not its RSS at the moment of the poll:
+a spike that comes and goes between two polls still shows at the next one. A peak known only after
+the last poll (a worker's own VmHWM in its report) is judged the same way (`with_final_peak`), so the
+guard's verdict is always on the peak the row records.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import os
 import signal
@@ -27,8 +32,8 @@ from codecarena.files import open_unlinked
 class GuardRecord:
     limit_bytes: int
     poll_s: float
-    fired: bool
-    peak_rss_bytes: int  # highest polled RSS of the process tree
+    fired: bool  # the peak passed the limit: the guard killed the tree, or found it after the exit (with_final_peak)
+    peak_rss_bytes: int  # the tree's peak RSS (tree_peak_rss), the value judged against the limit
     polls: int
     timed_out: bool
 
@@ -41,18 +46,72 @@ class GuardedResult:
     guard: GuardRecord
 
 
-def tree_rss(proc: psutil.Process) -> int:
+def _members(proc: psutil.Process) -> list[psutil.Process]:
     try:
-        members = [proc, *proc.children(recursive=True)]
+        return [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return []
+
+
+def tree_rss(proc: psutil.Process) -> int:
     total = 0
-    for member in members:
+    for member in _members(proc):
         try:
             total += member.memory_info().rss
         except psutil.Error:
             continue
     return total
+
+
+def _high_water_mark(pid: int) -> int | None:
+    """The process's peak RSS since it started (or since `reset_peaks`); None where /proc has no VmHWM
+    (another system, a process already exited)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def tree_peak_rss(proc: psutil.Process) -> int:
+    """The sum over the live members of the tree of each one's high-water mark (its RSS now where the
+    system keeps none). It is at least the tree's RSS now and at least every live member's own peak;
+    for a one-process worker it is that process's peak exactly, and for a tree it may exceed the
+    simultaneous peak (members peaking at different times), never fall short of it."""
+    total = 0
+    for member in _members(proc):
+        mark = _high_water_mark(member.pid)
+        if mark is None:
+            try:
+                mark = member.memory_info().rss
+            except psutil.Error:
+                continue
+        total += mark
+    return total
+
+
+def reset_peaks(proc: psutil.Process) -> None:
+    """Start every member's high-water mark afresh from its RSS now (Linux: 5 to /proc/PID/clear_refs),
+    so that a long-lived worker's next readings cover its next job only. Where that is refused the
+    marks keep an earlier job's peak: the next job's peak is overstated, not missed (and an earlier
+    peak over the limit already had the worker killed)."""
+    for member in _members(proc):
+        try:
+            with open(f"/proc/{member.pid}/clear_refs", "w", encoding="ascii") as clear_refs:
+                clear_refs.write("5")
+        except OSError:
+            continue
+
+
+def with_final_peak(record: GuardRecord, peak_bytes: int) -> GuardRecord:
+    """The record once a peak measured after the last poll is known (the worker's own VmHWM from its
+    report). The guard's verdict is taken on the same peak the row records and the audit checks: over
+    the limit, the guard fires even though the process already exited and nothing was left to kill."""
+    peak = max(record.peak_rss_bytes, peak_bytes)
+    return dataclasses.replace(record, peak_rss_bytes=peak, fired=record.fired or peak > record.limit_bytes)
 
 
 # prctl(2) option: the signal this process gets when the thread that started it exits.
@@ -110,10 +169,10 @@ def run_guarded(
 
         def watch() -> None:
             while not stop.is_set():
-                rss = tree_rss(ps)
+                peak = tree_peak_rss(ps)
                 state["polls"] += 1
-                state["peak"] = max(state["peak"], rss)
-                if rss > limit_bytes:
+                state["peak"] = max(state["peak"], peak)
+                if peak > limit_bytes:
                     state["fired"] = True
                     _kill_group(proc.pid)
                     return

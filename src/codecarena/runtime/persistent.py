@@ -2,9 +2,10 @@
 
 It keeps models loaded between jobs (the service uses it; so can warm execution). Jobs are the
 same job files as for one-shot workers and leave the same stage reports. The process runs in its
-own process group under the same memory guard as one-shot workers: a watcher polls the tree's RSS
-and kills the group at the limit; the job in flight fails with that reason and the next job starts
-a fresh process.
+own process group under the same memory guard as one-shot workers: a watcher polls the tree's peak
+RSS (guard.tree_peak_rss) and kills the group at the limit; the job in flight fails with that reason
+and the next job starts a fresh process. Each job's peak is its own: the tree's high-water marks are
+reset as the job is handed over, and read once more when it is answered.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import IO, Any
 import psutil
 
 from codecarena.files import open_unlinked
-from codecarena.runtime.guard import _kill_group, parent_death_preexec, tree_rss
+from codecarena.runtime.guard import _kill_group, parent_death_preexec, reset_peaks, tree_peak_rss
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
 
 
@@ -44,6 +45,8 @@ class PersistentWorker:
         self.python, self.limit_bytes, self.log_path = python, limit_bytes, log_path
         self.poll_s, self.timeout_s = poll_s, timeout_s
         self._lock = threading.Lock()
+        # A reading and a job's reset never interleave: one taken before the reset must not land in the new job.
+        self._readings = threading.Lock()
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[bytes] | None = None
         self.fired = False
@@ -64,27 +67,32 @@ class PersistentWorker:
         return proc
 
     def _watch(self, proc: subprocess.Popen[str]) -> None:
-        ps = psutil.Process(proc.pid)
-        while proc.poll() is None:
-            rss = tree_rss(ps)
-            self._record(rss)
-            if rss > self.limit_bytes:
-                self.fired = True
-                _kill_group(proc.pid)
-                return
+        while proc.poll() is None and not self._check(proc):
             time.sleep(self.poll_s)
 
-    def _record(self, rss: int) -> None:
-        self.job_polls += 1
-        self.job_peak_rss_bytes = max(self.job_peak_rss_bytes, rss)
-        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+    def _check(self, proc: subprocess.Popen[str]) -> bool:
+        """One reading for the job in flight; over the limit, the guard fires and kills the group."""
+        with self._readings:
+            try:
+                peak = tree_peak_rss(psutil.Process(proc.pid))
+            except psutil.Error:  # already gone: nothing to read or kill
+                return False
+            self.job_polls += 1
+            self.job_peak_rss_bytes = max(self.job_peak_rss_bytes, peak)
+            self.peak_rss_bytes = max(self.peak_rss_bytes, peak)
+            over = peak > self.limit_bytes
+            if over:
+                self.fired = True
+                _kill_group(proc.pid)
+            return over
 
-    @staticmethod
-    def _tree_rss(pid: int) -> int:
-        try:
-            return tree_rss(psutil.Process(pid))
-        except psutil.Error:
-            return 0
+    def _new_job(self, proc: subprocess.Popen[str]) -> None:
+        with self._readings:
+            try:
+                reset_peaks(psutil.Process(proc.pid))
+            except psutil.Error:
+                pass  # it died since the check: the job's write fails and says so
+            self.job_peak_rss_bytes, self.job_polls = 0, 0
 
     @property
     def pid(self) -> int | None:
@@ -93,16 +101,14 @@ class PersistentWorker:
     def submit(self, job: Job, job_path: Path) -> StageReport:
         """Run one job; its stage report (which may say ok=False with the worker's reason)."""
         with self._lock:
-            self.job_peak_rss_bytes, self.job_polls = 0, 0
             proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+            self._new_job(proc)
             write_job(job_path, job)
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.write(f"{job_path}\n")
                 proc.stdin.flush()
                 reply = self._read_line(proc)
-                # Jobs shorter than the poll period would otherwise leave no reading of their own.
-                self._record(self._tree_rss(proc.pid))
             except (BrokenPipeError, OSError):
                 reply = ""
             if not reply:
@@ -110,6 +116,13 @@ class PersistentWorker:
                 why = ("killed by the memory guard" if self.fired else
                        f"killed after the {self.timeout_s:g} s job timeout" if self.timed_out else "exited")
                 raise WorkerFailed(f"persistent worker {why} while running {job_path}; see {self.log_path}")
+            # A job shorter than the poll period would otherwise have no reading of its own, and a peak
+            # since the last poll would go unjudged: over the limit, the job fails as if killed during it.
+            if self._check(proc):
+                self.stop()
+                raise WorkerFailed(f"persistent worker killed by the memory guard after running {job_path}: its "
+                                   f"peak RSS {self.job_peak_rss_bytes / 2**20:.1f} MiB passed the limit "
+                                   f"{self.limit_bytes / 2**20:.1f} MiB between two polls; see {self.log_path}")
             try:
                 done: dict[str, Any] = json.loads(reply)
                 if done.get("job") != str(job_path):

@@ -2,7 +2,9 @@
 
 A cold stage is a fresh `python -m codecarena.worker JOB.json` under the memory guard and the stage
 timeout; a warm stage goes to a persistent worker that keeps the model loaded. Either way the record
-holds the worker's own timing split, the guard's record and the RTFs derived from them.
+holds the worker's own timing split, the guard's record and the RTFs derived from them. The stage's
+peak RSS is its guard record's: the guard's readings with the worker's own final peak folded in, so a
+stage whose peak passed its limit between two polls is failed for it, like one the guard killed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from codecarena.runtime.guard import GuardRecord, run_guarded
+from codecarena.runtime.guard import GuardRecord, run_guarded, with_final_peak
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import PersistentWorker, WorkerFailed
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
@@ -33,13 +35,19 @@ class Stage:
     warm_compute_s: list[float]
     cold_rtf: float | None  # (process start + imports + load + io + compute) / audio seconds
     warm_rtf: float | None  # median warm compute / audio seconds; None without warm repeats
-    peak_rss_bytes: int  # max of the guard's polled tree RSS and the worker's own getrusage peak
+    peak_rss_bytes: int  # the guard record's peak: its readings and the worker's own VmHWM (guard.with_final_peak)
     guard: GuardRecord
 
 
 def _report_times(report: StageReport | None) -> dict[str, float]:
     """A stage's timing split as its worker reported it (zeros when no report came back)."""
     return {key: getattr(report, key) if report else 0.0 for key in ("imports_s", "load_s", "io_s", "compute_s")}
+
+
+def _over_limit(name: str, guard: GuardRecord) -> str:
+    """Why a stage whose peak passed its limit is failed although the guard had nothing left to kill."""
+    return (f"{name} worker's peak RSS {guard.peak_rss_bytes / 2**20:.1f} MiB passed the memory limit "
+            f"{guard.limit_bytes / 2**20:.1f} MiB between two guard polls")
 
 
 def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str) -> tuple[Stage, StageReport | None]:
@@ -51,18 +59,21 @@ def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str)
         limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s, timeout_s=limits.stage_timeout_s,
         log_path=work / f"{name}.log",
     )
-    guard = result.guard
+    killed = result.guard.fired
     report: StageReport | None = None
     report_error = ""
-    if Path(job.report).exists() and not guard.fired and not guard.timed_out:
+    if Path(job.report).exists() and not killed and not result.guard.timed_out:
         try:
             report = read_report(Path(job.report))
         except ProtocolError as exc:
             report_error = str(exc)
-    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
-    if guard.fired:
-        error = (f"memory guard killed the {name} worker: process tree RSS {peak / 2**20:.0f} MiB "
-                 f"passed the limit {guard.limit_bytes / 2**20:.0f} MiB")
+    guard = with_final_peak(result.guard, report.maxrss_bytes if report else 0)
+    peak = guard.peak_rss_bytes
+    if killed:
+        error = (f"memory guard killed the {name} worker: process tree RSS {peak / 2**20:.1f} MiB "
+                 f"passed the limit {guard.limit_bytes / 2**20:.1f} MiB")
+    elif guard.fired:
+        error = _over_limit(name, guard)
     elif guard.timed_out:
         error = f"{name} worker killed after the {limits.stage_timeout_s:g} s stage timeout"
     elif report is None:
@@ -104,9 +115,14 @@ def run_stage_warm(name: str, job: Job, work: Path, worker: PersistentWorker) ->
     except WorkerFailed as exc:
         report, error = None, f"{name}: {exc}"
     wall = time.perf_counter() - start
-    guard = GuardRecord(limit_bytes=worker.limit_bytes, poll_s=worker.poll_s, fired=worker.fired,
-                  peak_rss_bytes=worker.job_peak_rss_bytes, polls=worker.job_polls, timed_out=worker.timed_out)
-    peak = max(guard.peak_rss_bytes, report.maxrss_bytes if report else 0)
+    guard = with_final_peak(
+        GuardRecord(limit_bytes=worker.limit_bytes, poll_s=worker.poll_s, fired=worker.fired,
+                    peak_rss_bytes=worker.job_peak_rss_bytes, polls=worker.job_polls, timed_out=worker.timed_out),
+        report.maxrss_bytes if report else 0)
+    if guard.fired and report is not None:
+        # The worker's own peak, where the guard's readings cannot see one (no VmHWM), passed the limit.
+        error = _over_limit(name, guard)
+    peak = guard.peak_rss_bytes
     warm_rtf = report.compute_s / report.audio_s if report is not None and report.audio_s > 0 else None
     stage = Stage(
         name=name, exit_status=0 if not error else 2, ok=not error, error=error, wall_s=wall, process_start_s=0.0,
