@@ -1,4 +1,10 @@
-"""Terminal output: progress while a run goes, then one table per codec configuration."""
+"""Terminal output: progress while a run goes, then one table per codec configuration.
+
+Every console codecarena prints through comes from `make_console`, which turns Rich markup off: the
+text printed is full of values from files and the command line (a manifest's language, a codec
+spec, a URL, a path, a reason from a row) that Rich would otherwise read as tags, and swallow
+(`[bold]`) or crash on (`[/x]`). Colour is given as `style=` or with a `rich.text.Text`, never as markup.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,15 @@ from rich.table import Table
 
 from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
 
+
+def make_console(**options: Any) -> Console:
+    """A console that prints every string as written (no markup, no highlighting)."""
+    return Console(markup=False, highlight=False, **options)
+
+
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI;
 # COLUMNS, when set, wins (rich reads it).
-console = Console(highlight=False, width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
+console = make_console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -47,7 +59,7 @@ def print_summary(summary: dict[str, Any]) -> None:
                   "(cold = process start + imports + load + I/O + compute; warm = compute only)")
     for c in summary["codecs"]:
         for failure in c["failures"]:
-            console.print(f"[red]{c['codec']} {failure['utterance']}: {failure['error']}[/red]")
+            console.print(f"{c['codec']} {failure['utterance']}: {failure['error']}", style="red")
 
 
 def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> None:
@@ -75,5 +87,5 @@ def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> 
                 reasons[reason] = (total + count, metrics + [name] * (name not in metrics),
                                    labels + [label] * (label not in labels))
     for reason, (count, metrics, labels) in reasons.items():
-        console.print(f"[yellow]{count} metric values failed ({', '.join(metrics)}; {', '.join(labels)}): "
-                      f"{reason}[/yellow]", soft_wrap=True)
+        console.print(f"{count} metric values failed ({', '.join(metrics)}; {', '.join(labels)}): {reason}",
+                      style="yellow", soft_wrap=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import stat
 import tempfile
@@ -73,9 +74,55 @@ def sha256_json(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def read_json(path: Path) -> Any:
+# Bounds on what a JSON file codecarena reads may hold, far beyond anything it writes: deeper
+# nesting would overflow a reader's recursion, a larger integer its float conversions (up to 2**53 a
+# float, DuckDB's DOUBLE and JavaScript hold every integer exactly), a larger float its sums and squares.
+MAX_JSON_DEPTH = 32
+MAX_JSON_INT = 2**53
+MAX_JSON_FLOAT = 1e100
+
+
+def parse_json(text: str | bytes) -> Any:
+    """JSON from a file someone else may have written, or ValueError naming what it holds beyond the
+    bounds above: NaN or infinity, a number out of range, nesting deeper than MAX_JSON_DEPTH."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(text, parse_constant=_no_constant, parse_int=_bounded_int, parse_float=_bounded_float)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    pending = [(data, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            if depth == MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            pending += [(item, depth + 1) for item in (value.values() if isinstance(value, dict) else value)]
+    return data
+
+
+def _no_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a number codecarena reads")
+
+
+def _bounded_int(token: str) -> int:
+    digits = len(token.lstrip("-"))
+    # Digits first (2**53 has 16): a hostile integer may have thousands, too many to convert or show.
+    if digits > 16 or abs(int(token)) > MAX_JSON_INT:
+        shown = token if digits <= 20 else f"{token[:12]}... ({digits} digits)"
+        raise ValueError(f"integer {shown} is beyond +-2**53")
+    return int(token)
+
+
+def _bounded_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value) or abs(value) > MAX_JSON_FLOAT:
+        raise ValueError(f"number {token[:40]} is beyond +-{MAX_JSON_FLOAT:g}")
+    return value
+
+
+def read_json(path: Path) -> Any:
+    """`path` parsed by parse_json; JSONFileError naming the file when it is missing or not valid."""
+    try:
+        return parse_json(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise JSONFileError(f"{path}: missing") from None
     except ValueError as exc:

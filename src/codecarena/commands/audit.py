@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     problems = audit(args.run_dir, replay=args.replay,
                      rescore=parse_sample(args.rescore) if args.rescore is not None else None)
     for problem in problems:
-        console.print(f"[red]{problem}[/red]", soft_wrap=True)
+        console.print(problem, style="red", soft_wrap=True)
     if problems:
         console.print(f"audit failed: {len(problems)} problem(s) in {args.run_dir}")
         return 1

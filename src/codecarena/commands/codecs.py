@@ -12,10 +12,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.text import Text
+
     from codecarena.console import console
 
     for family in FAMILIES.values():
-        console.print(f"[bold]{family.name}[/bold]  {family.description}")
+        console.print(Text.assemble((family.name, "bold"), f"  {family.description}"))
         configs = ", ".join(family.configs)
         extra = " (or any bitrate: 7500, 10k, ...)" if family.config_is_bitrate else ""
         console.print(f"  configs: {configs}{extra}; default {family.default_config}")

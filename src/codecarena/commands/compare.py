@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
         metrics = [m.strip() for item in args.metrics for m in item.split(",") if m.strip()]
     result = compare_runs(args.run_a, args.run_b, metrics=metrics, by=args.by, resamples=args.resamples,
                           seed=args.seed, pair=args.pair, allow_different_sets=args.allow_different_sets)
-    console.print(render_text(result), markup=False, highlight=False, soft_wrap=True, end="")
+    console.print(render_text(result), soft_wrap=True, end="")
     if args.json:
         write_json(args.json, result)
-        console.print(f"comparison written to {args.json}", markup=False)
+        console.print(f"comparison written to {args.json}")
     return 0

@@ -73,6 +73,6 @@ def run(args: argparse.Namespace) -> int:
                             limit_bytes=limit, inject=args.inject_divergence)
     except DoctorError as exc:
         raise CliError(str(exc)) from None
-    console.print((out / "summary.txt").read_text(encoding="utf-8"), end="", markup=False, highlight=False)
+    console.print((out / "summary.txt").read_text(encoding="utf-8"), end="")
     console.print(f"evidence: {out / 'evidence.json'}")
     return 1 if evidence["verdict"] == "divergent" else 0

@@ -176,15 +176,16 @@ def fit_columns(columns: list[Column], entries: list[dict[str, Any]], width: int
 def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = None, sort: str = SORT_BY_RATE,
                 columns: list[str] | None = None) -> None:
     from rich import box
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from codecarena.console import console as default_console
+    from codecarena.console import make_console
 
     if sort != SORT_BY_RATE and sort not in board.metric_names:
         raise LeaderboardError(f"--sort {sort}: no such metric in these runs (metrics: "
                                f"{', '.join(board.metric_names) or 'none'}; or {SORT_BY_RATE})")
-    console = default_console if stream is None else Console(file=stream, width=200, highlight=False)
+    console = default_console if stream is None else make_console(file=stream, width=200)
     chosen = choose_columns(board, columns, all_metrics, sort)
     order = (f"sorted by {metric_label(sort)}, {'lower' if sort in LOWER_IS_BETTER else 'higher'} is better"
              if sort != SORT_BY_RATE else "sorted by representation bitrate, lowest first")
@@ -196,8 +197,9 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
             entries = ranked(board.group_entries(group.id, language), sort)
             if not entries:
                 continue
-            title = f"[bold]{group.id}[/bold]: {group.title}" + (f" - {what}" if what else "")
-            console.print(f"{title}; {order}", soft_wrap=True, highlight=False)
+            heading = Text.assemble((group.id, "bold"), f": {group.title}" + (f" - {what}" if what else ""),
+                                    f"; {order}")
+            console.print(heading, soft_wrap=True)
             shown, hidden = fit_columns(chosen, entries, console.width, {"codec", sort})
             hidden_all.update({c.key: c.header.replace("\n", " ") for c in hidden})
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -209,15 +211,15 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                 table.add_row(*[c.cell(e) for c in shown])
             console.print(table)
         for reason in group.reasons:
-            console.print(f"[yellow]{group.id} {reason}[/yellow]", soft_wrap=True)
+            console.print(f"{group.id} {reason}", style="yellow", soft_wrap=True)
     unit = "speakers with their utterances" if board.ci_unit == "speaker" else "utterances"
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
                   f"over ok values +- half its 95% bootstrap interval over {unit} (seeded; (n k) when k values "
                   "count), ^ higher is better, v lower is better, failures counted; RTF: medians", soft_wrap=True)
     if hidden_all:
-        console.print(f"[yellow]hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
+        console.print(f"hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
                       f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "
-                      f"{', '.join(COLUMN_GROUPS)}) or widen the terminal (COLUMNS=200)[/yellow]", soft_wrap=True)
+                      f"{', '.join(COLUMN_GROUPS)}) or widen the terminal (COLUMNS=200)", style="yellow", soft_wrap=True)
     for run_info in board.runs:
         for note in run_info.notes:
-            console.print(f"[yellow]{run_info.label}: {note}[/yellow]", soft_wrap=True)
+            console.print(f"{run_info.label}: {note}", style="yellow", soft_wrap=True)

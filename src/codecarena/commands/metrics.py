@@ -23,6 +23,8 @@ def _range(low: float | None, high: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.text import Text
+
     from codecarena.console import console
     from codecarena.metrics import outputs
     from codecarena.metrics.declarations import METRICS, UNAVAILABLE, available, verify_models
@@ -32,18 +34,18 @@ def run(args: argparse.Namespace) -> int:
         if args.verify and available(spec) and spec.models:
             problem = verify_models(spec)[1]
             state = f"unusable: {problem}" if problem else "available, model files match their pins"
-        console.print(f"[bold]{spec.name}[/bold]  {state}", highlight=False)
-        console.print(f"  {spec.description}", highlight=False)
+        console.print(Text.assemble((spec.name, "bold"), f"  {state}"))
+        console.print(f"  {spec.description}")
         needs = ", ".join(need.value for need in spec.needs)
         shortest = f"; at least {spec.min_audio_s:g} s of audio" if spec.min_audio_s else ""
         longest = f", at most {spec.max_audio_s:g} s" if spec.max_audio_s else ""
-        console.print(f"  needs: {needs}{shortest}{longest}", highlight=False)
+        console.print(f"  needs: {needs}{shortest}{longest}")
         for name in spec.outputs:
             scale = outputs.BY_NAME.get(name)
             if scale is None:
                 continue
             unit = f" {scale.unit}" if scale.unit else ""
-            console.print(f"  {name:<18} {scale.better} is better, {_range(scale.low, scale.high)}{unit}", highlight=False)
+            console.print(f"  {name:<18} {scale.better} is better, {_range(scale.low, scale.high)}{unit}")
     for name, reason in UNAVAILABLE.items():
-        console.print(f"[bold]{name}[/bold]  unavailable: {reason}", highlight=False)
+        console.print(Text.assemble((name, "bold"), f"  unavailable: {reason}"))
     return 0

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     problems = rule_problems(entries, check_local=args.check_local, models_dir=args.models_dir)
     for problem in problems:
-        console.print(f"[red]{problem}[/red]", soft_wrap=True)
+        console.print(problem, style="red", soft_wrap=True)
     console.print(f"registry audit {'failed: ' + str(len(problems)) + ' problem(s)' if problems else 'passed'} "
                   f"({len(entries)} entries{', local files checked' if args.check_local else ''})")
     user_problems = _user_pins(console)
@@ -76,6 +76,8 @@ def _table(entries: tuple[Entry, ...]) -> Table:
 
 def _user_pins(console: Console) -> list[str]:
     """User pins, listed apart from the registry's, each kept file verified; the problems found."""
+    from rich.text import Text
+
     from codecarena.checkpoints import CheckpointError, resolve
     from codecarena.registry.user_pins import load, pins_dir
 
@@ -84,13 +86,13 @@ def _user_pins(console: Console) -> list[str]:
     for pin in pins:
         try:
             resolve(pin.checkpoint(), models_dir=pins_dir(), allow_download=False)
-            state = "files verified"
+            state = Text("files verified")
         except CheckpointError as exc:
-            state = f"[red]{exc}[/red]"
+            state = Text(str(exc), style="red")
             problems.append(str(exc))
         files = ", ".join(f"{f.name} {f.sha256[:12]} ({f.bytes} bytes, from {f.origin})" for f in pin.files)
-        console.print(f"user pin (not a registry pin) {pin.family}:{pin.config}: {files}; pinned {pin.pinned_at}; "
-                      f"{state}", soft_wrap=True)
+        console.print(Text.assemble(f"user pin (not a registry pin) {pin.family}:{pin.config}: {files}; "
+                                    f"pinned {pin.pinned_at}; ", state), soft_wrap=True)
     if pins:
         console.print(f"{len(pins)} user pin(s) in {pins_dir()}, run with --weights user")
     return problems

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codecarena import selection
 from codecarena.arena import ARENA_RATE
@@ -17,6 +18,9 @@ from codecarena.pipeline import Executor, RunOptions, execute, plan_of
 from codecarena.results.schema import Row
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
 from codecarena.specs import parse_spec
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
 
@@ -90,28 +94,28 @@ def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
     raise CliError(f"--replay-sample {text!r}: expected a number or 'all'")
 
 
-def input_notes(evalset: EvalSet) -> list[str]:
+def input_notes(evalset: EvalSet) -> list[Text]:
     """What the console says about the inputs before the first row: every file that is not readable
     audio (skipped, with its reason and how to fix it) and every conversion a reference will go through."""
-    from rich.markup import escape
+    from rich.text import Text
 
     lines = []
     if evalset.skipped:
-        lines.append(f"[yellow]{len(evalset.skipped)} files of the input are not audio and are skipped: remove them "
-                     "from the folder, or convert them to wav or flac to include them (listed in run.json as "
-                     "skipped_inputs):[/yellow]")
-        lines += [f"[yellow]  {escape(name)}: {escape(reason)}[/yellow]" for name, reason in evalset.skipped]
+        lines.append(Text(f"{len(evalset.skipped)} files of the input are not audio and are skipped: remove them "
+                          "from the folder, or convert them to wav or flac to include them (listed in run.json as "
+                          "skipped_inputs):", style="yellow"))
+        lines += [Text(f"  {name}: {reason}", style="yellow") for name, reason in evalset.skipped]
     converted = [u for u in evalset.utterances if u.converted or u.sample_rate != ARENA_RATE]
     if converted:
-        lines.append(f"{len(converted)} of {len(evalset.utterances)} utterances are converted before coding "
-                     "(recorded in every row as reference_conversions):")
+        lines.append(Text(f"{len(converted)} of {len(evalset.utterances)} utterances are converted before coding "
+                          "(recorded in every row as reference_conversions):"))
         for u in converted:
             steps = [f"decode {u.source_format}"] if u.source_format else []
             if u.channel:
                 steps.append({"mix": "downmix to mono"}.get(u.channel, f"take channel {u.channel}"))
             if u.sample_rate != ARENA_RATE:
                 steps.append(f"resample {u.sample_rate} -> {ARENA_RATE} Hz (soxr VHQ)")
-            lines.append(f"  {u.id}: {'; '.join(steps)}")
+            lines.append(Text(f"  {u.id}: {'; '.join(steps)}"))
     return lines
 
 
@@ -222,8 +226,9 @@ def run(args: argparse.Namespace) -> int:
     log_lines = not console.is_terminal
     if log_lines:
         console.print("preparing: loading models and references (the first row waits for them)...")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("eta {task.fields[eta]}"), console=console, transient=False,
+    # The description holds a codec spec and an utterance id: shown as written, never read as markup.
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("eta {task.fields[eta]}"), console=console, transient=False,
                   disable=log_lines) as progress:
         task = progress.add_task("preparing references and starting workers (the first rows also load models)",
                                  total=total, eta="-")
@@ -265,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
     failed = [r for r in rows if row_problem(r)]
     console.print(f"run directory: {out}")
     if failed:
-        console.print(f"[red]{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "
-                      f"{out / 'rows.jsonl'}[/red]")
+        console.print(f"{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "
+                      f"{out / 'rows.jsonl'}", style="red")
         return 1
     return 0

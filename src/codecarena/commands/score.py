@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.recursive and args.ref_dir.is_dir():
         # A mirror keeps its originals in a subfolder (original/): they are not references unless asked for.
         for sub in sorted(p.name for p in args.ref_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            console.print(f"[yellow]{sub}/: subfolder not read (use --recursive)[/yellow]", soft_wrap=True)
+            console.print(f"{sub}/: subfolder not read (use --recursive)", style="yellow", soft_wrap=True)
     refs = load_input_dir(args.ref_dir, recursive=args.recursive)
     scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances))
     if scorer is None:
@@ -68,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
     # References in folders the decoded set does not have are named, never scored.
     if unmatched:
         folders = sorted({str(r.parent) for r in unmatched})
-        console.print(f"[yellow]{len(unmatched)} of {len(refs.utterances)} references have no decoded file in "
+        console.print(f"{len(unmatched)} of {len(refs.utterances)} references have no decoded file in "
                       f"{args.dec_dir} and are not scored (in {', '.join(folders[:5])}"
-                      f"{' ...' if len(folders) > 5 else ''}; e.g. {unmatched[0]})[/yellow]", soft_wrap=True)
+                      f"{' ...' if len(folders) > 5 else ''}; e.g. {unmatched[0]})", style="yellow", soft_wrap=True)
     for name, reason in refs.skipped:
-        console.print(f"[yellow]{args.ref_dir / name}: skipped, {reason}[/yellow]", soft_wrap=True)
+        console.print(f"{args.ref_dir / name}: skipped, {reason}", style="yellow", soft_wrap=True)
     # A metric's native crash fails that metric in a scoring process, never this command.
     guarded = GuardedScorer(scorer.metrics, scorer.asr_models, parse_limits(None), log_path=None)
     scored = []

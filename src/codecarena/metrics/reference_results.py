@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codecarena.files import open_unlinked, sha256_json, write_json
+from codecarena.files import open_unlinked, parse_json, sha256_json, write_json
 
 FORMAT = "codecarena-reference-result"
 VERSION = 1
@@ -49,7 +48,7 @@ class Entry:
 def parse_entry(path: Path) -> Entry:
     """The entry in `path`, strictly checked against its own fields and its place in the tree."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReferenceResultError(f"{path}: not a readable JSON file ({type(exc).__name__})") from None
     if not isinstance(data, dict) or sorted(data) != sorted(_FIELDS):

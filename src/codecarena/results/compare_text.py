@@ -27,31 +27,32 @@ def _short(value: Any, limit: int = 160) -> str:
 def render_text(result: dict[str, Any], width: int = 160) -> str:
     """The comparison as readable text (rich tables rendered to a string, no colour)."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
+    from codecarena.console import make_console
+
     buf = io.StringIO()
-    con = Console(file=buf, width=width, highlight=False, color_system=None, soft_wrap=False)
+    con = make_console(file=buf, width=width, color_system=None, soft_wrap=False)
     s = result["settings"]
-    con.print(f"compare A = {result['run_a']}", markup=False)
-    con.print(f"        B = {result['run_b']}", markup=False)
+    con.print(f"compare A = {result['run_a']}")
+    con.print(f"        B = {result['run_b']}")
     unit = "speakers (all their utterances together)" if s["by"] == "speaker" else "utterances"
     con.print(f"difference = B - A; {int(s['level'] * 100)}% percentile bootstrap interval of the mean difference, "
-              f"{s['resamples']} resamples of {unit}, seed {s['seed']}", markup=False)
+              f"{s['resamples']} resamples of {unit}, seed {s['seed']}")
     st = result["set"]
     def described(side: dict[str, Any]) -> str:
         return f"{side['set']} ({side['utterances']} utterances, manifest {str(side['manifest_sha256'])[:12]})"
 
     con.print(f"set: {described(st['a'])}" + ("" if st["same"] else f" vs {described(st['b'])}")
-              + f"; {st['paired_utterances']} utterances paired", markup=False)
+              + f"; {st['paired_utterances']} utterances paired")
     if result["pairing_overridden"]:
         for line in result["overrides"]:
-            con.print(f"PAIRING OVERRIDDEN: {line}", markup=False)
+            con.print(f"PAIRING OVERRIDDEN: {line}")
     for line in result["notes"]:
-        con.print(f"note: {line}", markup=False)
+        con.print(f"note: {line}")
     um = result["unmatched_codecs"]
     if um["a"] or um["b"]:
-        con.print(f"not compared: A {', '.join(um['a']) or '-'}; B {', '.join(um['b']) or '-'}", markup=False)
+        con.print(f"not compared: A {', '.join(um['a']) or '-'}; B {', '.join(um['b']) or '-'}")
 
     for comp in result["comparisons"]:
         con.print("")
@@ -61,14 +62,13 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
             title = f"{comp['codec_a']} (A) vs {comp['codec_b']} (B)"
         con.print(f"== {title}: {comp['pairs']} pairs ({comp['pairing']}); identical payloads "
                   f"{ident['payload_identical']}/{ident['pairs']}, identical decoded audio "
-                  f"{ident['decoded_identical']}/{ident['pairs']}", markup=False)
+                  f"{ident['decoded_identical']}/{ident['pairs']}")
         missing = comp["unpaired"]
         if missing["missing_in_a"] or missing["missing_in_b"]:
             con.print(f"unpaired: no row in A for {', '.join(missing['missing_in_a']) or '-'}; "
-                      f"no row in B for {', '.join(missing['missing_in_b']) or '-'}", markup=False)
+                      f"no row in B for {', '.join(missing['missing_in_b']) or '-'}")
         if ident["all_decoded_identical"]:
-            con.print("identical decoded audio in every pair: metrics cannot differ, so no bootstrap was run",
-                      markup=False)
+            con.print("identical decoded audio in every pair: metrics cannot differ, so no bootstrap was run")
         table = Table(box=box.SIMPLE_HEAD, show_lines=False, title=None)
         for name, justify in (("metric", "left"), ("n", "right"), ("mean A", "right"), ("mean B", "right"),
                               ("B - A", "right"), ("95% CI", "right"), ("units", "right"), ("reading", "left")):
@@ -83,17 +83,17 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
         shared = {(reason, count) for reason, count in (comp["metrics"][0]["dropped"] if comp["metrics"] else {}).items()
                   if all(m["dropped"].get(reason) == count for m in comp["metrics"])}
         for reason, count in sorted(shared):
-            con.print(f"every metric: {count} pair(s) dropped: {reason}", markup=False)
+            con.print(f"every metric: {count} pair(s) dropped: {reason}")
         for m in comp["metrics"]:
             for reason, count in m["dropped"].items():
                 if (reason, count) not in shared:
-                    con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}", markup=False)
+                    con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}")
         warnings: dict[str, list[str]] = {}
         for m in comp["metrics"]:
             if m.get("warning"):
                 warnings.setdefault(m["warning"], []).append(m["metric"])
         for warning, names in warnings.items():
-            con.print(f"warning ({', '.join(names)}): {warning}", markup=False)
+            con.print(f"warning ({', '.join(names)}): {warning}")
         con.print("")
         _print_provenance(con, comp["provenance"], f"provenance of {title}")
     con.print("")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from codecarena.diskspace import DiskFullError, is_disk_full
-from codecarena.files import open_unlinked, replace_text
+from codecarena.files import open_unlinked, parse_json, replace_text
 from codecarena.results.schema import Row, SchemaError, parse_row
 from codecarena.rundir import ROWS, RunDir
 
@@ -54,14 +53,10 @@ def load_rows(run_dir: Path, order: list[tuple[str, str]]) -> tuple[list[Row], b
     rows: list[Row] = []
     for number, raw in enumerate(complete, start=1):
         try:
-            rows.append(parse_row(json.loads(raw, parse_constant=_no_constant)))
+            rows.append(parse_row(parse_json(raw)))
         except (ValueError, SchemaError) as exc:
             raise StoreError(f"{path}: line {number} is not a valid row ({exc})") from None
     return _in_plan_order(rows, order), torn
-
-
-def _no_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not a number a row may hold")
 
 
 def _in_plan_order(rows: list[Row], keys: list[tuple[str, str]]) -> list[Row]:
