@@ -347,7 +347,7 @@ def test_load_input_dir_with_transcripts(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     sf.write(str(root / "extra" / "b.wav"), _tone(2400), 24000, subtype="PCM_16")
-    sf.write(str(root / "a.wav"), _tone(1600), 16000, subtype="FLOAT")
+    sf.write(str(root / "a.wav"), _tone(1600) / 32768, 16000, subtype="FLOAT")
     (root / "notes.txt").write_text("not audio", encoding="utf-8")
     (root / "manifest.json").write_text(
         json.dumps([
