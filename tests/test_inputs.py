@@ -1,5 +1,6 @@
-"""Input reading (#28): cut and damaged compressed files, what libmpg123 prints, float samples
-beyond full scale."""
+"""Input reading (#28): cut and damaged compressed files, what libmpg123 prints, downmixes that cancel,
+float samples beyond full scale, file names that are no ids or hold control characters, and
+everything a folder holds that is left out, listed rather than dropped unsaid."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 import soundfile as sf
 
 from codecarena.audio_input import AudioInputError, check_audio_file, read_audio
-from codecarena.datasets import load_input_dir
+from codecarena.commands.run import input_notes
+from codecarena.corpora import load_corpus
+from codecarena.datasets import DatasetError, load_input_dir
 
 RATE = 16000
 
@@ -147,6 +150,24 @@ def test_an_mp4_whose_index_is_cut_off_is_refused_in_one_line(tmp_path: Path) ->
 # ---------------------------------------------------------------------------------------- the samples
 
 
+def test_a_downmix_that_cancels_is_skipped_naming_the_downmix(tmp_path: Path) -> None:
+    left = _speech()
+    sf.write(tmp_path / "inverted.wav", np.stack([left, -left], axis=1), RATE, subtype="FLOAT")
+    near = -left + 0.003 * np.random.default_rng(2).standard_normal(left.size)
+    sf.write(tmp_path / "nearly.wav", np.stack([left, near], axis=1), RATE, subtype="FLOAT")
+    sf.write(tmp_path / "one_side.wav", np.stack([left, np.zeros_like(left)], axis=1), RATE, subtype="FLOAT")
+    s = load_input_dir(tmp_path)
+    # One silent channel halves the level: that is a downmix, not a cancellation.
+    assert [u.id for u in s.utterances] == ["one_side"]
+    assert s.skipped == (
+        ("inverted.wav", "its downmix to mono (the mean of its 2 channels) is silent: the channels cancel (one is "
+                         "inverted?); use --channels left, right or each"),
+        ("nearly.wav", "its downmix to mono (the mean of its 2 channels) is 43 dB below its loudest channel: the "
+                       "channels cancel (one is inverted?); use --channels left, right or each"),
+    )
+    assert [u.id for u in load_input_dir(tmp_path, "left").utterances] == ["inverted", "nearly", "one_side"]
+
+
 def test_float_samples_beyond_full_scale_are_refused_with_their_count(tmp_path: Path) -> None:
     loud = _speech(RATE)
     loud[[10, 20, 30]] = [1.5, -1.25, 1.0001]
@@ -158,3 +179,64 @@ def test_float_samples_beyond_full_scale_are_refused_with_their_count(tmp_path: 
     full[10], full[20] = 1.0, -1.0  # full scale itself is a sample codecs take
     sf.write(tmp_path / "full.wav", full, RATE, subtype="DOUBLE")
     assert check_audio_file(tmp_path / "full.wav").num_samples == RATE
+
+
+# --------------------------------------------------------------------------------------- names, listing
+
+
+def test_a_control_character_in_a_name_keeps_every_message_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "two\nlines.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEnot really audio")
+    with pytest.raises(AudioInputError) as refused:
+        check_audio_file(folder / "two\nlines.wav")
+    assert "\n" not in str(refused.value) and str(refused.value).startswith(f"{folder}/two\\nlines.wav: unreadable")
+    with pytest.raises(DatasetError) as nothing:
+        load_input_dir(folder)
+    assert "\n" not in str(nothing.value) and "(1 skipped, e.g. two\\nlines.wav: unreadable audio" in str(nothing.value)
+    sf.write(folder / "bell\a.wav", _speech(RATE), RATE)
+    sf.write(folder / "good.wav", _speech(RATE), RATE)
+    s = load_input_dir(folder)
+    assert [u.id for u in s.utterances] == ["good"]
+    assert [name for name, _ in s.skipped] == ["bell\\x07.wav", "two\\nlines.wav"]
+    assert all("\n" not in reason and "\a" not in reason for _, reason in s.skipped)
+
+
+def test_hidden_entries_links_to_nothing_and_to_folders_are_listed_as_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    for name in ("good.wav", ".hidden.wav", ".git/objects/x.wav", "sub/._good.wav", "elsewhere/linked.wav"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(folder / name, _speech(RATE), RATE)
+    (folder / "gone.wav").symlink_to(folder / "missing.wav")
+    (folder / "other").symlink_to(tmp_path / "in" / "elsewhere")
+    s = load_input_dir(folder)
+    assert [u.id for u in s.utterances] == ["elsewhere__linked", "good"]
+    hidden = "hidden (its name starts with '.'), not read: rename it without the dot to include it"
+    assert s.skipped == (
+        (".git/", f"a folder {hidden}"),
+        (".hidden.wav", f"a file {hidden}"),
+        ("gone.wav", f"a link to {str(folder / 'missing.wav')!r}, which does not exist: fix or remove the link"),
+        ("other/", "a link to a folder, not followed: pass that folder as --input or copy its files here"),
+        ("sub/._good.wav", f"a file {hidden}"),
+    )
+
+
+def test_a_corpus_lists_what_it_leaves_out(tmp_path: Path) -> None:
+    root = tmp_path / "ls"
+    (root / "84" / "121").mkdir(parents=True)
+    sf.write(root / "84" / "121" / "84-121-0000.flac", _speech(RATE), RATE)
+    sf.write(root / "84" / "121" / "._84-121-0000.flac", _speech(RATE), RATE)
+    (root / "84" / "121" / "84-121-0001.flac").symlink_to(root / "nowhere.flac")
+    (root / "84" / "121" / "84-121.trans.txt").write_text("84-121-0000 HELLO\n84-121-0001 WORLD\n")
+    s = load_corpus(root, "librispeech")
+    assert [u.id for u in s.utterances] == ["84-121-0000"]
+    assert [name for name, _ in s.skipped] == ["84/121/._84-121-0000.flac", "84/121/84-121-0001.flac"]
+
+
+def test_the_console_says_what_each_skipped_input_is_not_that_it_is_not_audio(tmp_path: Path) -> None:
+    sf.write(tmp_path / "blip.wav", _speech(100), RATE)
+    sf.write(tmp_path / "good.wav", _speech(RATE), RATE)
+    notes = [str(line) for line in input_notes(load_input_dir(tmp_path))]
+    assert "not audio" not in " ".join(notes)
+    assert "1 files or folders of the input are skipped, each with why" in notes[0]
+    assert "  blip.wav: 100 samples at 16000 Hz is shorter than the 0.1 s minimum" in notes[1]
