@@ -42,7 +42,7 @@ def test_damaged_wavs_in_an_input_folder_are_listed_and_skipped(tmp_path: Path) 
     out = tmp_path / "r"
     result = codecarena("run", "--input", folder, "--codec", "pcm:16", "--metrics", "none", "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 files of the input are not audio and are skipped: remove them from the folder, or convert them" \
+    assert "2 files or folders of the input are skipped, each with why (listed in run.json as skipped_inputs)" \
         in result.stdout
     assert "  cut.wav: truncated: data chunk declares" in result.stdout
     assert "  noise.wav: unreadable audio (libsndfile:" in result.stdout

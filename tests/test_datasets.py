@@ -347,7 +347,7 @@ def test_load_input_dir_with_transcripts(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     sf.write(str(root / "extra" / "b.wav"), _tone(2400), 24000, subtype="PCM_16")
-    sf.write(str(root / "a.wav"), _tone(1600), 16000, subtype="FLOAT")
+    sf.write(str(root / "a.wav"), _tone(1600) / 32768, 16000, subtype="FLOAT")
     (root / "notes.txt").write_text("not audio", encoding="utf-8")
     (root / "manifest.json").write_text(
         json.dumps([
@@ -480,8 +480,7 @@ def test_unreadable_wav_is_refused_alone_and_skipped_in_a_folder(tmp_path: Path)
 
 def test_a_folder_of_only_unreadable_files_is_an_error_naming_one(tmp_path: Path) -> None:
     (tmp_path / "noise.wav").write_bytes(np.random.default_rng(1).bytes(4096))
-    with pytest.raises(DatasetError, match=r"no audio files found \(1 files that are not audio, e\.g\. noise\.wav: "
-                                           r"unreadable audio"):
+    with pytest.raises(DatasetError, match=r"no audio files found \(1 skipped, e\.g\. noise\.wav: unreadable audio"):
         load_input_dir(tmp_path)
 
 

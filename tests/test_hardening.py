@@ -75,10 +75,18 @@ def test_input_manifest_id_that_climbs_is_refused_naming_file_and_id(tmp_path: P
         load_input_dir(tmp_path / "in")
 
 
-def test_file_name_that_makes_an_unsafe_id_is_refused(tmp_path: Path) -> None:
+def test_file_name_that_makes_an_unsafe_id_is_skipped_with_the_fix(tmp_path: Path) -> None:
     _wav(tmp_path / "in" / "my clip.wav")
-    with pytest.raises(DatasetError, match=r"my clip\.wav: utterance id 'my clip' is not a safe id"):
-        load_input_dir(tmp_path / "in")
+    _wav(tmp_path / "in" / "good.wav")
+    s = load_input_dir(tmp_path / "in")
+    assert [u.id for u in s.utterances] == ["good"]
+    assert s.skipped == (("my clip.wav", "utterance id 'my clip' is not a safe id (letters, digits, '.', '_' and '-', "
+                                         "not starting with a dot, at most 128 characters); rename the file or give "
+                                         "it an 'id' in manifest.json"),)
+    # Given a safe id in manifest.json, the file is read under it.
+    (tmp_path / "in" / "manifest.json").write_text(json.dumps([{"file": "my clip.wav", "id": "my_clip"}]))
+    s = load_input_dir(tmp_path / "in")
+    assert [u.id for u in s.utterances] == ["good", "my_clip"] and s.skipped == ()
 
 
 def test_kaldi_key_that_is_a_path_is_refused(tmp_path: Path) -> None:

@@ -249,3 +249,16 @@ def test_a_hostile_reference_result_is_an_error_naming_its_file(tmp_path: Path) 
     path.write_text(DEEP)
     with pytest.raises(ReferenceResultError, match=f"^{re.escape(str(path))}: not a readable JSON file"):
         parse_entry(path)
+
+
+def test_a_hostile_manifest_in_an_input_folder_is_refused_naming_it(tmp_path: Path) -> None:
+    """An input folder's manifest.json goes through the same bounded parser as the run's own files:
+    a 50,000-deep array used to crash `run` with a RecursionError."""
+    from codecarena.datasets import DatasetError, load_input_dir
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(need_mirror() / SHORT_CLIPS[0], folder / "a.wav")
+    (folder / "manifest.json").write_text("[" * 50_000 + "]" * 50_000)
+    with pytest.raises(DatasetError, match=r"manifest\.json: not valid JSON \(nested deeper than"):
+        load_input_dir(folder)

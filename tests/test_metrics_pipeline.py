@@ -287,7 +287,8 @@ def test_own_audio_in_any_format_is_announced_converted_recorded_and_audited(tmp
                         "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     text = result.stdout
-    assert "1 files of the input are not audio and are skipped:" in text and "photo.jpg: unreadable audio" in text
+    assert "1 files or folders of the input are skipped, each with why" in text
+    assert "photo.jpg: unreadable audio" in text
     assert "2 of 2 utterances are converted before coding" in text
     assert "stereo: decode WAV PCM_16 (libsndfile), 44100 Hz, 2 channels; take channel left; resample 44100 -> 16000" in text
     # Output to a pipe: one log line per row, with the time left.

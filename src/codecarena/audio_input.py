@@ -4,18 +4,28 @@ files, and the codec service's `/v1/encode` bodies.
 A file is recognised by its content, not its name: libsndfile first (WAV, FLAC, Ogg, MP3, ...), then
 FFmpeg through PyAV (m4a/AAC, Opus in Ogg/WebM, ...). A file neither reads is refused, and so is audio
 that is recognised but damaged, because a benchmark must never score something other than what the
-user thinks it scores (a folder reader lists and counts each refused file): a data chunk cut short
-(libsndfile returns the part present), NaN or infinite samples in a float file, a header rate no
-speech recording has, a file too short to hold one codec frame. Every refusal is one line that starts
-with the file and says what to do.
+user thinks it scores (a folder reader lists and counts each refused file): a file cut short (a WAV
+data chunk, an Ogg stream without its last page, an MP3 whose length tag promises more; the libraries
+return the part present), NaN or infinite samples in a float file, float samples beyond full scale, a
+header rate no speech recording has, a file too short to hold one codec frame. Every refusal is one
+line that starts with the file (control characters escaped) and says what to do.
+
+libsndfile decodes MP3 with libmpg123, which prints its warnings on the process's stderr: they are
+kept off the console while libsndfile works, and what matters in them becomes our own message.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import struct
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -28,6 +38,15 @@ MIN_DURATION_S = 0.1
 # What libsndfile calls each container, by the file name suffix codecarena accepts (NIST: TIMIT's .wav).
 CONTAINERS = {".wav": ("WAV", "WAVEX", "RF64", "NIST"), ".flac": ("FLAC",)}
 _STREAMED = 0xFFFFFFFF  # a RIFF size written by a recorder that did not know the length yet
+# A downmix this far below what unrelated channels would give is channels cancelling each other (one
+# of them recorded or wired inverted): their mean is near silence, not the recording.
+DOWNMIX_CANCEL_DB = 20.0
+_FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")
+# Tags in an MP3's first frame that state the stream's length; without one, libsndfile's frame count
+# is libmpg123's estimate from the file size.
+_MP3_LENGTH_TAGS = (b"Xing", b"Info", b"VBRI")
+_UNKNOWN_LENGTH = 2**63 - 1  # libsndfile's frame count for a stream that does not state its length
+_BLOCK = 1 << 16  # frames checked at a time
 
 
 class AudioInputError(ValueError):
@@ -43,6 +62,8 @@ class AudioFacts:
     subtype: str  # e.g. PCM_16, FLOAT, or FFmpeg's codec name (aac)
     streamed_header: bool  # the RIFF data size was 0xFFFFFFFF: the length is what the file holds
     reader: str = "soundfile"  # "soundfile" (libsndfile) or "pyav" (FFmpeg)
+    channel_rms: tuple[float, ...] = ()  # of each channel, full scale 1
+    downmix_rms: float = 0.0  # of the mean of the channels
 
     @property
     def duration_s(self) -> float:
@@ -58,6 +79,28 @@ class AudioFacts:
         reader = "libsndfile" if self.reader == "soundfile" else "FFmpeg via PyAV"
         return f"{self.container} {self.subtype} ({reader}), {self.sample_rate} Hz, {self.channels} channel" + \
             ("s" if self.channels != 1 else "")
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (newlines, escapes, undecodable bytes of a
+    file name) written as Python escapes it, so a name keeps a one-line message one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)
+
+
+def cancelled_downmix(facts: AudioFacts) -> str | None:
+    """Why the mean of a multichannel file's channels is no usable mono version of it (the channels
+    cancel, as when one is inverted), else None."""
+    if facts.channels < 2:
+        return None
+    energies = [rms * rms for rms in facts.channel_rms]
+    unrelated = sum(energies) / len(energies) ** 2  # the downmix's energy if the channels were unrelated
+    if unrelated == 0 or facts.downmix_rms ** 2 >= unrelated * 10 ** (-DOWNMIX_CANCEL_DB / 10):
+        return None
+    level = ("silent" if facts.downmix_rms == 0
+             else f"{20 * math.log10(max(facts.channel_rms) / facts.downmix_rms):.0f} dB below its loudest channel")
+    return (f"its downmix to mono (the mean of its {facts.channels} channels) is {level}: the channels cancel "
+            "(one is inverted?); use --channels left, right or each")
 
 
 def mislabelled(path: Path, facts: AudioFacts) -> str | None:
@@ -85,18 +128,138 @@ def _riff_data_chunk(path: Path) -> tuple[int, int] | None:
     return None
 
 
+def _ogg_cut(path: Path) -> str | None:
+    """How an Ogg file is cut short, else None (also for a file that is not Ogg). Ogg states no total
+    length, but every page states its own size and the last page of each stream carries the
+    end-of-stream flag; the decoders return the whole pages present and say nothing."""
+    open_streams: set[bytes] = set()
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            pos = 0
+            while pos < size:
+                fh.seek(pos)
+                head = fh.read(27)
+                if not b"OggS".startswith(head[:4]):
+                    return None  # not Ogg, or damage that is the decoder's to judge
+                if len(head) < 27:
+                    return f"the Ogg page at byte {pos} is cut short in its header"
+                segments = fh.read(head[26])
+                end = pos + 27 + head[26] + sum(segments)
+                if len(segments) < head[26] or end > size:
+                    return f"the Ogg page at byte {pos} declares {end - pos} bytes but only {size - pos} are present"
+                serial = head[14:18]
+                if head[5] & 0x02:  # beginning of a stream
+                    open_streams.add(serial)
+                if head[5] & 0x04:  # its end
+                    open_streams.discard(serial)
+                pos = end
+    except OSError:
+        return None  # unreadable: libsndfile and FFmpeg say so
+    if open_streams:
+        return "its Ogg stream ends without its end-of-stream page (cut at a page boundary)"
+    return None
+
+
+def _mp3_states_length(path: Path) -> bool:
+    """Whether an MP3's first frame (after any ID3v2 tag) is a tag that states the stream's length."""
+    with open(path, "rb") as fh:
+        head = fh.read(10)
+        start = 0
+        if len(head) == 10 and head[:3] == b"ID3":
+            # The tag's size is four 7-bit bytes; a footer flag adds ten bytes.
+            start = 10 + (head[6] << 21 | head[7] << 14 | head[8] << 7 | head[9]) + (10 if head[5] & 0x10 else 0)
+        fh.seek(start)
+        first = fh.read(192)  # the tags sit after the frame header and side information
+    return any(tag in first for tag in _MP3_LENGTH_TAGS)
+
+
+_NATIVE_STDERR = threading.Lock()
+
+
+@contextmanager
+def _native_stderr() -> Iterator[list[str]]:
+    """Keeps what C libraries print on the process's stderr (file descriptor 2) off the console while
+    libsndfile works; the lines are in the yielded list after the block. The descriptor is the
+    process's, hence the lock: two threads (the service) capture one after the other."""
+    said: list[str] = []
+    with _NATIVE_STDERR, tempfile.TemporaryFile() as sink:
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr at all: nothing reaches a console
+            saved = -1
+        if saved < 0:
+            yield said
+            return
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            said += sink.read().decode("utf-8", "replace").splitlines()
+
+
+def _libmpg123(said: list[str], *words: str) -> list[str]:
+    """The lines libmpg123 printed that hold one of `words`, without their source location."""
+    return [line.partition("] ")[2] or line for line in said if any(word in line for word in words)]
+
+
+def _estimated_mp3(path: Path, info: Any) -> bool:
+    """An MP3 without a length tag: libsndfile takes libmpg123's estimate of its length from the file
+    size and stops decoding there (a VBR file loses its end), so FFmpeg reads it whole."""
+    return bool(info.format == "MP3" and not _mp3_states_length(path))
+
+
+class _Tally:
+    """What the samples of a file show, block by block."""
+
+    def __init__(self, channels: int) -> None:
+        self.frames = 0
+        self.nonfinite = 0
+        self.beyond_full_scale = 0
+        self.peak = 0.0
+        self.energy = np.zeros(channels)
+        self.downmix_energy = 0.0
+
+    def add(self, block: np.ndarray) -> None:
+        finite = np.isfinite(block)
+        samples = np.where(finite, block, 0.0).astype(np.float64)
+        magnitude = np.abs(samples)
+        self.frames += samples.shape[0]
+        self.nonfinite += int(np.count_nonzero(~finite))
+        self.beyond_full_scale += int(np.count_nonzero(magnitude > 1.0))
+        self.peak = max(self.peak, float(magnitude.max(initial=0.0)))
+        self.energy += np.square(samples).sum(axis=0)
+        self.downmix_energy += float(np.square(samples.mean(axis=1)).sum())
+
+    def levels(self) -> tuple[tuple[float, ...], float]:
+        """(RMS of each channel, RMS of their mean)."""
+        frames = max(self.frames, 1)
+        return tuple(math.sqrt(e / frames) for e in self.energy), math.sqrt(self.downmix_energy / frames)
+
+
 def check_audio_file(path: Path, shown: str | None = None) -> AudioFacts:
     """Facts of a readable, complete, finite audio file of a plausible rate and length, else
     AudioInputError. `shown` replaces the path in messages (the service never shows its temp paths)."""
     path = Path(path)
-    name = shown or str(path)
-    try:
-        info = sf.info(str(path))
-    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+    name = printable(shown or str(path))
+    if cut := _ogg_cut(path):
+        raise AudioInputError(f"{name}: truncated: {cut}")
+    with _native_stderr():
+        try:
+            info = sf.info(str(path))
+            failure = ""
+        except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+            failure = str(exc)
+    if failure:
         if not path.is_file():
-            raise AudioInputError(f"{name}: unreadable audio ({str(exc).splitlines()[0]})") from None
+            raise AudioInputError(f"{name}: unreadable audio ({printable(failure)})") from None
         # libsndfile's message repeats the path: keep its reason.
-        return _pyav_facts(path, name, str(exc).splitlines()[0].rpartition(": ")[2].rstrip("."))
+        return _pyav_facts(path, name, printable(failure.rpartition(": ")[2].rstrip(".")))
+    if _estimated_mp3(path, info):
+        return _pyav_facts(path, name, "an MP3 without a length tag")
     _check_rate(name, info.samplerate)
     streamed = False
     chunk = _riff_data_chunk(path)
@@ -106,19 +269,38 @@ def check_audio_file(path: Path, shown: str | None = None) -> AudioFacts:
         if not streamed and declared > present:
             raise AudioInputError(f"{name}: truncated: data chunk declares {declared} bytes but only "
                                   f"{present} are present")
-    frames, nonfinite = 0, 0
-    try:
-        with sf.SoundFile(str(path)) as fh:
-            for block in fh.blocks(blocksize=1 << 16, dtype="float32", always_2d=True):
-                frames += block.shape[0]
-                nonfinite += int(np.count_nonzero(~np.isfinite(block)))
-    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
-        raise AudioInputError(f"{name}: unreadable audio ({str(exc).splitlines()[0]})") from None
-    if frames != info.frames:
-        raise AudioInputError(f"{name}: truncated: its header says {info.frames} frames, {frames} could be decoded")
-    _check_samples(name, nonfinite, frames, info.samplerate)
-    return AudioFacts(sample_rate=info.samplerate, num_samples=frames, channels=info.channels,
-                      container=info.format, subtype=info.subtype, streamed_header=streamed)
+    tally, stopped = _Tally(info.channels), ""
+    with _native_stderr() as said:
+        try:
+            with sf.SoundFile(str(path)) as fh:
+                # Not SoundFile.blocks: it yields whole blocks where the file holds less, padded with
+                # whatever the buffer held, and counts the frames the header promised.
+                while len(block := fh.read(_BLOCK, dtype="float32", always_2d=True)):
+                    tally.add(block)
+        except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+            stopped = printable(str(exc))
+    errors = _libmpg123(said, "error")
+    if info.frames < _UNKNOWN_LENGTH and tally.frames < info.frames:
+        told = f"its header says {info.frames} frames, {tally.frames} could be decoded"
+        dropped = errors or _libmpg123(said, "Illegal Audio-MPEG-Header", "Skipped")
+        if stopped:
+            raise AudioInputError(f"{name}: truncated or damaged: {told} ({stopped})")
+        # libmpg123 tells a file shorter than its length tag says from data it had to skip inside it.
+        if dropped and not _libmpg123(said, "stream size off"):
+            raise AudioInputError(f"{name}: damaged: {told} (libmpg123: {printable(dropped[0])!r}); re-export the file")
+        raise AudioInputError(f"{name}: truncated: {told}")
+    if stopped:
+        raise AudioInputError(f"{name}: unreadable audio ({stopped})")
+    if errors:
+        raise AudioInputError(f"{name}: damaged: its decoder reports {len(errors)} errors (libmpg123: "
+                              f"{printable(errors[0])!r}); re-export the file")
+    if tally.frames != info.frames:
+        raise AudioInputError(f"{name}: damaged: its header says {info.frames} frames, {tally.frames} decoded")
+    _check_samples(name, tally, info.samplerate, float_pcm=info.subtype in _FLOAT_SUBTYPES)
+    channel_rms, downmix_rms = tally.levels()
+    return AudioFacts(sample_rate=info.samplerate, num_samples=tally.frames, channels=info.channels,
+                      container=info.format, subtype=info.subtype, streamed_header=streamed,
+                      channel_rms=channel_rms, downmix_rms=downmix_rms)
 
 
 def _check_rate(name: str, rate: int) -> None:
@@ -127,12 +309,19 @@ def _check_rate(name: str, rate: int) -> None:
                               f"{MAX_SAMPLE_RATE} Hz codecarena accepts (a damaged header?)")
 
 
-def _check_samples(name: str, nonfinite: int, frames: int, rate: int) -> None:
-    if nonfinite:
-        raise AudioInputError(f"{name}: {nonfinite} samples are NaN or infinite; fix or re-export the file")
+def _check_samples(name: str, tally: _Tally, rate: int, float_pcm: bool) -> None:
+    if tally.nonfinite:
+        raise AudioInputError(f"{name}: {tally.nonfinite} samples are NaN or infinite; fix or re-export the file")
     minimum = math.ceil(MIN_DURATION_S * rate)
-    if frames < minimum:
-        raise AudioInputError(f"{name}: {frames} samples at {rate} Hz is shorter than the {MIN_DURATION_S:g} s minimum")
+    if tally.frames < minimum:
+        raise AudioInputError(f"{name}: {tally.frames} samples at {rate} Hz is shorter than the {MIN_DURATION_S:g} s "
+                              "minimum")
+    # Float PCM is the signal itself: clipping it to what a codec takes would score another signal.
+    # (A lossy decoder's overshoot is not: its encoder's input was within full scale.)
+    if float_pcm and tally.beyond_full_scale:
+        raise AudioInputError(f"{name}: {tally.beyond_full_scale} samples are beyond full scale (peak "
+                              f"{tally.peak:.3g}, {20 * math.log10(tally.peak):+.1f} dBFS), which codecs would clip: "
+                              "scale the file down and re-export it")
 
 
 def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarray, int, str, str]:
@@ -143,13 +332,16 @@ def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarra
     try:
         container = av.open(str(path))
     except (av.error.FFmpegError, OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        reason = printable(getattr(exc, "strerror", None) or str(exc))
         raise AudioInputError(f"{name}: unreadable audio (libsndfile: {why_not_sndfile!r}; FFmpeg: {reason!r})") from None
     with container:
         if not container.streams.audio:
             raise AudioInputError(f"{name}: unreadable audio (FFmpeg reads it as {container.format.name} without an audio "
                                 "stream)")
         stream = container.streams.audio[0]
+        if stream.codec_context is None:  # e.g. an MP4 whose index is cut off
+            raise AudioInputError(f"{name}: unreadable audio (FFmpeg reads it as {container.format.name} with an audio "
+                                  "stream it has no decoder parameters for: truncated?)")
         rate, channels = stream.rate, stream.channels
         _check_rate(name, rate)
         # Planar float64 at the stream's own rate and layout: a decode, not a conversion.
@@ -160,7 +352,7 @@ def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarra
                 blocks += [r.to_ndarray() for r in resampler.resample(frame)]
             blocks += [r.to_ndarray() for r in resampler.resample(None)]
         except av.error.FFmpegError as exc:
-            raise AudioInputError(f"{name}: damaged {container.format.name} audio ({str(exc).splitlines()[0]})") from None
+            raise AudioInputError(f"{name}: damaged {container.format.name} audio ({printable(str(exc))})") from None
         codec = stream.codec_context.name
         fmt = container.format.name
     samples = np.concatenate(blocks, axis=1).T if blocks else np.zeros((0, channels))
@@ -169,19 +361,29 @@ def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarra
 
 def _pyav_facts(path: Path, name: str, why_not_sndfile: str) -> AudioFacts:
     samples, rate, fmt, codec = _pyav_decode(path, name, why_not_sndfile)
-    _check_samples(name, int(np.count_nonzero(~np.isfinite(samples))), samples.shape[0], rate)
+    tally = _Tally(samples.shape[1])
+    for start in range(0, samples.shape[0], _BLOCK):  # in blocks: a long file's copies stay small
+        tally.add(samples[start:start + _BLOCK])
+    _check_samples(name, tally, rate, float_pcm=False)
+    channel_rms, downmix_rms = tally.levels()
     return AudioFacts(sample_rate=rate, num_samples=samples.shape[0], channels=samples.shape[1], container=fmt,
-                      subtype=codec, streamed_header=False, reader="pyav")
+                      subtype=codec, streamed_header=False, reader="pyav", channel_rms=channel_rms,
+                      downmix_rms=downmix_rms)
 
 
 def read_audio(path: Path, sample_rate: int, num_samples: int) -> np.ndarray:
     """The samples of a file check_audio_file accepted, as (frames, channels) float64, read the same
     way (libsndfile, else FFmpeg); AudioInputError when it no longer has the rate and length it had."""
-    try:
-        samples, rate = sf.read(str(path), dtype="float64", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError) as exc:
-        samples, rate, _, _ = _pyav_decode(Path(path), str(path), str(exc).splitlines()[0])
+    with _native_stderr():
+        try:
+            failure = "an MP3 without a length tag" if _estimated_mp3(Path(path), sf.info(str(path))) else ""
+            if not failure:
+                samples, rate = sf.read(str(path), dtype="float64", always_2d=True)
+        except (sf.LibsndfileError, RuntimeError) as exc:
+            failure = printable(str(exc))
+    if failure:
+        samples, rate, _, _ = _pyav_decode(Path(path), printable(str(path)), failure)
     if (rate, samples.shape[0]) != (sample_rate, num_samples):
-        raise AudioInputError(f"{path}: changed since it was checked ({samples.shape[0]} frames at {rate} Hz, was "
-                              f"{num_samples} at {sample_rate} Hz)")
+        raise AudioInputError(f"{printable(str(path))}: changed since it was checked ({samples.shape[0]} frames at "
+                              f"{rate} Hz, was {num_samples} at {sample_rate} Hz)")
     return samples

@@ -15,11 +15,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from codecarena.audio_input import printable
 from codecarena.datasets import (
     AUDIO_SUFFIXES,
     DatasetError,
     EvalSet,
     Utterance,
+    _listing,
     _probe_audio,
     load_input_dir,
 )
@@ -84,11 +86,13 @@ def _safe_ids(ids: list[str], where: Path) -> list[str]:
     """Ids become file names in the run directory: refuse, with the file they came from, any that is not safe."""
     for utt in ids:
         if reason := unsafe_id_reason(utt):
-            raise DatasetError(f"{where}: utterance id {reason}")
+            raise DatasetError(f"{printable(str(where))}: utterance id {reason}")
     return ids
 
 
-def _build(name: str, source: str, entries: list[_Entry]) -> EvalSet:
+def _build(name: str, source: str, entries: list[_Entry], skipped: list[tuple[str, str]] | None = None) -> EvalSet:
+    """The set of `entries`; `skipped` is what the folder holds that was left out unread (hidden files, links
+    to nothing), listed like a plain folder's."""
     utterances = []
     for e in entries:
         rate, frames = _probe_audio(e.path)
@@ -98,21 +102,21 @@ def _build(name: str, source: str, entries: list[_Entry]) -> EvalSet:
     listing = [{"id": u.id, "sha256": u.sha256, "transcript": u.transcript, "speaker": u.speaker,
                 "language": u.language} for u in utterances]
     canonical = json.dumps(listing, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return EvalSet(name, tuple(utterances), hashlib.sha256(canonical).hexdigest(), source)
+    return EvalSet(name, tuple(utterances), hashlib.sha256(canonical).hexdigest(), source, tuple(skipped or ()))
 
 
 def _read_lines(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: unreadable ({exc})") from None
+        raise DatasetError(f"{printable(str(path))}: unreadable ({exc})") from None
 
 
 def _table(path: Path, required: bool = True) -> dict[str, str]:
     """Kaldi-style `key value...` lines; a duplicate key is an error, not a silent overwrite."""
     if not path.is_file():
         if required:
-            raise DatasetError(f"{path}: missing (a Kaldi data directory needs wav.scp and text)")
+            raise DatasetError(f"{printable(str(path))}: missing (a Kaldi data directory needs wav.scp and text)")
         return {}
     table: dict[str, str] = {}
     for number, line in enumerate(_read_lines(path), 1):
@@ -120,26 +124,23 @@ def _table(path: Path, required: bool = True) -> dict[str, str]:
             continue
         key, _, value = line.strip().partition(" ")
         if key in table:
-            raise DatasetError(f"{path}:{number}: key {key!r} appears twice")
+            raise DatasetError(f"{printable(str(path))}:{number}: key {key!r} appears twice")
         table[key] = value.strip()
     return table
 
 
-def _audio_files(root: Path) -> list[Path]:
-    return sorted((p for p in root.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts)),
-                  key=lambda p: p.relative_to(root).as_posix())
-
-
-def _audio_by_stem(root: Path) -> dict[str, Path]:
-    """Audio files by their stem, the utterance id of LibriSpeech and AISHELL; ids must be unique and safe."""
+def _audio_by_stem(root: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
+    """Audio files by their stem, the utterance id of LibriSpeech and AISHELL (ids must be unique and
+    safe), and what the folder holds that is left out unread."""
+    files, left_out = _listing(root, recursive=True)
     by_stem: dict[str, Path] = {}
-    for path in _audio_files(root):
+    for path in (p for p in files if p.suffix.lower() in AUDIO_SUFFIXES):
         if path.stem in by_stem:
-            raise DatasetError(f"{path}: id {path.stem!r} already used by {by_stem[path.stem]}")
+            raise DatasetError(f"{printable(str(path))}: id {path.stem!r} already used by "
+                               f"{printable(str(by_stem[path.stem]))}")
         _safe_ids([path.stem], path)
         by_stem[path.stem] = path
-    return by_stem
+    return by_stem, left_out
 
 
 def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
@@ -149,36 +150,37 @@ def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None)
     _safe_ids(list(scp), root / "wav.scp")
     for utt, value in scp.items():
         if value.endswith("|") or " " in value:
-            raise DatasetError(f"{root / 'wav.scp'}: {utt}: {value!r} is a command or has extra fields; "
-                               f"only plain file paths are supported")
+            raise DatasetError(f"{printable(str(root / 'wav.scp'))}: {utt}: {value!r} is a command or has extra "
+                               "fields; only plain file paths are supported")
     no_text = sorted(set(scp) - set(text))
     if no_text:
-        raise DatasetError(f"{root / 'text'}: no transcript for {len(no_text)} utterances of wav.scp, e.g. {no_text[0]}")
+        raise DatasetError(f"{printable(str(root / 'text'))}: no transcript for {len(no_text)} utterances of wav.scp, "
+                           f"e.g. {no_text[0]}")
     entries = []
     for utt in _selected(sorted(scp), limit, shard):
         path = Path(scp[utt]) if Path(scp[utt]).is_absolute() else root / scp[utt]
         if not path.is_file():
-            raise DatasetError(f"{root / 'wav.scp'}: {utt}: {path} does not exist")
+            raise DatasetError(f"{printable(str(root / 'wav.scp'))}: {utt}: {printable(str(path))} does not exist")
         entries.append(_Entry(utt, path, text[utt], spk.get(utt, ""), ""))
     return _build(f"kaldi:{root.name}{_suffix(limit, shard)}", f"kaldi {root}", entries)
 
 
 def load_librispeech(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
     """`SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt` beside `SPEAKER-CHAPTER-NNNN.flac`; English."""
-    by_stem = _audio_by_stem(root)
+    by_stem, left_out = _audio_by_stem(root)
     transcripts: dict[str, str] = {}
     for trans in sorted(root.rglob("*.trans.txt")):
         for number, line in enumerate(_read_lines(trans), 1):
             utt, _, words = line.strip().partition(" ")
             if utt in transcripts:
-                raise DatasetError(f"{trans}:{number}: a second transcript for {utt!r}")
+                raise DatasetError(f"{printable(str(trans))}:{number}: a second transcript for {utt!r}")
             if utt:
                 transcripts[utt] = words.strip()
     if not transcripts:
-        raise DatasetError(f"{root}: no *.trans.txt files (not a LibriSpeech-style directory)")
+        raise DatasetError(f"{printable(str(root))}: no *.trans.txt files (not a LibriSpeech-style directory)")
     entries = [_Entry(utt, by_stem[utt], transcripts.get(utt), utt.split("-")[0], "en")
                for utt in _selected(sorted(by_stem), limit, shard)]
-    return _build(f"librispeech:{root.name}{_suffix(limit, shard)}", f"librispeech {root}", entries)
+    return _build(f"librispeech:{root.name}{_suffix(limit, shard)}", f"librispeech {root}", entries, left_out)
 
 
 def _aishell_transcripts(root: Path) -> list[Path]:
@@ -191,24 +193,24 @@ def load_aishell(root: Path, limit: int | None = None, shard: Shard | None = Non
     Utterances without a transcript line (AISHELL-1 has a few) are kept, transcript unknown."""
     files = _aishell_transcripts(root)
     if not files:
-        raise DatasetError(f"{root}: no *transcript*.txt file (not an AISHELL-style directory)")
+        raise DatasetError(f"{printable(str(root))}: no *transcript*.txt file (not an AISHELL-style directory)")
     transcripts: dict[str, str] = {}
     for trans in files:
         for number, line in enumerate(_read_lines(trans), 1):
             utt, _, words = line.strip().partition(" ")
             if utt in transcripts:
-                raise DatasetError(f"{trans}:{number}: a second transcript for {utt!r}")
+                raise DatasetError(f"{printable(str(trans))}:{number}: a second transcript for {utt!r}")
             if utt:
                 transcripts[utt] = "".join(words.split())
-    by_stem = _audio_by_stem(root)
+    by_stem, left_out = _audio_by_stem(root)
     if not by_stem:
-        raise DatasetError(f"{root}: no .wav or .flac files found")
+        raise DatasetError(f"{printable(str(root))}: no .wav or .flac files found")
     entries = []
     for utt in _selected(sorted(by_stem), limit, shard):
         match = _AISHELL_ID.match(utt)
         speaker = match[1] if match else by_stem[utt].parent.name
         entries.append(_Entry(utt, by_stem[utt], transcripts.get(utt), speaker, "zh"))
-    return _build(f"aishell:{root.name}{_suffix(limit, shard)}", f"aishell {root}", entries)
+    return _build(f"aishell:{root.name}{_suffix(limit, shard)}", f"aishell {root}", entries, left_out)
 
 
 def detect_layout(root: Path) -> str:
@@ -228,7 +230,7 @@ def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shar
     """A corpus in its layout; `channels` applies to plain folders (the corpora's layouts are mono)."""
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
-        raise DatasetError(f"{root}: input folder does not exist or is not a directory")
+        raise DatasetError(f"{printable(str(root))}: input folder does not exist or is not a directory")
     if layout not in CORPUS_LAYOUTS:
         raise DatasetError(f"unknown corpus layout {layout!r}; expected one of {CORPUS_LAYOUTS}")
     chosen = detect_layout(root) if layout == "auto" else layout

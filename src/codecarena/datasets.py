@@ -25,8 +25,15 @@ import soundfile as sf
 import soxr
 
 from codecarena.arena import ARENA_RATE
-from codecarena.audio_input import AudioFacts, AudioInputError, check_audio_file, mislabelled
-from codecarena.files import DownloadError, DownloadFailed, cache_home, download_verified, sha256_file
+from codecarena.audio_input import (
+    AudioFacts,
+    AudioInputError,
+    cancelled_downmix,
+    check_audio_file,
+    mislabelled,
+    printable,
+)
+from codecarena.files import DownloadError, DownloadFailed, cache_home, download_verified, parse_json, sha256_file
 from codecarena.rundir import unsafe_id_reason
 
 __all__ = [
@@ -84,7 +91,8 @@ class EvalSet:
     utterances: tuple[Utterance, ...]
     manifest_sha256: str
     source: str  # "mirror /path", "cache /path", "download", "input /path"
-    # Files of an input folder that are not audio, with the reason; listed on the console, never scored.
+    # What an input folder holds that is left out (a file, or a folder ending in "/"), with why and what
+    # to do: listed on the console and in run.json, never scored.
     skipped: tuple[tuple[str, str], ...] = ()
 
 
@@ -110,7 +118,7 @@ def _probe_audio(path: Path) -> tuple[int, int]:
     except AudioInputError as exc:
         raise DatasetError(str(exc)) from None
     if facts.channels != 1:
-        raise DatasetError(f"{path}: {facts.channels} channels; only mono audio is supported")
+        raise DatasetError(f"{printable(str(path))}: {facts.channels} channels; only mono audio is supported")
     return facts.sample_rate, facts.num_samples
 
 
@@ -318,38 +326,40 @@ def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]
         try:
             lines = trans.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as e:
-            raise DatasetError(f"{trans}: unreadable ({e})") from e
+            raise DatasetError(f"{printable(str(trans))}: unreadable ({e})") from e
         for number, line in enumerate(lines, 1):
             utt_id, _, text = line.strip().partition(" ")
             if utt_id and (p := by_dir_stem.get((trans.parent, utt_id))):
                 if "transcript" in meta[p]:
-                    raise DatasetError(f"{trans}:{number}: a second transcript for {utt_id!r}")
+                    raise DatasetError(f"{printable(str(trans))}:{number}: a second transcript for {utt_id!r}")
                 meta[p]["transcript"] = text.strip()
 
     manifest_path = root / "manifest.json"
     if manifest_path.is_file():
+        where = printable(str(manifest_path))
         try:
-            items = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DatasetError(f"{manifest_path}: not valid JSON ({e})") from e
+            items = parse_json(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise DatasetError(f"{where}: not valid JSON ({e})") from e
         if not isinstance(items, list):
-            raise DatasetError(f"{manifest_path}: expected a list of objects with 'file'")
+            raise DatasetError(f"{where}: expected a list of objects with 'file'")
         listed: dict[Path, int] = {}
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("file"), str):
-                raise DatasetError(f"{manifest_path}: entry {i}: expected an object with a 'file' string")
+                raise DatasetError(f"{where}: entry {i}: expected an object with a 'file' string")
             p = root / item["file"]
             # Strict: a typo would otherwise silently drop a transcript.
             if p not in meta:
-                raise DatasetError(f"{manifest_path}: entry {i}: {item['file']!r} is not an audio file in {root}")
+                raise DatasetError(f"{where}: entry {i}: {item['file']!r} is not an audio file in "
+                                   f"{printable(str(root))}")
             # Two entries for one file would silently keep the last one's transcript.
             if p in listed:
-                raise DatasetError(f"{manifest_path}: entry {i}: {item['file']!r} is already listed by entry {listed[p]}")
+                raise DatasetError(f"{where}: entry {i}: {item['file']!r} is already listed by entry {listed[p]}")
             listed[p] = i
             for key in ("transcript", "language", "id", "speaker", "license"):
                 if key in item:
                     if not isinstance(item[key], str):
-                        raise DatasetError(f"{manifest_path}: entry {i}: {key!r} must be a string")
+                        raise DatasetError(f"{where}: entry {i}: {key!r} must be a string")
                     meta[p][key] = item[key]
             if "critical" in item:
                 crit = item["critical"]
@@ -357,7 +367,7 @@ def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]
                     isinstance(c, dict) and isinstance(c.get("kind"), str) and isinstance(c.get("text"), str)
                     for c in crit
                 ):
-                    raise DatasetError(f"{manifest_path}: entry {i}: 'critical' must be a list of {{kind, text}}")
+                    raise DatasetError(f"{where}: entry {i}: 'critical' must be a list of {{kind, text}}")
                 meta[p]["critical"] = tuple((c["kind"], c["text"]) for c in crit)
     return meta
 
@@ -371,42 +381,81 @@ def _channel_views(facts: AudioFacts, policy: str) -> list[tuple[str, str]]:
     return [("", policy)]
 
 
+_HIDDEN = "hidden (its name starts with '.'), not read: rename it without the dot to include it"
+
+
+def _listing(root: Path, recursive: bool) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The files under `root` that may be audio, sorted by their path in it, and what is left out
+    unread, with why and what to do: hidden files and folders (editor and OS droppings such as macOS
+    "._x.wav", or a .git), links to nothing, links to folders (not followed), what is not a regular
+    file (reading a pipe would block) and folders that cannot be listed. Text files are metadata."""
+    files: list[Path] = []
+    left_out: list[tuple[str, str]] = []
+
+    def shown(path: Path) -> str:
+        return printable(path.relative_to(root).as_posix())
+
+    def unlistable(exc: OSError) -> None:
+        left_out.append((shown(Path(str(exc.filename))) + "/", f"a folder that cannot be listed ({exc.strerror})"))
+
+    for folder, folders, names in os.walk(root, onerror=unlistable):
+        here = Path(folder)
+        kept = []
+        for name in sorted(folders) if recursive else ():
+            if name.startswith("."):
+                left_out.append((shown(here / name) + "/", f"a folder {_HIDDEN}"))
+            elif (here / name).is_symlink():
+                left_out.append((shown(here / name) + "/", "a link to a folder, not followed: pass that folder as "
+                                                           "--input or copy its files here"))
+            else:
+                kept.append(name)
+        folders[:] = kept
+        for name in names:
+            path = here / name
+            if name.startswith("."):
+                left_out.append((shown(path), f"a file {_HIDDEN}"))
+            elif not path.exists():
+                left_out.append((shown(path), f"a link to {printable(os.readlink(path))!r}, which does not exist: "
+                                              "fix or remove the link"))
+            elif not path.is_file():
+                left_out.append((shown(path), "not a regular file (a pipe, socket or device), not read"))
+            elif path.suffix.lower() not in METADATA_SUFFIXES:
+                files.append(path)
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix()), left_out
+
+
+def _nothing_to_use(root: Path, skipped: list[tuple[str, str]]) -> DatasetError:
+    shown = f" ({len(skipped)} skipped, e.g. {skipped[0][0]}: {skipped[0][1]})" if skipped else ""
+    return DatasetError(f"{printable(str(root))}: no audio files found{shown}")
+
+
 def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) -> EvalSet:
     """Every audio file under `path` (in its subfolders too unless `recursive` is False; sorted),
-    recognised by content and checked; files that are not audio or cannot be read as audio are listed
-    in `skipped` with the reason. A multichannel file is downmixed (`mix`, the mean of its
-    channels), one channel is taken (`left`, `right`: the first two), or each channel is an utterance
-    (`each`, ids `<id>__ch<k>`)."""
+    recognised by content and checked. What cannot be used is listed in `skipped` with why and what
+    to do, and the rest is read: files that are not audio or are refused audio, hidden files and
+    folders, links to nothing, and files whose name is no safe utterance id and that manifest.json
+    gives none (the id is the name, never a rewrite of it that two files could share). A
+    multichannel file is downmixed (`mix`, the mean of its channels; a file whose channels cancel
+    is skipped), one channel is taken (`left`, `right`: the first two), or each channel is an
+    utterance (`each`, ids `<id>__ch<k>`)."""
     if channels not in CHANNEL_CHOICES:
         raise DatasetError(f"--channels {channels}: expected one of {', '.join(CHANNEL_CHOICES)}")
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
-        raise DatasetError(f"{root}: input folder does not exist or is not a directory")
-    candidates = sorted(
-        (
-            p
-            for p in (root.rglob("*") if recursive else root.iterdir())
-            if p.suffix.lower() not in METADATA_SUFFIXES
-            and p.is_file()
-            # Hidden files are editor/OS droppings (e.g. macOS "._x.wav"), not recordings.
-            and not any(part.startswith(".") for part in p.relative_to(root).parts)
-        ),
-        key=lambda p: p.relative_to(root).as_posix(),
-    )
+        raise DatasetError(f"{printable(str(root))}: input folder does not exist or is not a directory")
+    candidates, skipped = _listing(root, recursive)
     facts_of: dict[Path, AudioFacts] = {}
-    skipped: list[tuple[str, str]] = []
     for p in candidates:
         try:
             facts_of[p] = check_audio_file(p)
         except AudioInputError as exc:
             # One damaged or foreign file does not stop a folder: it is left out, and the console
             # and run.json list it with its reason, so nothing changes what is benchmarked unsaid.
-            skipped.append((p.relative_to(root).as_posix(), str(exc).partition(": ")[2]))
+            skipped.append((printable(p.relative_to(root).as_posix()),
+                            str(exc).removeprefix(f"{printable(str(p))}: ")))
     audio = list(facts_of)
     if not audio:
-        shown = (f" ({len(skipped)} files that are not audio, e.g. {skipped[0][0]}: {skipped[0][1]})"
-                 if skipped else "")
-        raise DatasetError(f"{root}: no audio files found{shown}")
+        raise _nothing_to_use(root, sorted(skipped))
     meta = _input_metadata(root, audio)
 
     utts: list[Utterance] = []
@@ -414,21 +463,28 @@ def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) ->
     for p in audio:
         m = meta[p]
         facts = facts_of[p]
+        shown = printable(p.relative_to(root).as_posix())
         if facts.channels > 2 and channels in ("left", "right"):
-            raise DatasetError(f"{p}: {facts.channels} channels; --channels {channels} names one of two: use "
-                               "--channels mix or each")
+            raise DatasetError(f"{printable(str(p))}: {facts.channels} channels; --channels {channels} names one of "
+                               "two: use --channels mix or each")
+        if channels == "mix" and (why := cancelled_downmix(facts)):
+            skipped.append((shown, why))
+            continue
         base_id = m.get("id") or p.relative_to(root).with_suffix("").as_posix().replace("/", "__")
+        views = [(base_id + suffix, channel) for suffix, channel in _channel_views(facts, channels)]
+        if reason := next((r for utt_id, _ in views if (r := unsafe_id_reason(utt_id))), ""):
+            if m.get("id"):  # the manifest's own statement is wrong: that is the manifest's error
+                raise DatasetError(f"{printable(str(root / 'manifest.json'))} (entry for {shown}): utterance id "
+                                   f"{reason}; give it a safe 'id'")
+            skipped.append((shown, f"utterance id {reason}; rename the file or give it an 'id' in manifest.json"))
+            continue
         lossless_mono = facts.lossless_pcm and facts.channels == 1
         note = mislabelled(p, facts)
         source_format = "" if lossless_mono and note is None else facts.described() + (f"; {note}" if note else "")
         digest = sha256_file(p)
-        for suffix, channel in _channel_views(facts, channels):
-            utt_id = base_id + suffix
-            if reason := unsafe_id_reason(utt_id):
-                source = f"{root / 'manifest.json'} (entry for {p.relative_to(root)})" if m.get("id") else str(p)
-                raise DatasetError(f"{source}: utterance id {reason}; rename the file or give it an 'id' in manifest.json")
+        for utt_id, channel in views:
             if utt_id in seen:
-                raise DatasetError(f"{p}: id {utt_id!r} already used by {seen[utt_id]}")
+                raise DatasetError(f"{printable(str(p))}: id {utt_id!r} already used by {printable(str(seen[utt_id]))}")
             seen[utt_id] = p
             utts.append(
                 Utterance(
@@ -446,6 +502,9 @@ def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) ->
                     channel=channel,
                 )
             )
+    skipped.sort()
+    if not utts:
+        raise _nothing_to_use(root, skipped)
     # Identity of an input set = which audio bytes, under which ids, with which transcripts.
     # The channel a multichannel file gives is part of it (left and right are different audio).
     listing = [{"id": u.id, "sha256": u.sha256, "transcript": u.transcript, **({"channel": u.channel} if u.channel else {})}

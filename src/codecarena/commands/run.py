@@ -95,15 +95,15 @@ def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
 
 
 def input_notes(evalset: EvalSet) -> list[Text]:
-    """What the console says about the inputs before the first row: every file that is not readable
-    audio (skipped, with its reason and how to fix it) and every conversion a reference will go through."""
+    """What the console says about the inputs before the first row: everything of the input that is
+    skipped (with why and what to do) and every conversion a reference will go through."""
     from rich.text import Text
 
     lines = []
     if evalset.skipped:
-        lines.append(Text(f"{len(evalset.skipped)} files of the input are not audio and are skipped: remove them "
-                          "from the folder, or convert them to wav or flac to include them (listed in run.json as "
-                          "skipped_inputs):", style="yellow"))
+        lines.append(Text(f"{len(evalset.skipped)} files or folders of the input are skipped, each with why "
+                          "(listed in run.json as skipped_inputs); to include one, repair, convert or rename it as its "
+                          "reason says:", style="yellow"))
         lines += [Text(f"  {name}: {reason}", style="yellow") for name, reason in evalset.skipped]
     converted = [u for u in evalset.utterances if u.converted or u.sample_rate != ARENA_RATE]
     if converted:
