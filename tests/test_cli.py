@@ -154,3 +154,24 @@ def test_wrong_sample_rate_reference_is_refused_by_the_encoder(tmp_path: Path) -
     report = read_report(tmp_path / "e.json")
     assert "ref8k.wav" in report.error and "8000 Hz" in report.error
     assert not (tmp_path / "p.ccap").exists()
+
+
+def test_a_full_disk_outside_a_run_names_the_destination_and_no_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    from codecarena import cli
+    from codecarena.commands import COMMANDS
+
+    def full(args: object) -> int:
+        # A copy onto a full disk: the error names the source first and the destination second.
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "usb" / "w.pth"), None,
+                      str(tmp_path / "cache" / "w.pth.part"))
+
+    monkeypatch.setattr(COMMANDS["fetch"], "run", full)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["fetch", "dac"])
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"codecarena: error: {tmp_path / 'cache' / 'w.pth.part'}: no space left on device (")
+    assert line.endswith("free some space there and rerun the same command") and "resume" not in line

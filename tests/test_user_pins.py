@@ -74,3 +74,28 @@ def test_registry_pin_refuses_what_it_cannot_pin(home: Path) -> None:
 def test_user_weights_are_for_run_only(command: list[str]) -> None:
     result = codecarena(*command, "--weights", "user")
     assert result.returncode == 2 and "is for `codecarena run` only" in result.stderr
+
+
+def test_registry_pin_on_a_full_disk_names_the_pins_folder_and_the_pin_command(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    from codecarena import cli
+
+    weights = home / "usb" / "ft.pt"
+    weights.parent.mkdir()
+    weights.write_bytes(b"fine-tuned weights")
+
+    def full(source: Path, dest: Path, sha256: str) -> None:
+        # What a copy raises on a full destination: the error names the source file.
+        raise OSError(errno.ENOSPC, "No space left on device", str(source), None, str(dest))
+
+    monkeypatch.setattr(user_pins, "_keep", full)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["registry", "pin", "dac:16khz", "--file", str(weights)])
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"codecarena: error: {user_pins.pins_dir()}: no space left on device (")
+    assert "about 0.0 MiB needed); the pin was not recorded" in line and str(weights.parent) not in line
+    assert line.endswith("rerun the same `codecarena registry pin` command") and "resume" not in line
+    assert not (user_pins.pins_dir() / "pins.json").exists()
