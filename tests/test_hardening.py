@@ -272,6 +272,21 @@ def test_limits_parse_in_one_place() -> None:
         StageLimits(1 << 30, float("nan"), 30.0)
 
 
+def test_a_memory_limit_no_worker_could_reach_is_refused() -> None:
+    # Issue 28: 99999999999999999999G was accepted, a guard that could never act.
+    import psutil
+
+    physical = psutil.virtual_memory().total
+    assert parse_limits(str(physical)).memory_limit_bytes == physical
+    for text in (str(physical + 1), "99999999999999999999G"):
+        with pytest.raises(LimitError, match=rf"--memory-limit '{text}': expected at most this machine's physical"):
+            parse_limits(text)
+    # A row recorded on a larger machine still parses; a size past any machine does not.
+    assert StageLimits(physical * 4).memory_limit_bytes == physical * 4
+    with pytest.raises(LimitError, match="at most 1 PiB"):
+        StageLimits((1 << 50) + 1)
+
+
 def test_the_stage_timeout_is_enforced_at_its_deadline_not_at_the_next_poll() -> None:
     # Polling every 5 s used to let a 0.3 s timeout run until the next poll.
     result = run_guarded([sys.executable, "-c", "import time; time.sleep(30)"], limit_bytes=1 << 30,
