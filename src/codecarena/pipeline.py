@@ -421,37 +421,63 @@ def _plan_differences(a: Plan, b: Plan) -> list[str]:
     return [f.name for f in dataclasses.fields(Plan) if getattr(a, f.name) != getattr(b, f.name)]
 
 
+def planned(evalset: EvalSet, opts: RunOptions, add: bool = False) -> tuple[RunOptions, Plan, RunRecord | None]:
+    """What a run into opts.out follows: the options (with `add`, the earlier run's codec
+    configurations first, then the new ones), their plan, and the earlier run's record if there is
+    one; RunError when the directory holds a run this command may not continue, saying what to do.
+    `codecarena run` calls it before printing anything about the run, `execute` again under the lock."""
+    run = RunDir(opts.out)
+    if add and not run.run_json.exists():
+        raise RunError(f"{run.root}: --add needs an existing run to add codec configurations to")
+    plan = plan_from_dict(plan_of(evalset, opts))
+    if not run.run_json.exists():
+        return opts, plan, None
+    try:
+        earlier = read_record(run.root)
+    except RunLoadError as exc:
+        raise RunError(f"{exc}; use another --out directory") from None
+    previous = earlier.plan
+    if add:
+        opts = added_codecs(previous, opts)
+        plan = plan_from_dict(plan_of(evalset, opts))
+        others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes")]
+        if others:
+            raise RunError(f"{run.root}: --add adds codec configurations only, but the run differs in "
+                           f"{', '.join(others)}; use the same options as the run (see its run.json)")
+    elif previous != plan:
+        differs = _plan_differences(previous, plan)
+        raise RunError(f"{run.root}: holds a run with a different plan ({', '.join(differs)})"
+                       f"{_what_to_do(previous, plan, differs)}")
+    return opts, plan, earlier
+
+
+def _what_to_do(previous: Plan, plan: Plan, differs: list[str]) -> str:
+    """The end of the refusal of a run whose plan differs from this command's."""
+    tail = "; use another --out directory"
+    if differs not in (["codecs"], ["codecs", "runtimes"]):
+        return tail
+    had = [c.codec for c in previous.codecs]
+    named = [c.codec for c in plan.codecs]
+    if any(c not in had for c in named):
+        return f" (to add codec configurations to it, rerun with --add){tail}"
+    run_has = f": it has the codec configurations {', '.join(had)}"
+    if len(named) < len(had):  # e.g. the command that made a run which --add has extended since
+        return (f"{run_has} and this command names only some of them; to resume the whole run, rerun this command "
+                f"with --add; for a run of only these, use another --out directory")
+    if named != had:
+        return f"{run_has} and this command names them in another order; to resume it, rerun this command with --add"
+    return tail
+
+
 def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any],
                     on_row: Callable[[Row, bool], None] | None, scorer: Scorer | None,
                     executor: Executor, add: bool = False) -> list[Row]:
     run_dir = opts.out
     run = RunDir(run_dir)
-    if add and not run.run_json.exists():
-        raise RunError(f"{run_dir}: --add needs an existing run to add codec configurations to")
-    plan = plan_from_dict(plan_of(evalset, opts))
-    history: list[dict[str, Any]] = []
-    if run.run_json.exists():
-        try:
-            earlier = read_record(run_dir)
-        except RunLoadError as exc:
-            raise RunError(f"{exc}; use another --out directory") from None
-        previous = earlier.plan
-        # run.json is rewritten below: the invocations before this one stay in its history, so an
-        # --add keeps the plan it extended (by hash and codecs) and the command that made it.
-        history = earlier.as_history()
-        if add:
-            opts = added_codecs(previous, opts)
-            plan = plan_from_dict(plan_of(evalset, opts))
-            others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes")]
-            if others:
-                raise RunError(f"{run_dir}: --add adds codec configurations only, but the run differs in "
-                               f"{', '.join(others)}; use the same options as the run (see its run.json)")
-        elif previous != plan:
-            differs = _plan_differences(previous, plan)
-            hint = (" (to add codec configurations to it, rerun with --add)"
-                    if differs in (["codecs"], ["codecs", "runtimes"]) else "")
-            raise RunError(f"{run_dir}: holds a run with a different plan ({', '.join(differs)}){hint}; "
-                           f"use another --out directory")
+    opts, plan, earlier = planned(evalset, opts, add)
+    # run.json is rewritten below: the invocations before this one stay in its history, so an
+    # --add keeps the plan it extended (by hash and codecs) and the command that made it.
+    history = earlier.as_history() if earlier is not None else []
     # The executor is not part of the plan: any executor must produce the same rows.
     record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256, history=history,
                        skipped_inputs=[{"file": name, "reason": reason} for name, reason in evalset.skipped],

@@ -14,7 +14,7 @@ from codecarena.commands.common import CliError, add_metric_args
 from codecarena.corpora import CORPUS_LAYOUTS
 from codecarena.datasets import CHANNEL_CHOICES, EvalSet
 from codecarena.files import sha256_json
-from codecarena.pipeline import Executor, RunOptions, execute, plan_of
+from codecarena.pipeline import Executor, RunOptions, execute, plan_of, planned
 from codecarena.results.schema import Row
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
 from codecarena.specs import parse_spec
@@ -224,26 +224,19 @@ def run(args: argparse.Namespace) -> int:
         check_run_dir(out, f"run directory {out}")
     else:
         out = out_arg
+    opts = dataclasses.replace(opts, out=out)
+    # The directory's run is checked before anything is printed about it (execute checks it again, locked).
+    followed, _, earlier = planned(evalset, opts, add=args.add)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # what the checks cannot foresee, e.g. a folder in /proc
         raise CliError(f"run directory {out}: cannot be made ({exc.strerror})") from None
-    opts = dataclasses.replace(opts, out=out)
-    total = len(specs) * len(evalset.utterances)
-    if args.add and (out / "run.json").is_file():
-        from codecarena.pipeline import added_codecs
-        from codecarena.results.record import RunLoadError, read_record
-
-        try:
-            earlier = read_record(out).plan
-        except RunLoadError:
-            earlier = None  # execute() refuses it with the reason
-        if earlier is not None:
-            merged = added_codecs(earlier, opts).codecs
-            added = [s.canonical for s in merged[len(earlier.codecs):]]
-            total = len(merged) * len(evalset.utterances)
-            console.print(f"adding {len(added)} codec configurations ({', '.join(added) or 'none new'}) to the "
-                          f"{len(earlier.codecs)} of the run in {out}")
+    total = len(followed.codecs) * len(evalset.utterances)
+    if args.add and earlier is not None:
+        had = len(earlier.plan.codecs)
+        added = [s.canonical for s in followed.codecs[had:]]
+        console.print(f"adding {len(added)} codec configurations ({', '.join(added)}) to the {had} of the run in {out}"
+                      if added else f"no codec configuration to add: resuming the {had} of the run in {out}")
     console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
                   f"{total // max(1, len(evalset.utterances))} codec configurations; run directory {out}")
     for line in input_notes(evalset):
