@@ -121,6 +121,35 @@ def test_a_link_out_of_the_run_directory_writes_nothing_outside(tmp_path: Path, 
     assert all("outside the run directory" in row["error"] for row in rows_of(out))
 
 
+def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(tmp_path: Path) -> None:
+    # Issue 28: a directory at a payload's path failed the row on every rerun with IsADirectoryError.
+    # It is never deleted (it may hold someone's files); the row fails, saying what to do.
+    from codecarena.pipeline import RunOptions, prepare_reference, run_row
+    from codecarena.specs import parse_spec
+
+    _wav(tmp_path / "in" / "u0.wav")
+    utterance = load_corpus(tmp_path / "in").utterances[0]
+    # No worker may start: the row must fail before one is needed.
+    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), limits=StageLimits(1 << 30),
+                      python=str(tmp_path / "no-python"))
+    spec, run = opts.codecs[0], RunDir(opts.out)
+    ref = prepare_reference(utterance, run)
+    payload = run.payload(spec.slug, "u0")
+    (payload / "notes").mkdir(parents=True)
+    (payload / "notes" / "keep.txt").write_text("precious")
+    row = run_row(spec, ref, opts, run)
+    assert (row.status, row.stages, row.payload) == ("failed", [], None)
+    assert row.error == (f"payloads/{spec.slug}/u0.ccap is a directory, where this row writes its payload; move or "
+                         "remove it, then rerun the same command to resume")
+    assert (payload / "notes" / "keep.txt").read_text() == "precious"
+    shutil.rmtree(payload)
+    run.decoded(spec.slug, "u0").parent.mkdir(parents=True)
+    os.mkfifo(run.decoded(spec.slug, "u0"))
+    row = run_row(spec, ref, opts, run)
+    assert row.error.startswith(f"decoded/{spec.slug}/u0.wav is not a regular file, where this row writes its "
+                                "decoded audio; move or remove it")
+
+
 def test_rows_store_run_relative_paths_and_the_reference_lives_in_the_run(tmp_path: Path, speech_dir: Path) -> None:
     out = _small_run(tmp_path, speech_dir)
     for row in rows_of(out):

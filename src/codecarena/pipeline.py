@@ -213,9 +213,9 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
     payload_path = run.payload(spec.slug, utt.id)
     decoded_path = run.decoded(spec.slug, utt.id)
     replay_path = work / "replay.wav"
-    for path in (payload_path, decoded_path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)
+    blocked = _clear_outputs(run, {"payload": payload_path, "decoded audio": decoded_path, "replay": replay_path})
+    if blocked:
+        return failed_row(Task(spec, ref, mode, replay), opts, blocked)
     duration = ref.num_samples / ARENA_RATE
 
     repeats = opts.warm_repeats if mode == "cold" else 0
@@ -313,6 +313,21 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                 model=model, stages=stages, status=status, error=error)
 
 
+def _clear_outputs(run: RunDir, outputs: dict[str, Path]) -> str:
+    """Remove what an earlier attempt left where a row writes; "" when every path is clear. Only a
+    file or a link is removed: anything else there (a directory, a FIFO) was not written by
+    codecarena and may hold someone's data, so it stays and the reason says what to do."""
+    for what, path in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or path.is_file() or not path.exists():
+            path.unlink(missing_ok=True)
+            continue
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        return (f"{run.relative(path)} is {kind}, where this row writes its {what}; move or remove it, then rerun "
+                f"the same command to resume")
+    return ""
+
+
 # Row fields that only a stage can produce: None until it did.
 _OUTCOME_FIELDS = ("payload", "payload_bytes", "payload_sha256", "representation_bits", "representation_bps",
                    "payload_bps", "decoded", "decoded_sha256", "replay_sha256", "replay_identical", "decoded_samples",
@@ -358,7 +373,8 @@ class Executor(Protocol):
 
 
 def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
-    """A row that never reached a worker (its executor process died): failed, with the reason."""
+    """A row that never reached a worker (its executor process died, or something not codecarena's
+    is where it writes): failed, with the reason."""
     # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
     return _row(task.spec, task.ref, opts, RunDir(opts.out), task.mode, task.replay, {}, checkpoint={}, runtime={},
                 weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None,
