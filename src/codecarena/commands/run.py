@@ -97,11 +97,11 @@ def _out_dir(text: str) -> Path:
     if not text.strip():
         raise CliError("--out '': no run directory named (leave --out out for runs/<set>-<plan hash>)")
     out = Path(text)
-    check_run_dir(out, f"--out {out}")
+    _check_run_dir(out, f"--out {out}")
     return out
 
 
-def check_run_dir(out: Path, label: str) -> None:
+def _check_run_dir(out: Path, label: str) -> None:
     """Refuse, in one line and before any work, a run directory that is a file, lies under a file,
     or sits where this user cannot write; the run would otherwise stop midway with a traceback."""
     probe = out.absolute()
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         digest = sha256_json(plan_of(evalset, opts))[:10]
         name = evalset.name.replace(":", "-").replace("/", "_")
         out = Path("runs") / f"{name}-{digest}"
-        check_run_dir(out, f"run directory {out}")
+        _check_run_dir(out, f"run directory {out}")
     else:
         out = out_arg
     opts = dataclasses.replace(opts, out=out)
