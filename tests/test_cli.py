@@ -154,3 +154,48 @@ def test_wrong_sample_rate_reference_is_refused_by_the_encoder(tmp_path: Path) -
     report = read_report(tmp_path / "e.json")
     assert "ref8k.wav" in report.error and "8000 Hz" in report.error
     assert not (tmp_path / "p.ccap").exists()
+
+
+def test_a_full_disk_outside_a_run_names_the_destination_and_no_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    from codecarena import cli
+    from codecarena.commands import COMMANDS
+
+    def full(args: object) -> int:
+        # A copy onto a full disk: the error names the source first and the destination second.
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "usb" / "w.pth"), None,
+                      str(tmp_path / "cache" / "w.pth.part"))
+
+    monkeypatch.setattr(COMMANDS["fetch"], "run", full)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["fetch", "dac"])
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"codecarena: error: {tmp_path / 'cache' / 'w.pth.part'}: no space left on device (")
+    assert line.endswith("free some space there and rerun the same command") and "resume" not in line
+
+
+@pytest.mark.parametrize("out, needle", [
+    ("", "--out '': no run directory named"),
+    ("taken", "--out taken: exists and is not a directory"),
+    ("taken/run", "--out taken/run: {tmp}/taken is not a directory, so the run directory cannot be made there"),
+    ("/proc/codecarena-run", "/proc/codecarena-run: "),
+])
+def test_an_out_that_cannot_be_a_run_directory_is_one_line_before_any_work(
+        speech_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        out: str, needle: str) -> None:
+    # Issue 28: a file or an unwritable path gave a traceback; '' ran in the current directory.
+    from codecarena import cli
+
+    (tmp_path / "taken").write_text("someone's notes\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--input", str(speech_dir), "--codec", "pcm:16", "--metrics", "none", "--workers", "1",
+                  "--out", out])
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("codecarena: error: ") and needle.format(tmp=tmp_path) in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["speech", "taken"]
+    assert (tmp_path / "taken").read_text() == "someone's notes\n"

@@ -164,3 +164,94 @@ def test_fetch_from_files_downloaded_elsewhere(served_dac, tmp_path: Path) -> No
     # Another configuration's file is not this configuration's.
     other = codecarena("fetch", "dac:16khz", "--from", root / "weights.pth", env=env)
     assert other.returncode == 2 and "matches no pinned file" in other.stderr
+
+
+def test_fetch_from_a_snapshot_folder_skips_files_that_are_not_pinned(served_dac, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # A downloaded snapshot holds a LICENSE (sorted before the weights) and a README (after them):
+    # both are skipped with a note, every pinned file is imported, and the command succeeds.
+    root, env, cache = served_dac
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(root, snapshot)
+    (snapshot / "LICENSE").write_text("MIT License\n")
+    (snapshot / "zz-README.md").write_text("# DAC\n")
+    result = codecarena("fetch", "dac", "--from", snapshot, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("weights.pth", "weights_16khz.pth", "weights_24khz.pth"):
+        assert (cache / name).read_bytes() == (root / name).read_bytes()
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 2 and "LICENSE" in skipped[0] and "zz-README.md" in skipped[1]
+    assert "not in" not in result.stdout
+    # A folder holding no pinned file at all is an error, in one line.
+    empty = tmp_path / "docs-only"
+    empty.mkdir()
+    (empty / "LICENSE").write_text("MIT License\n")
+    none = codecarena("fetch", "dac", "--from", empty, env=env)
+    assert none.returncode == 2 and len(none.stderr.strip().splitlines()) == 1
+    assert "none of its files is a pinned file of dac" in none.stderr
+
+
+def _one_file_checkpoint(data: bytes):  # type: ignore[no-untyped-def]
+    import hashlib
+
+    from codecarena.registry.entries import Checkpoint, CheckpointFile
+
+    pin = CheckpointFile("w.pth", "https://example.org/w.pth", len(data), hashlib.sha256(data).hexdigest(), "both")
+    return pin, Checkpoint("r1", "MIT", False, "fam", (pin,))
+
+
+def test_fetch_from_compares_sizes_before_hashing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena import checkpoints
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pin, checkpoint = _one_file_checkpoint(b"pinned weights")
+    big = tmp_path / "other-release.pth"
+    with open(big, "wb") as fh:
+        fh.truncate(256 << 20)  # sparse: takes no disk, and must never be read
+    hashed: list[Path] = []
+    real = checkpoints.sha256_file
+    monkeypatch.setattr(checkpoints, "sha256_file", lambda p: hashed.append(p) or real(p))
+    with pytest.raises(checkpoints.CheckpointError, match="matches no pinned file") as refused:
+        checkpoints.import_file(checkpoint, big)
+    assert hashed == []
+    assert str(refused.value) == (f"{big}: 268435456 bytes matches no pinned file's size (w.pth 14 bytes); "
+                                  "not imported")
+    good = tmp_path / "renamed.bin"
+    good.write_bytes(b"pinned weights")
+    assert checkpoints.import_file(checkpoint, good) == (pin, tmp_path / "cache" / "codecarena" / "models" / "fam" / "w.pth")
+
+
+def test_fetch_from_for_a_family_without_model_files_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "opus.bin").write_bytes(b"x")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = codecarena("fetch", "opus", "--from", tmp_path / "opus.bin", env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line == f"codecarena: error: fetch opus --from {tmp_path / 'opus.bin'}: opus needs no model files; nothing to import"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_fetch_from_on_a_full_cache_names_the_cache_and_the_fetch(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from codecarena import checkpoints
+    from codecarena.diskspace import DiskFullError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _, checkpoint = _one_file_checkpoint(b"pinned weights")
+    source = tmp_path / "usb" / "w.pth"
+    source.parent.mkdir()
+    source.write_bytes(b"pinned weights")
+
+    def full(src: Path, dst: Path) -> None:
+        # What shutil.copyfile raises on a full destination: the error names the source file.
+        raise OSError(errno.ENOSPC, "No space left on device", str(src), None, str(dst))
+
+    monkeypatch.setattr(checkpoints.shutil, "copyfile", full)
+    with pytest.raises(DiskFullError) as caught:
+        checkpoints.import_file(checkpoint, source)
+    cache = tmp_path / "cache" / "codecarena" / "models" / "fam"
+    message = str(caught.value)
+    assert message.startswith(f"{cache}: no space left on device (") and str(source.parent) not in message
+    assert "rerun the same `codecarena fetch` command" in message and "resume" not in message
+    assert list(cache.iterdir()) == []  # no partial file left behind

@@ -131,6 +131,35 @@ def test_a_link_out_of_the_run_directory_writes_nothing_outside(tmp_path: Path, 
     assert not (out / "rows.jsonl").exists()
 
 
+def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(tmp_path: Path) -> None:
+    # Issue 28: a directory at a payload's path failed the row on every rerun with IsADirectoryError.
+    # It is never deleted (it may hold someone's files); the row fails, saying what to do.
+    from codecarena.pipeline import RunOptions, prepare_reference, run_row
+    from codecarena.specs import parse_spec
+
+    _wav(tmp_path / "in" / "u0.wav")
+    utterance = load_corpus(tmp_path / "in").utterances[0]
+    # No worker may start: the row must fail before one is needed.
+    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), limits=StageLimits(1 << 30),
+                      python=str(tmp_path / "no-python"))
+    spec, run = opts.codecs[0], RunDir(opts.out)
+    ref = prepare_reference(utterance, run)
+    payload = run.payload(spec.slug, "u0")
+    (payload / "notes").mkdir(parents=True)
+    (payload / "notes" / "keep.txt").write_text("precious")
+    row = run_row(spec, ref, opts, run)
+    assert (row.status, row.stages, row.payload) == ("failed", [], None)
+    assert row.error == (f"payloads/{spec.slug}/u0.ccap is a directory, where this row writes its payload; move or "
+                         "remove it, then rerun the same command to resume")
+    assert (payload / "notes" / "keep.txt").read_text() == "precious"
+    shutil.rmtree(payload)
+    run.decoded(spec.slug, "u0").parent.mkdir(parents=True)
+    os.mkfifo(run.decoded(spec.slug, "u0"))
+    row = run_row(spec, ref, opts, run)
+    assert row.error.startswith(f"decoded/{spec.slug}/u0.wav is not a regular file, where this row writes its "
+                                "decoded audio; move or remove it")
+
+
 def test_rows_store_run_relative_paths_and_the_reference_lives_in_the_run(tmp_path: Path, speech_dir: Path) -> None:
     out = _small_run(tmp_path, speech_dir)
     for row in rows_of(out):
@@ -280,6 +309,21 @@ def test_limits_parse_in_one_place() -> None:
     assert parse_limits("1G", "0.5", "30") == StageLimits(1 << 30, 0.5, 30.0)
     with pytest.raises(LimitError):
         StageLimits(1 << 30, float("nan"), 30.0)
+
+
+def test_a_memory_limit_no_worker_could_reach_is_refused() -> None:
+    # Issue 28: 99999999999999999999G was accepted, a guard that could never act.
+    import psutil
+
+    physical = psutil.virtual_memory().total
+    assert parse_limits(str(physical)).memory_limit_bytes == physical
+    for text in (str(physical + 1), "99999999999999999999G"):
+        with pytest.raises(LimitError, match=rf"--memory-limit '{text}': expected at most this machine's physical"):
+            parse_limits(text)
+    # A row recorded on a larger machine still parses; a size past any machine does not.
+    assert StageLimits(physical * 4).memory_limit_bytes == physical * 4
+    with pytest.raises(LimitError, match="at most 1 PiB"):
+        StageLimits((1 << 50) + 1)
 
 
 def test_the_stage_timeout_is_enforced_at_its_deadline_not_at_the_next_poll() -> None:

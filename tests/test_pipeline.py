@@ -250,6 +250,7 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
     other = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "pesq_wb", "--out", out,
                        "--add")
     assert other.returncode == 2 and "--add adds codec configurations only, but the run differs in metrics" in other.stderr
+    assert other.stdout == ""  # issue 28: it printed "adding 1 codec configurations" before refusing
     added = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "stoi", "--out", out,
                        "--add")
     assert added.returncode == 0, added.stdout + added.stderr
@@ -269,6 +270,17 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
     assert "codec2:3200" not in first_record["command"] and "--add" in record["command"]
     assert record["plan_sha256"] != first_record["plan_sha256"]
     assert codecarena("audit", out).returncode == 0
+    # Issue 28: the command that made the run names only some of its codecs now; the refusal says so
+    # and how to resume it, and --add with nothing new resumes the whole run.
+    original = ("run", "--input", speech_dir, "--codec", "pcm:16", "--metrics", "stoi", "--out", out)
+    again = codecarena(*original)
+    assert again.returncode == 2 and again.stdout == ""
+    assert "it has the codec configurations pcm:16, codec2:3200 and this command names only some of them; to " \
+           "resume the whole run, rerun this command with --add" in again.stderr
+    resumed = codecarena(*original, "--add")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "no codec configuration to add: resuming the 2 of the run" in resumed.stdout
+    assert f"{len(rows)} complete rows resumed" in resumed.stdout and "0 computed now" in resumed.stdout
     assert codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--metrics", "stoi", "--add").returncode == 2
 
 

@@ -44,6 +44,17 @@ def test_a_pin_is_kept_found_and_loaded_verified(home: Path) -> None:
     lambda d: d["pins"][0]["files"][0].update(sha256="abc"),
     lambda d: d["pins"][0]["files"][0].update(name="../escape"),
     lambda d: d["pins"][0].update(extra=1),
+    # Issue 28: a bool is not a size, nor is a size no file reaches.
+    lambda d: d["pins"][0]["files"][0].update(bytes=True),
+    lambda d: d["pins"][0]["files"][0].update(bytes=10**30),
+    # Issue 28: a family or configuration that climbs out of user-pins (its files would be hashed there).
+    lambda d: d["pins"][0].update(family="../../elsewhere"),
+    lambda d: d["pins"][0].update(config="../../elsewhere"),
+    lambda d: d["pins"][0].update(family=".."),
+    lambda d: d["pins"][0].update(config=""),
+    # Issue 28: one configuration pinned twice, and one file listed twice in a pin.
+    lambda d: d["pins"].append(json.loads(json.dumps(d["pins"][0]))),
+    lambda d: d["pins"][0]["files"].append(dict(d["pins"][0]["files"][0])),
 ])
 def test_the_overlay_is_parsed_strictly(home: Path, damage) -> None:  # type: ignore[no-untyped-def]
     weights = home / "ft.pt"
@@ -74,3 +85,37 @@ def test_registry_pin_refuses_what_it_cannot_pin(home: Path) -> None:
 def test_user_weights_are_for_run_only(command: list[str]) -> None:
     result = codecarena(*command, "--weights", "user")
     assert result.returncode == 2 and "is for `codecarena run` only" in result.stderr
+
+
+def test_registry_pin_on_a_full_disk_names_the_pins_folder_and_the_pin_command(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    from codecarena import cli
+
+    weights = home / "usb" / "ft.pt"
+    weights.parent.mkdir()
+    weights.write_bytes(b"fine-tuned weights")
+
+    def full(source: Path, dest: Path, sha256: str) -> None:
+        # What a copy raises on a full destination: the error names the source file.
+        raise OSError(errno.ENOSPC, "No space left on device", str(source), None, str(dest))
+
+    monkeypatch.setattr(user_pins, "_keep", full)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["registry", "pin", "dac:16khz", "--file", str(weights)])
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"codecarena: error: {user_pins.pins_dir()}: no space left on device (")
+    assert "about 0.0 MiB needed); the pin was not recorded" in line and str(weights.parent) not in line
+    assert line.endswith("rerun the same `codecarena registry pin` command") and "resume" not in line
+    assert not (user_pins.pins_dir() / "pins.json").exists()
+
+
+@pytest.mark.parametrize("family, config", [("../escape", ""), ("dac", "../../escape"), ("dac", "all/..")])
+def test_a_pin_that_would_climb_out_of_user_pins_is_refused(home: Path, family: str, config: str) -> None:
+    weights = home / "ft.pt"
+    weights.write_bytes(b"x")
+    with pytest.raises(user_pins.UserPinError, match="is not a name|nor a name"):
+        user_pins.pin(family, config, [weights])
+    assert not user_pins.pins_dir().exists() and sorted(p.name for p in home.iterdir()) == ["ft.pt"]

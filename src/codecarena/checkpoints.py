@@ -7,7 +7,7 @@ Resolution order, like the data: `--models-dir` / `$CODECARENA_MODELS` (a mirror
 `<mirror_dir>/<file>`; strict: a missing or wrong file there is an error, never a silent download),
 then the cache (`$XDG_CACHE_HOME/codecarena/models/<mirror_dir>`), then the pinned URL into the cache
 (`codecarena fetch`; a run never downloads). `import_file` copies a file downloaded elsewhere into
-the cache, only if it matches its pin.
+the cache, only if it matches a pin (its size first, then its sha256).
 
 A file whose size was never published (pin bytes 0) is identified by its sha256 alone; the size
 found at its first verified fetch or import is recorded in `<mirror_dir>/sizes.json` in the cache.
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from codecarena.diskspace import DiskFullError, is_disk_full
 from codecarena.files import DownloadError, cache_home, download_verified, read_json, sha256_file, write_json
 from codecarena.registry.entries import Checkpoint, CheckpointFile
 
@@ -32,6 +33,10 @@ NO_DOWNLOAD_ENV = "CODECARENA_NO_DOWNLOAD"
 
 class CheckpointError(ValueError):
     """A checkpoint file that is missing or differs from its pin; names the file and the problem."""
+
+
+class NoPinMatches(CheckpointError):
+    """A file offered for import that is none of the checkpoint's pinned files."""
 
 
 def cache_dir() -> Path:
@@ -140,23 +145,35 @@ def _record_size(pin: CheckpointFile, path: Path) -> None:
 
 def import_file(checkpoint: Checkpoint, source: Path) -> tuple[CheckpointFile, Path]:
     """Copy a file downloaded elsewhere into the cache, accepted only when its size and sha256 are
-    those of one of the checkpoint's pinned files (matched by hash, so its name does not matter)."""
+    those of one of the checkpoint's pinned files (matched by content, so its name does not matter).
+    The size is compared before anything is read: a file of no pinned size (a snapshot's README, a
+    4 GiB file of another release) is refused with NoPinMatches without being hashed."""
     if not source.is_file():
         raise CheckpointError(f"{source}: no such file")
+    size = source.stat().st_size
+    candidates = [f for f in checkpoint.files if f.bytes in (0, size)]
+    if not candidates:
+        pinned = ", ".join(f"{f.name} {f.bytes} bytes" for f in checkpoint.files)
+        raise NoPinMatches(f"{source}: {size} bytes matches no pinned file's size ({pinned}); not imported")
     actual = sha256_file(source)
-    pin = next((f for f in checkpoint.files if f.sha256 == actual), None)
+    pin = next((f for f in candidates if f.sha256 == actual), None)
     if pin is None:
-        pinned = ", ".join(f"{f.name} {f.sha256}" for f in checkpoint.files)
-        raise CheckpointError(f"{source}: sha256 {actual} matches no pinned file ({pinned}); not imported")
-    verify(source, pin)
+        pinned = ", ".join(f"{f.name} {f.sha256}" for f in candidates)
+        raise NoPinMatches(f"{source}: sha256 {actual} matches no pinned file ({pinned}); not imported")
     dest = cache_dir() / checkpoint.mirror_dir / pin.name
-    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, tmp)
         verify(tmp, pin)  # the copy, not only the source, is what the cache will hold
         os.replace(tmp, dest)
+        _record_size(pin, dest)
+    except (OSError, DiskFullError) as exc:
+        if isinstance(exc, OSError) and not is_disk_full(exc):
+            raise
+        # The cache is what is full (an ENOSPC from a copy names its source file).
+        raise DiskFullError(dest.parent, size, f"{source.name} was not imported: free some space there and rerun "
+                                               f"the same `codecarena fetch` command") from None
     finally:
         tmp.unlink(missing_ok=True)
-    _record_size(pin, dest)
     return pin, dest

@@ -16,7 +16,7 @@ from codecarena.checkpoints import MODELS_ENV, NO_DOWNLOAD_ENV, CheckpointError
 from codecarena.commands import COMMANDS
 from codecarena.commands.common import CliError
 from codecarena.datasets import DatasetError
-from codecarena.diskspace import DiskFullError, is_disk_full
+from codecarena.diskspace import RUN_ADVICE, DiskFullError, is_disk_full
 from codecarena.metrics.declarations import MetricError
 from codecarena.payload import PayloadError
 from codecarena.pipeline import RunError
@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         if not is_disk_full(exc):
             raise
-        print(f"codecarena: error: {DiskFullError(Path(exc.filename or '.'), 0)}", file=sys.stderr)
+        # A failed copy names its source first: the destination (filename2) is what is full.
+        full = Path(exc.filename2 or exc.filename or ".")
+        advice = RUN_ADVICE if args.command == "run" else "free some space there and rerun the same command"
+        print(f"codecarena: error: {DiskFullError(full, 0, advice)}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt as exc:
         resumable = "; rerun the same command to resume" if args.command == "run" else ""

@@ -16,14 +16,18 @@ from pathlib import Path
 _ROW_OVERHEAD_BYTES = 64 << 10
 
 
-class DiskFullError(RuntimeError):
-    """No space left for what the run must write; the message names the path and the space needed."""
+# What to do about a full disk during a run; other commands say what fits them (`advice`).
+RUN_ADVICE = "completed results are kept: free some space and rerun the same command to resume"
 
-    def __init__(self, path: Path, needed_bytes: int) -> None:
+
+class DiskFullError(RuntimeError):
+    """No space left for what a command must write; the message names the path (the destination that
+    is full), the space needed and what to do."""
+
+    def __init__(self, path: Path, needed_bytes: int, advice: str = RUN_ADVICE) -> None:
         self.path, self.needed_bytes = Path(path), needed_bytes
         need = f", about {_mib(needed_bytes)} needed" if needed_bytes > 0 else ""
-        super().__init__(f"{path}: no space left on device ({_mib(free_bytes(self.path))} free{need}); "
-                         f"completed results are kept: free some space and rerun the same command to resume")
+        super().__init__(f"{path}: no space left on device ({_mib(free_bytes(self.path))} free{need}); {advice}")
 
 
 def _mib(n: int) -> str:

@@ -212,9 +212,9 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
     payload_path = run.payload(spec.slug, utt.id)
     decoded_path = run.decoded(spec.slug, utt.id)
     replay_path = work / "replay.wav"
-    for path in (payload_path, decoded_path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)
+    blocked = _clear_outputs(run, {"payload": payload_path, "decoded audio": decoded_path, "replay": replay_path})
+    if blocked:
+        return failed_row(Task(spec, ref, mode, replay), opts, blocked)
     duration = ref.num_samples / ARENA_RATE
 
     repeats = opts.warm_repeats if mode == "cold" else 0
@@ -312,6 +312,21 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                 model=model, stages=stages, status=status, error=error)
 
 
+def _clear_outputs(run: RunDir, outputs: dict[str, Path]) -> str:
+    """Remove what an earlier attempt left where a row writes; "" when every path is clear. Only a
+    file or a link is removed: anything else there (a directory, a FIFO) was not written by
+    codecarena and may hold someone's data, so it stays and the reason says what to do."""
+    for what, path in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or path.is_file() or not path.exists():
+            path.unlink(missing_ok=True)
+            continue
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        return (f"{run.relative(path)} is {kind}, where this row writes its {what}; move or remove it, then rerun "
+                f"the same command to resume")
+    return ""
+
+
 # Row fields that only a stage can produce: None until it did.
 _OUTCOME_FIELDS = ("payload", "payload_bytes", "payload_sha256", "representation_bits", "representation_bps",
                    "payload_bps", "decoded", "decoded_sha256", "replay_sha256", "replay_identical", "decoded_samples",
@@ -357,7 +372,8 @@ class Executor(Protocol):
 
 
 def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
-    """A row that never reached a worker (its executor process died): failed, with the reason."""
+    """A row that never reached a worker (its executor process died, or something not codecarena's
+    is where it writes): failed, with the reason."""
     # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
     return _row(task.spec, task.ref, opts, RunDir(opts.out), task.mode, task.replay, {}, checkpoint={}, runtime={},
                 weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None,
@@ -427,37 +443,63 @@ def _plan_differences(a: Plan, b: Plan) -> list[str]:
     return [f.name for f in dataclasses.fields(Plan) if getattr(a, f.name) != getattr(b, f.name)]
 
 
+def planned(evalset: EvalSet, opts: RunOptions, add: bool = False) -> tuple[RunOptions, Plan, RunRecord | None]:
+    """What a run into opts.out follows: the options (with `add`, the earlier run's codec
+    configurations first, then the new ones), their plan, and the earlier run's record if there is
+    one; RunError when the directory holds a run this command may not continue, saying what to do.
+    `codecarena run` calls it before printing anything about the run, `execute` again under the lock."""
+    run = RunDir(opts.out)
+    if add and not run.run_json.exists():
+        raise RunError(f"{run.root}: --add needs an existing run to add codec configurations to")
+    plan = plan_from_dict(plan_of(evalset, opts))
+    if not run.run_json.exists():
+        return opts, plan, None
+    try:
+        earlier = read_record(run.root)
+    except RunLoadError as exc:
+        raise RunError(f"{exc}; use another --out directory") from None
+    previous = earlier.plan
+    if add:
+        opts = added_codecs(previous, opts)
+        plan = plan_from_dict(plan_of(evalset, opts))
+        others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes")]
+        if others:
+            raise RunError(f"{run.root}: --add adds codec configurations only, but the run differs in "
+                           f"{', '.join(others)}; use the same options as the run (see its run.json)")
+    elif previous != plan:
+        differs = _plan_differences(previous, plan)
+        raise RunError(f"{run.root}: holds a run with a different plan ({', '.join(differs)})"
+                       f"{_what_to_do(previous, plan, differs)}")
+    return opts, plan, earlier
+
+
+def _what_to_do(previous: Plan, plan: Plan, differs: list[str]) -> str:
+    """The end of the refusal of a run whose plan differs from this command's."""
+    tail = "; use another --out directory"
+    if differs not in (["codecs"], ["codecs", "runtimes"]):
+        return tail
+    had = [c.codec for c in previous.codecs]
+    named = [c.codec for c in plan.codecs]
+    if any(c not in had for c in named):
+        return f" (to add codec configurations to it, rerun with --add){tail}"
+    run_has = f": it has the codec configurations {', '.join(had)}"
+    if len(named) < len(had):  # e.g. the command that made a run which --add has extended since
+        return (f"{run_has} and this command names only some of them; to resume the whole run, rerun this command "
+                f"with --add; for a run of only these, use another --out directory")
+    if named != had:
+        return f"{run_has} and this command names them in another order; to resume it, rerun this command with --add"
+    return tail
+
+
 def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any],
                     on_row: Callable[[Row, bool], None] | None, scorer: Scorer | None,
                     executor: Executor, add: bool = False) -> list[Row]:
     run_dir = opts.out
     run = RunDir(run_dir)
-    if add and not run.run_json.exists():
-        raise RunError(f"{run_dir}: --add needs an existing run to add codec configurations to")
-    plan = plan_from_dict(plan_of(evalset, opts))
-    history: list[dict[str, Any]] = []
-    if run.run_json.exists():
-        try:
-            earlier = read_record(run_dir)
-        except RunLoadError as exc:
-            raise RunError(f"{exc}; use another --out directory") from None
-        previous = earlier.plan
-        # run.json is rewritten below: the invocations before this one stay in its history, so an
-        # --add keeps the plan it extended (by hash and codecs) and the command that made it.
-        history = earlier.as_history()
-        if add:
-            opts = added_codecs(previous, opts)
-            plan = plan_from_dict(plan_of(evalset, opts))
-            others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes")]
-            if others:
-                raise RunError(f"{run_dir}: --add adds codec configurations only, but the run differs in "
-                               f"{', '.join(others)}; use the same options as the run (see its run.json)")
-        elif previous != plan:
-            differs = _plan_differences(previous, plan)
-            hint = (" (to add codec configurations to it, rerun with --add)"
-                    if differs in (["codecs"], ["codecs", "runtimes"]) else "")
-            raise RunError(f"{run_dir}: holds a run with a different plan ({', '.join(differs)}){hint}; "
-                           f"use another --out directory")
+    opts, plan, earlier = planned(evalset, opts, add)
+    # run.json is rewritten below: the invocations before this one stay in its history, so an
+    # --add keeps the plan it extended (by hash and codecs) and the command that made it.
+    history = earlier.as_history() if earlier is not None else []
     # The executor is not part of the plan: any executor must produce the same rows.
     record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256, history=history,
                        skipped_inputs=[{"file": name, "reason": reason} for name, reason in evalset.skipped],

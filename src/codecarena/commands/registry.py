@@ -100,8 +100,9 @@ def _user_pins(console: Console) -> list[str]:
 
 def _pin(args: argparse.Namespace) -> int:
     from codecarena.console import console
+    from codecarena.diskspace import DiskFullError, is_disk_full
     from codecarena.registry.catalog import FAMILIES
-    from codecarena.registry.user_pins import pin
+    from codecarena.registry.user_pins import pin, pins_dir
 
     family, _, config = args.family.partition(":")
     if family not in FAMILIES or FAMILIES[family].supported_weights != "real_or_synthetic":
@@ -110,7 +111,15 @@ def _pin(args: argparse.Namespace) -> int:
     if config and config not in FAMILIES[family].configs:
         raise CliError(f"registry pin {args.family}: {family} has no configuration {config!r} "
                        f"({', '.join(FAMILIES[family].configs)})")
-    made = pin(family, config, list(args.files), args.url)
+    try:
+        made = pin(family, config, list(args.files), args.url)
+    except (OSError, DiskFullError) as exc:
+        if isinstance(exc, OSError) and not is_disk_full(exc):
+            raise
+        # What is full is where the pin is kept (an ENOSPC from a copy names its source file).
+        needed = sum(path.stat().st_size for path in args.files if path.is_file())
+        raise DiskFullError(pins_dir(), needed, "the pin was not recorded: free some space there and rerun the same "
+                                                "`codecarena registry pin` command") from None
     for f in made.files:
         console.print(f"pinned by user: {family}:{made.config} {f.name} {f.bytes} bytes sha256 {f.sha256} "
                       f"(from {f.origin})", soft_wrap=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from codecarena.commands.common import CliError, add_metric_args
 from codecarena.corpora import CORPUS_LAYOUTS
 from codecarena.datasets import CHANNEL_CHOICES, EvalSet
 from codecarena.files import sha256_json
-from codecarena.pipeline import Executor, RunOptions, execute, plan_of
+from codecarena.pipeline import Executor, RunOptions, execute, plan_of, planned
 from codecarena.results.schema import Row
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
 from codecarena.specs import parse_spec
@@ -50,7 +51,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--variant", default="", metavar="NAME",
                      help="a named numerical variant applied to every codec's loaded model and recorded in every row "
                           "(eager_snake_v1: Snake1d evaluated eagerly, see docs/determinism.md); default: upstream numerics")
-    run.add_argument("--out", type=Path, help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
+    run.add_argument("--out", help="run directory (default: runs/<set>-<plan hash>, so a rerun resumes)")
     run.add_argument("--add", action="store_true",
                      help="add the --codec configurations to the run in --out (its other options must be the same); "
                           "its rows are kept and the run then covers every codec configuration")
@@ -92,6 +93,30 @@ def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
     if text.isdigit():
         return int(text)
     raise CliError(f"--replay-sample {text!r}: expected a number or 'all'")
+
+
+def _out_dir(text: str) -> Path:
+    """--out as given, refused unless it can be a run directory (argparse's Path('') would mean the
+    current directory)."""
+    if not text.strip():
+        raise CliError("--out '': no run directory named (leave --out out for runs/<set>-<plan hash>)")
+    out = Path(text)
+    _check_run_dir(out, f"--out {out}")
+    return out
+
+
+def _check_run_dir(out: Path, label: str) -> None:
+    """Refuse, in one line and before any work, a run directory that is a file, lies under a file,
+    or sits where this user cannot write; the run would otherwise stop midway with a traceback."""
+    probe = out.absolute()
+    while not os.path.lexists(probe):
+        probe = probe.parent
+    if probe == out.absolute() and not probe.is_dir():
+        raise CliError(f"{label}: exists and is not a directory; name a run directory")
+    if not probe.is_dir():
+        raise CliError(f"{label}: {probe} is not a directory, so the run directory cannot be made there")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise CliError(f"{label}: {probe} is not writable by this user (permissions or a read-only file system)")
 
 
 def input_notes(evalset: EvalSet) -> list[Text]:
@@ -166,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.results.summary import summarize
 
     limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
+    out_arg = _out_dir(args.out) if args.out is not None else None
     specs = tuple(parse_spec(s) for s in (args.codecs or DEFAULT_CODECS))
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
@@ -195,28 +221,26 @@ def run(args: argparse.Namespace) -> int:
         weights=weights, variant=selection.check_variant(args.variant, specs),
         runtimes=tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items()),
         mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample)
-    if args.out is None:
+    if out_arg is None:
         digest = sha256_json(plan_of(evalset, opts))[:10]
         name = evalset.name.replace(":", "-").replace("/", "_")
         out = Path("runs") / f"{name}-{digest}"
+        _check_run_dir(out, f"run directory {out}")
     else:
-        out = args.out
+        out = out_arg
     opts = dataclasses.replace(opts, out=out)
-    total = len(specs) * len(evalset.utterances)
-    if args.add and (out / "run.json").is_file():
-        from codecarena.pipeline import added_codecs
-        from codecarena.results.record import RunLoadError, read_record
-
-        try:
-            earlier = read_record(out).plan
-        except RunLoadError:
-            earlier = None  # execute() refuses it with the reason
-        if earlier is not None:
-            merged = added_codecs(earlier, opts).codecs
-            added = [s.canonical for s in merged[len(earlier.codecs):]]
-            total = len(merged) * len(evalset.utterances)
-            console.print(f"adding {len(added)} codec configurations ({', '.join(added) or 'none new'}) to the "
-                          f"{len(earlier.codecs)} of the run in {out}")
+    # The directory's run is checked before anything is printed about it (execute checks it again, locked).
+    followed, _, earlier = planned(evalset, opts, add=args.add)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # what the checks cannot foresee, e.g. a folder in /proc
+        raise CliError(f"run directory {out}: cannot be made ({exc.strerror})") from None
+    total = len(followed.codecs) * len(evalset.utterances)
+    if args.add and earlier is not None:
+        had = len(earlier.plan.codecs)
+        added = [s.canonical for s in followed.codecs[had:]]
+        console.print(f"adding {len(added)} codec configurations ({', '.join(added)}) to the {had} of the run in {out}"
+                      if added else f"no codec configuration to add: resuming the {had} of the run in {out}")
     console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
                   f"{total // max(1, len(evalset.utterances))} codec configurations; run directory {out}")
     for line in input_notes(evalset):

@@ -27,7 +27,11 @@ from codecarena.registry.entries import HEX64, Checkpoint, CheckpointFile
 FORMAT = "codecarena-user-pins"
 VERSION = 1
 ALL_CONFIGS = "*"  # a pin for every configuration of the family
+# File, family and configuration names become path components under pins_dir(): no '/', no leading dot.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or a digit"
+# No checkpoint file comes near a pebibyte; a larger size is a damaged or hand-made file.
+MAX_FILE_BYTES = 1 << 50
 
 
 class UserPinError(ValueError):
@@ -76,7 +80,16 @@ def load() -> tuple[UserPin, ...]:
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION \
             or sorted(data) != ["format", "pins", "version"] or not isinstance(data["pins"], list):
         raise UserPinError(f"{path}: not a {FORMAT} version {VERSION} file")
-    return tuple(_parse_pin(path, i, item) for i, item in enumerate(data["pins"]))
+    pins = tuple(_parse_pin(path, i, item) for i, item in enumerate(data["pins"]))
+    # Two pins in one folder would overwrite each other's files, and find() would pick one of them.
+    first: dict[str, int] = {}
+    for i, p in enumerate(pins):
+        j = first.setdefault(p.folder_name, i)
+        if j != i:
+            raise UserPinError(f"{path}: pins[{i}]: {p.family}:{p.config} shares the folder {p.folder_name} with "
+                               f"pins[{j}] ({pins[j].family}:{pins[j].config}); pin each family and configuration "
+                               f"once")
+    return pins
 
 
 def _parse_pin(path: Path, i: int, item: Any) -> UserPin:
@@ -87,14 +100,30 @@ def _parse_pin(path: Path, i: int, item: Any) -> UserPin:
     for f in item["files"] if isinstance(item["files"], list) else [None]:
         if not isinstance(f, dict) or sorted(f) != ["bytes", "name", "origin", "sha256"] \
                 or not isinstance(f["name"], str) or not _NAME.fullmatch(f["name"]) \
-                or not isinstance(f["bytes"], int) or f["bytes"] <= 0 \
+                or type(f["bytes"]) is not int or not 0 < f["bytes"] <= MAX_FILE_BYTES \
                 or not isinstance(f["sha256"], str) or not HEX64.fullmatch(f["sha256"]) \
                 or not isinstance(f["origin"], str):
-            raise UserPinError(f"{where}: a file needs name, bytes > 0, a 64-hex sha256 and origin")
+            raise UserPinError(f"{where}: a file needs a name ({NAME_RULE}), bytes from 1 to {MAX_FILE_BYTES} "
+                               f"(an integer), a 64-hex sha256 and an origin")
         files.append(UserFile(f["name"], f["bytes"], f["sha256"], f["origin"]))
     if not files or not all(isinstance(item[k], str) for k in ("family", "config", "pinned_at")):
         raise UserPinError(f"{where}: family, config and pinned_at must be strings, and files non-empty")
+    names = [f.name for f in files]
+    if len(set(names)) != len(names):
+        raise UserPinError(f"{where}: two files named alike: {names}")
+    problem = _names_problem(item["family"], item["config"])
+    if problem:
+        raise UserPinError(f"{where}: {problem}")
     return UserPin(item["family"], item["config"], tuple(files), item["pinned_at"])
+
+
+def _names_problem(family: str, config: str) -> str:
+    """Why a family and configuration cannot name a pin's folder ("" when they can)."""
+    if not _NAME.fullmatch(family):
+        return f"family {family!r} is not a name ({NAME_RULE})"
+    if config != ALL_CONFIGS and not _NAME.fullmatch(config):
+        return f"config {config!r} is neither {ALL_CONFIGS!r} nor a name ({NAME_RULE})"
+    return ""
 
 
 def find(family: str, config: str) -> UserPin | None:
@@ -108,6 +137,9 @@ def pin(family: str, config: str, paths: list[Path], url: str = "") -> UserPin:
     same family and configuration)."""
     if not paths:
         raise UserPinError("--file is required")
+    problem = _names_problem(family, config or ALL_CONFIGS)
+    if problem:
+        raise UserPinError(f"registry pin: {problem}")
     names = [p.name for p in paths]
     if len(set(names)) != len(names):
         raise UserPinError(f"two files named alike: {names}")
@@ -116,7 +148,7 @@ def pin(family: str, config: str, paths: list[Path], url: str = "") -> UserPin:
         if not path.is_file():
             raise UserPinError(f"{path}: no such file")
         if not _NAME.fullmatch(path.name):
-            raise UserPinError(f"{path}: the file name must be letters, digits, '.', '_' or '-'")
+            raise UserPinError(f"{path}: the file name must be {NAME_RULE}")
         files.append(UserFile(path.name, path.stat().st_size, sha256_file(path), url or str(path.resolve())))
     made = UserPin(family, config or ALL_CONFIGS, tuple(files),
                    datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -22,17 +22,24 @@ MIN_TIMEOUT_S = 0.1
 MAX_TIMEOUT_S = 86400.0
 # No worker runs in less: the interpreter alone takes about 10 MiB.
 MIN_MEMORY_BYTES = 16 << 20
+# Far above any machine's memory, so that rows recorded on a larger machine still parse here; the
+# command line is held to this machine's physical memory (`parse_limits`).
+MAX_MEMORY_BYTES = 1 << 50
 
 
 class LimitError(ValueError):
     """A resource limit that cannot be used; the message names the option and the accepted range."""
 
 
-def default_memory_limit() -> int:
-    """Half of physical memory: room for the harness and one more worker on the same machine."""
+def physical_memory() -> int:
     import psutil  # not at module level: codec runtimes load this module through the row schema, without psutil
 
-    return int(psutil.virtual_memory().total // 2)
+    return int(psutil.virtual_memory().total)
+
+
+def default_memory_limit() -> int:
+    """Half of physical memory: room for the harness and one more worker on the same machine."""
+    return physical_memory() // 2
 
 
 def parse_size(text: str) -> int:
@@ -68,8 +75,9 @@ class StageLimits:
 
     def __post_init__(self) -> None:
         memory = self.memory_limit_bytes
-        if isinstance(memory, bool) or not isinstance(memory, int) or memory < MIN_MEMORY_BYTES:
-            raise LimitError(f"--memory-limit {memory!r}: expected at least {MIN_MEMORY_BYTES >> 20} MiB")
+        if type(memory) is not int or not MIN_MEMORY_BYTES <= memory <= MAX_MEMORY_BYTES:
+            raise LimitError(f"--memory-limit {memory!r}: expected at least {MIN_MEMORY_BYTES >> 20} MiB and at most "
+                             f"{MAX_MEMORY_BYTES >> 50} PiB")
         object.__setattr__(self, "guard_poll_s", _seconds(self.guard_poll_s, "--guard-poll", 0.001, MAX_POLL_S))
         object.__setattr__(self, "stage_timeout_s",
                            _seconds(self.stage_timeout_s, "--stage-timeout", MIN_TIMEOUT_S, MAX_TIMEOUT_S))
@@ -79,5 +87,13 @@ class StageLimits:
 
 
 def parse_limits(memory: str | None, poll: Any = DEFAULT_POLL_S, timeout: Any = DEFAULT_TIMEOUT_S) -> StageLimits:
-    """Limits from command-line text; `memory` None means half of physical memory."""
-    return StageLimits(parse_size(memory) if memory is not None else default_memory_limit(), poll, timeout)
+    """Limits from command-line text; `memory` None means half of physical memory, and a memory limit
+    above physical memory is refused: resident memory cannot pass it, so the guard would never act."""
+    if memory is None:
+        return StageLimits(default_memory_limit(), poll, timeout)
+    size, physical = parse_size(memory), physical_memory()
+    if size > physical:
+        raise LimitError(f"--memory-limit {memory!r}: expected at most this machine's physical memory, "
+                         f"{physical / 2**30:.1f} GiB (a worker's resident memory cannot pass it, so the guard "
+                         f"would never stop one); the default is half of it")
+    return StageLimits(size, poll, timeout)
