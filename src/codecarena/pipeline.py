@@ -35,6 +35,7 @@ from codecarena.datasets import EvalSet, Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full, row_bytes
 from codecarena.files import sha256_file, write_json
 from codecarena.metrics.guarded import THREAD_SETTINGS
+from codecarena.metrics.reference_results import missing, reliances
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import store
@@ -349,6 +350,19 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
     return True
 
 
+def rows_to_rebuild_reference_results(kept: dict[tuple[str, str], Row], plan: Plan, run: RunDir) -> list[tuple[str, str]]:
+    """Per reference whose reference-side results some kept row relied on but the run no longer holds
+    (a deleted `reference_results/`), the first such row in plan order: computing it again stores them
+    again, which the kept rows of that reference then agree with (the audit checks that they do)."""
+    relied = {key: reliances(row.reference_sha256, row.metrics) for key, row in kept.items()}
+    lost = missing(run.reference_results(), set().union(*relied.values()))
+    chosen: dict[str, tuple[str, str]] = {}
+    for key in plan.keys():
+        for need in relied.get(key, set()) & lost:
+            chosen.setdefault(need.reference_sha256, key)
+    return list(dict.fromkeys(chosen.values()))
+
+
 class Executor(Protocol):
     """Runs tasks and yields their rows in any order; it never writes rows.jsonl itself."""
 
@@ -464,6 +478,8 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     for row in existing:
         if row.key in wanted and row_files_verify(row, run):
             kept[row.key] = row
+    for key in rows_to_rebuild_reference_results(kept, plan, run):
+        del kept[key]
     # Rewriting drops failed rows (they are retried), a torn final line, and rows whose files changed.
     store.rewrite_rows(run_dir, list(kept.values()))
     if on_row:

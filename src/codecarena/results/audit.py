@@ -18,7 +18,8 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.files import sha256_file
-from codecarena.metrics.reference_results import Entry, ReferenceResultError, entries, parse_entry
+from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
+                                                   value_sha256)
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
@@ -203,12 +204,14 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
 
 def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
     """The reference-side results (metrics/reference_results.py) against the rows: every entry parses
-    and belongs to a reference of the run, and every row's ASR records name a reference transcript
-    that is the cached one, so no row was scored against another transcript of its reference."""
+    and belongs to a reference of the run, and every entry a row's metric records relied on (its
+    reference transcript, its reference's speaker embedding) is stored with the very value the row
+    recorded, so no row was scored against another transcript or embedding than the run keeps."""
     problems: list[str] = []
     stored: dict[tuple[str, str, str], Entry] = {}
     references = {row.reference_sha256 for row in rows}
-    for path in entries(run.reference_results()):
+    root = run.reference_results()
+    for path in entries(root):
         try:
             entry = parse_entry(path)
         except ReferenceResultError as exc:
@@ -217,24 +220,22 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
         if entry.reference_sha256 not in references:
             problems.append(f"{path}: no row of the run has this reference (sha256 {entry.reference_sha256[:12]})")
         stored[(entry.kind, entry.reference_sha256, entry.identity_sha256)] = entry
-    embedded = {reference for kind, reference, _ in stored if kind == "speaker_embedding"}
+    what = {"asr_transcript": "reference transcript", "speaker_embedding": "reference's speaker embedding"}
     for row in rows:
         where = f"{row.codec} {row.utterance}"
-        details = next((r.get("details") for r in row.metrics.values() if isinstance(r, dict)
-                        and isinstance(r.get("details"), dict) and "reference_hypothesis" in r["details"]), None)
-        if details is None:
-            continue
-        asr = details.get("asr")
-        settings = asr.get("settings_sha256") if isinstance(asr, dict) else None
-        entry = stored.get(("asr_transcript", row.reference_sha256, str(settings)))
-        if entry is None:
-            problems.append(f"{where}: its reference transcript is not in {run.reference_results()}")
-        elif entry.value != details["reference_hypothesis"]:
-            problems.append(f"{where}: scored against the reference transcript {details['reference_hypothesis']!r}, "
-                            f"the run's cached one is {entry.value!r}")
+        for need in sorted(reliances(row.reference_sha256, row.metrics), key=lambda r: r.kind):
+            entry = stored.get((need.kind, need.reference_sha256, need.identity_sha256))
+            if entry is None:
+                problems.append(f"{where}: its {what[need.kind]} is not in {root}")
+            elif value_sha256(entry.value) != need.value_sha256:
+                cached = repr(entry.value) if need.kind == "asr_transcript" else f"sha256 {value_sha256(entry.value)[:12]}"
+                problems.append(f"{where}: scored against the {what[need.kind]} {need.shown}, the run's cached one "
+                                f"is {cached}")
         speaker = row.metrics.get("speaker_sim")
-        if isinstance(speaker, dict) and speaker.get("status") == "ok" and row.reference_sha256 not in embedded:
-            problems.append(f"{where}: its reference's speaker embedding is not in {run.reference_results()}")
+        details = speaker.get("details") if isinstance(speaker, dict) else None
+        if isinstance(speaker, dict) and speaker.get("status") == "ok" and \
+                not (isinstance(details, dict) and isinstance(details.get("reference_embedding"), dict)):
+            problems.append(f"{where}: its speaker_sim does not name the reference embedding it was scored against")
     return problems
 
 
