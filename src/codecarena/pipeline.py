@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
+import hashlib
+import io
 import os
 import shutil
 import sys
@@ -30,6 +33,7 @@ from codecarena import variants
 from codecarena.arena import ARENA_RATE
 from codecarena.audio_input import read_audio
 from codecarena.codecs.base import to_int16
+from codecarena.registry import user_pins
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full, row_bytes
@@ -113,7 +117,36 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "metrics": list(opts.metrics),
         "runtimes": [list(r) for r in opts.runtimes],
         "asr_models": [list(pair) for pair in opts.asr_models],
+        "references": [{"id": u.id, "sha256": planned_reference_sha256(u), "language": u.language,
+                        "speaker": u.speaker, "transcript": u.transcript, "critical": [list(c) for c in u.critical]}
+                       for u in evalset.utterances],
+        "user_pins": [{"codec": s.canonical, "checkpoint": user_pin_identity(s, _runtime_of(opts, s.family)[0])}
+                      for s in opts.codecs] if opts.weights == "user" else [],
     }
+
+
+@functools.cache
+def planned_reference_sha256(utt: Utterance) -> str:
+    """The sha256 the run's copy of an utterance has: the input file's when it is copied as it is,
+    else that of its conversion, made here in memory exactly as `prepare_reference` writes it (once
+    per process). The plan pins it, so a reference replaced afterwards cannot pass for the input's."""
+    if utt.sample_rate == ARENA_RATE and not utt.converted:
+        return utt.sha256
+    audio, rate, _ = reference_audio(utt)
+    resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ") if rate != ARENA_RATE else audio
+    wav = io.BytesIO()
+    sf.write(wav, to_int16(resampled), ARENA_RATE, subtype="PCM_16", format="WAV")
+    return hashlib.sha256(wav.getvalue()).hexdigest()
+
+
+def user_pin_identity(spec: CodecSpec, registry_id: str) -> dict[str, str]:
+    """The checkpoint identity the payloads of a configuration record with --weights user: the user's
+    pin as it is now (the plan holds it, so a pin changed between invocations is a different plan)."""
+    pin = user_pins.find(spec.family, spec.config)
+    if pin is None:
+        raise RunError(f"{spec.canonical}: --weights user needs a user pin (codecarena registry pin "
+                       f"{spec.family}:{spec.config} --file PATH)")
+    return pin.identity(registry_id)
 
 
 def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
@@ -331,7 +364,7 @@ def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir, mode: s
                reference=run.relative(ref.path), reference_sha256=ref.sha256,
                reference_resampled_from=ref.resampled_from, reference_conversions=list(ref.conversions),
                replay_sampled=replay, limits=opts.limits,
-               **{name: fields.get(name) for name in _OUTCOME_FIELDS}, **rest)
+               **{name: fields.get(name) for name in _OUTCOME_FIELDS}, **rest, row_sha256=None).sealed()
 
 
 def row_files_verify(row: Row, run: RunDir) -> bool:
@@ -450,13 +483,21 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
         except RunLoadError as exc:
             raise RunError(f"{exc}; use another --out directory") from None
         previous = earlier.plan
+        if previous.references is None:
+            raise RunError(f"{run_dir}: holds a run made before plans pinned references, transcripts and user "
+                           f"checkpoints (run.json version {earlier.version}), whose rows cannot be tied to "
+                           f"them; use another --out directory")
         # run.json is rewritten below: the invocations before this one stay in its history, so an
         # --add keeps the plan it extended (by hash and codecs) and the command that made it.
         history = earlier.as_history()
         if add:
             opts = added_codecs(previous, opts)
             plan = plan_from_dict(plan_of(evalset, opts))
-            others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes")]
+            repinned = [p.codec for p in previous.user_pins or () if p not in (plan.user_pins or ())]
+            if repinned:
+                raise RunError(f"{run_dir}: --add: the user pin of {', '.join(repinned)} changed since the run; "
+                               f"pin the run's files again (see user_pins in its run.json) or use another --out")
+            others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes", "user_pins")]
             if others:
                 raise RunError(f"{run_dir}: --add adds codec configurations only, but the run differs in "
                                f"{', '.join(others)}; use the same options as the run (see its run.json)")
@@ -464,6 +505,8 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
             differs = _plan_differences(previous, plan)
             hint = (" (to add codec configurations to it, rerun with --add)"
                     if differs in (["codecs"], ["codecs", "runtimes"]) else "")
+            if "user_pins" in differs:
+                hint += " (a user pin changed since the run: pin the run's files again, see its run.json)"
             raise RunError(f"{run_dir}: holds a run with a different plan ({', '.join(differs)}){hint}; "
                            f"use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
@@ -476,7 +519,9 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     wanted = {(s.canonical, u.id) for s in opts.codecs for u in evalset.utterances}
     kept: dict[tuple[str, str], Row] = {}
     for row in existing:
-        if row.key in wanted and row_files_verify(row, run):
+        # A row edited since it was computed, or one the plan does not pin as it is (a forged reference
+        # or transcript, another checkpoint), is computed again: a resume never summarises it.
+        if row.key in wanted and row.intact and row_files_verify(row, run) and not plan.row_problems(row):
             kept[row.key] = row
     for key in rows_to_rebuild_reference_results(kept, plan, run):
         del kept[key]
@@ -487,10 +532,15 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
             on_row(row, True)
 
     references: dict[str, Reference] = {}
+    pinned = {r.id: r.sha256 for r in plan.references or ()}
 
     def reference(utt: Utterance) -> Reference:
         if utt.id not in references:
-            references[utt.id] = prepare_reference(utt, run)
+            ref = prepare_reference(utt, run)
+            if ref.sha256 != pinned[utt.id]:
+                raise RunError(f"{ref.path}: sha256 {ref.sha256} is not the plan's {pinned[utt.id]} "
+                               f"(did {utt.path} change during the run?)")
+            references[utt.id] = ref
         return references[utt.id]
 
     tasks = plan_tasks(evalset, opts, kept, reference)

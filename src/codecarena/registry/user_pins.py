@@ -54,6 +54,10 @@ class UserPin:
     def folder_name(self) -> str:
         return f"{self.family}-{'all' if self.config == ALL_CONFIGS else self.config}"
 
+    def identity(self, registry_id: str) -> dict[str, str]:
+        """The checkpoint identity its payloads record (and a run's plan pins)."""
+        return {**self.checkpoint().identity(registry_id), "pinned_by": "user"}
+
     def checkpoint(self) -> Checkpoint:
         """The pin as a checkpoint the loaders read (under `pins_dir()`, with the folder as mirror_dir)."""
         return Checkpoint("user", "unknown (pinned by user)", False, self.folder_name,

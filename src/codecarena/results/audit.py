@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from codecarena.codecs.base import to_int16
 from codecarena.files import sha256_file
 from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
                                                    value_sha256)
@@ -160,7 +161,22 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
         problems.append(f"{where}: reference file {row.reference} is missing")
     elif sha256_file(reference) != row.reference_sha256:
         problems.append(f"{where}: reference {row.reference} sha256 differs from the row")
+    elif row.family == "pcm" and decoded_path.is_file():
+        problems += _pcm_problems(reference, decoded_path, where)
     return problems
+
+
+def _pcm_problems(reference: Path, decoded: Path, where: str) -> list[str]:
+    """The lossless control decodes to its reference quantised to 16 bits, sample for sample (the
+    quantiser its encoder uses): anything else is not PCM, whatever its hashes say."""
+    try:
+        original, _ = sf.read(reference, dtype="float64")
+        pcm, _ = sf.read(decoded, dtype="int16")
+    except (sf.LibsndfileError, RuntimeError) as exc:
+        return [f"{where}: cannot compare the PCM control with its reference ({exc})"]
+    if original.shape != pcm.shape or not np.array_equal(to_int16(original), pcm):
+        return [f"{where}: the PCM control's decoded audio is not its reference quantised to 16 bits"]
+    return []
 
 
 def _registry_pin_problems(row: Row, where: str) -> list[str]:
@@ -200,6 +216,23 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
             if getattr(row, what) is not None:
                 _in_run(run, getattr(row, what), what, where, problems)
     return problems
+
+
+def _digest_problem(row: Row) -> str:
+    if row.row_sha256 is None:
+        return f"row version {row.version} carries no row_sha256, so its values cannot be checked"
+    return "the row's content does not hash to its row_sha256 (edited after it was computed?)"
+
+
+def checkpoint_problems(rows: list[Row]) -> list[str]:
+    """One configuration, one model: the rows of a codec configuration whose payloads record a
+    checkpoint all record the same one, so no summary averages two models."""
+    identities: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.checkpoint and row.checkpoint not in identities.setdefault(row.codec, []):
+            identities[row.codec].append(row.checkpoint)
+    return [f"{codec}: its rows carry {len(found)} different checkpoint identities ({found}); a configuration's rows "
+            f"must come from one model" for codec, found in identities.items() if len(found) > 1]
 
 
 def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
@@ -294,12 +327,20 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
     for key in wanted:
         if key not in seen:
             problems.append(f"{key[0]} {key[1]}: planned row is missing")
+    if record.plan.references is None or record.plan.user_pins is None:
+        problems.append(f"{run_files.run_json}: run.json version {record.version} predates plans that pin each "
+                        f"reference, transcript and user checkpoint; its rows cannot be tied to what they were "
+                        f"computed from (rerun it into a new directory to audit it)")
     for row in rows:
         where = f"{row.codec} {row.utterance}"
         try:
             problems += _audit_row(row, run_files, where)
+            problems += [f"{where}: {problem}" for problem in record.plan.row_problems(row)]
+            if record.plan.references is not None and not row.intact:
+                problems.append(f"{where}: {_digest_problem(row)}")
         except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
             problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
+    problems += checkpoint_problems(rows)
     problems += reference_result_problems(rows, run_files)
     if loaded.summary is None:
         problems.append(f"{run_files.summary}: missing")
