@@ -134,7 +134,8 @@ def test_a_link_out_of_the_run_directory_writes_nothing_outside(tmp_path: Path, 
 def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(tmp_path: Path) -> None:
     # Issue 28: a directory at a payload's path failed the row on every rerun with IsADirectoryError.
     # It is never deleted (it may hold someone's files); the row fails, saying what to do.
-    from codecarena.pipeline import RunOptions, prepare_reference, run_row
+    from codecarena.pipeline import RunOptions, run_row
+    from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     _wav(tmp_path / "in" / "u0.wav")
@@ -243,7 +244,7 @@ def test_an_implausible_header_rate_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fmt,subtype", [("MP3", "MPEG_LAYER_III"), ("OGG", "VORBIS")])
 def test_compressed_content_named_wav_is_decoded_as_what_it_is_and_says_so(tmp_path: Path, fmt: str,
                                                                             subtype: str) -> None:
-    from codecarena.pipeline import prepare_reference
+    from codecarena.references import prepare_reference
     from codecarena.rundir import RunDir
 
     disguised = tmp_path / "in" / "speech.wav"

@@ -19,7 +19,8 @@ import pytest
 
 from codecarena.datasets import load_input_dir
 from codecarena.executors import local
-from codecarena.pipeline import RunOptions, plan_tasks, prepare_reference
+from codecarena.pipeline import RunOptions, plan_tasks
+from codecarena.references import prepare_reference
 from codecarena.rundir import RunDir
 from codecarena.runtime.limits import parse_limits
 from codecarena.specs import parse_spec

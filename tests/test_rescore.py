@@ -1,7 +1,8 @@
 """`codecarena audit --rescore`: metric values re-derive from the run's files (issue 15, defect 7).
 
-Each tampering keeps the run self-consistent as far as the plain audit can tell: the edited rows.jsonl
-gets a summary.json rebuilt from it, so only recomputing the metrics can tell.
+Each tampering keeps the run self-consistent as far as the plain audit can tell: the edited row gets
+its digest recomputed and rows.jsonl a summary.json rebuilt from it, so only recomputing the metrics
+can tell (issue 28: without the recomputed digest, the plain audit already tells).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.results.rescore import parse_sample
 from codecarena.results.record import load_run
+from codecarena.results.schema import parse_row
 from codecarena.results.summary import summarize
 
 
@@ -38,13 +40,16 @@ def scored_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tampered(run: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None], codec: str = "opus:6k",
-             utterance: str = "clip1") -> Path:
-    """A copy of `run` with one row edited and summary.json rebuilt so that it agrees."""
+             utterance: str = "clip1", reseal: bool = True) -> Path:
+    """A copy of `run` with one row edited (its digest recomputed unless `reseal` is False) and
+    summary.json rebuilt so that it agrees."""
     copy = tmp_path / "tampered"
     shutil.copytree(run, copy)
     rows = rows_of(copy)
     (row,) = [r for r in rows if (r["codec"], r["utterance"]) == (codec, utterance)]
     edit(row)
+    if reseal:
+        row.update(parse_row({**row, "row_sha256": None}).sealed().to_dict())
     (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (copy / "summary.json").write_text(json.dumps(summarize(load_run(copy).rows)))
     return copy
@@ -79,10 +84,14 @@ def test_an_untouched_run_rescores(scored_run: Path) -> None:
 
 
 @pytest.mark.slow
-def test_an_edited_pesq_value_passes_the_plain_audit_but_not_rescore(scored_run: Path, tmp_path: Path) -> None:
+def test_an_edited_pesq_value_fails_the_plain_audit_and_a_resealed_one_rescore(scored_run: Path,
+                                                                                tmp_path: Path) -> None:
     original = [r for r in rows_of(scored_run) if (r["codec"], r["utterance"]) == ("opus:6k", "clip1")][0]
+    code, text = audit(tampered(scored_run, tmp_path, set_value("pesq_wb", 3.9), reseal=False))
+    assert code == 1 and "opus:6k clip1: the row's content does not hash to its row_sha256" in text
+    shutil.rmtree(tmp_path / "tampered")
     run = tampered(scored_run, tmp_path, set_value("pesq_wb", 3.9))
-    assert audit(run)[0] == 0  # the defect: the plain audit cannot tell
+    assert audit(run)[0] == 0  # a digest recomputed by the forger: only recomputing the value tells
     code, text = audit(run, "--rescore", "all")
     assert code == 1
     assert f"opus:6k clip1: pesq_wb: row says 3.9, rescored {original['metrics']['pesq_wb']['value']!r}" in text

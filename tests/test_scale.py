@@ -125,7 +125,8 @@ def _set(tmp_path: Path, n: int):  # type: ignore[no-untyped-def]
 
 
 def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
-    from codecarena.pipeline import RunOptions, plan_tasks, prepare_reference
+    from codecarena.pipeline import RunOptions, plan_tasks
+    from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 4)
@@ -144,7 +145,8 @@ def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
 
 
 def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: Path) -> None:
-    from codecarena.pipeline import RunOptions, Task, failed_row, prepare_reference
+    from codecarena.pipeline import RunOptions, Task, failed_row
+    from codecarena.references import prepare_reference
     from codecarena.results.schema import parse_row
     from codecarena.specs import parse_spec
 
@@ -158,7 +160,8 @@ def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: 
 
 def test_a_runtime_that_cannot_start_fails_its_rows_not_the_run(tmp_path: Path) -> None:
     from codecarena.executors.local import LocalExecutor
-    from codecarena.pipeline import RunOptions, plan_tasks, prepare_reference
+    from codecarena.pipeline import RunOptions, plan_tasks
+    from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 2)

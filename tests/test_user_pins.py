@@ -119,3 +119,30 @@ def test_a_pin_that_would_climb_out_of_user_pins_is_refused(home: Path, family: 
     with pytest.raises(user_pins.UserPinError, match="is not a name|nor a name"):
         user_pins.pin(family, config, [weights])
     assert not user_pins.pins_dir().exists() and sorted(p.name for p in home.iterdir()) == ["ft.pt"]
+
+
+def test_the_kept_pin_is_a_copy_that_survives_the_original_being_saved_again(home: Path) -> None:
+    # Issue 28, defect 5: a hard link shared the original's bytes, so continued training that saves
+    # over the original in place changed the pinned checkpoint.
+    weights = home / "ft.pt"
+    weights.write_bytes(b"epoch 10")
+    made = user_pins.pin("dac", "16khz", [weights])
+    with open(weights, "r+b") as original:  # saved again in place: the same inode
+        original.write(b"epoch 11")
+    folder, data = checkpoints.read_checkpoint(made.checkpoint(), models_dir=user_pins.pins_dir())
+    assert data == {"ft.pt": b"epoch 10"}
+    assert not any(p.name.endswith(".tmp") for p in folder.iterdir())
+
+
+def test_a_symlinked_file_pins_the_bytes_it_points_to(home: Path) -> None:
+    store = home / "store"
+    store.mkdir()
+    (store / "blob-1").write_bytes(b"fine-tuned")
+    link = home / "model.pt"
+    link.symlink_to(Path("store") / "blob-1")  # relative, as checkpoint stores make them
+    made = user_pins.pin("dac", "16khz", [link])
+    kept = user_pins.pins_dir() / "dac-16khz" / "model.pt"
+    assert not kept.is_symlink() and made.files[0].origin == str(store / "blob-1")
+    (store / "blob-1").unlink()  # the store cleaned up: the pin keeps its own bytes
+    _, data = checkpoints.read_checkpoint(made.checkpoint(), models_dir=user_pins.pins_dir())
+    assert data == {"model.pt": b"fine-tuned"}

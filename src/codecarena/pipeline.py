@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable
@@ -22,21 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import soundfile as sf
-import soxr
 
 from codecarena import variants
 from codecarena.arena import ARENA_RATE
-from codecarena.audio_input import read_audio
-from codecarena.codecs.base import to_int16
+from codecarena.registry import user_pins
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
-from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full, row_bytes
-from codecarena.files import LinkedFileError, exclusive_temp, open_unlinked, sha256_file, write_json
+from codecarena.diskspace import DiskFullError, free_bytes, row_bytes
+from codecarena.files import LinkedFileError, open_unlinked, sha256_file, write_json
 from codecarena.metrics.guarded import THREAD_SETTINGS
+from codecarena.metrics.reference_results import missing, reliances
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
+from codecarena.references import Reference, ReferenceCopyError, planned_reference_sha256, prepare_reference
 from codecarena.results import store
 from codecarena.results.record import RUN_VERSION, Plan, RunLoadError, RunRecord, plan_from_dict, read_record
 from codecarena.results.schema import ROW_VERSION, Row
@@ -78,20 +76,9 @@ class RunOptions:
 class Task:
     """One row to compute: everything an executor needs to hand to a row runner, picklable."""
     spec: CodecSpec
-    ref: "Reference"
+    ref: Reference
     mode: str
     replay: bool
-
-
-@dataclass(frozen=True)
-class Reference:
-    utterance: Utterance
-    path: Path  # the run's copy (references/<id>.<suffix>) of the 16 kHz mono audio the codecs see
-    num_samples: int
-    sha256: str
-    resampled_from: int | None
-    # How the reference was made from the input file, in order; () when it is the input's own bytes.
-    conversions: tuple[str, ...] = ()
 
 
 def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
@@ -112,72 +99,22 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "metrics": list(opts.metrics),
         "runtimes": [list(r) for r in opts.runtimes],
         "asr_models": [list(pair) for pair in opts.asr_models],
+        "references": [{"id": u.id, "sha256": planned_reference_sha256(u), "language": u.language,
+                        "speaker": u.speaker, "transcript": u.transcript, "critical": [list(c) for c in u.critical]}
+                       for u in evalset.utterances],
+        "user_pins": [{"codec": s.canonical, "checkpoint": user_pin_identity(s, _runtime_of(opts, s.family)[0])}
+                      for s in opts.codecs] if opts.weights == "user" else [],
     }
 
 
-def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
-    """The run's own copy of the reference, so that the run re-derives from its own files: the input
-    file's bytes when it is mono wav/flac at the arena rate, else the file decoded, its channel taken
-    and resampled with soxr (VHQ), as 16-bit PCM wav, each step recorded. An existing copy with the
-    right bytes is kept (resume)."""
-    if utt.sample_rate == ARENA_RATE and not utt.converted:
-        # Named by what the file holds, not by its name (`take.wav.bak`, `x.wave`, no suffix at all).
-        path = run.reference(utt.id, ".flac" if sf.info(str(utt.path)).format == "FLAC" else ".wav")
-        if not (path.is_file() and sha256_file(path) == utt.sha256):
-            _atomic_copy(utt.path, path)
-            if sha256_file(path) != utt.sha256:
-                raise RunError(f"{utt.path}: changed while it was copied into {path} (sha256 differs)")
-        return Reference(utt, path, utt.num_samples, utt.sha256, None)
-    audio, rate, conversions = reference_audio(utt)
-    resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ") if rate != ARENA_RATE else audio
-    path = run.reference(utt.id, ".wav")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with exclusive_temp(path) as (fd, tmp), open(fd, "wb", closefd=False) as fh:
-            sf.write(fh, to_int16(resampled), ARENA_RATE, subtype="PCM_16", format="WAV")
-            fh.flush()
-            os.replace(tmp, path)
-    except (OSError, sf.LibsndfileError, RuntimeError) as exc:
-        # libsndfile reports a full disk as its own error, without an errno.
-        if is_disk_full(exc) or free_bytes(path.parent) < 2 * len(resampled) + 44:
-            raise DiskFullError(path, 2 * len(resampled) + 44) from None
-        raise
-    return Reference(utt, path, len(resampled), sha256_file(path), rate if rate != ARENA_RATE else None,
-                     conversions + ("written as 16-bit PCM wav",))
-
-
-def reference_audio(utt: Utterance) -> tuple[np.ndarray, int, tuple[str, ...]]:
-    """The mono samples of an utterance's file at its own rate (decoded, its channel taken), the rate,
-    and the steps, the arena-rate resampling included when it will follow."""
-    # The file was checked when the set was loaded; read once, its rate and length checked again.
-    samples = read_audio(utt.path, utt.sample_rate, utt.num_samples)
-    steps = [f"decoded {utt.source_format}"] if utt.source_format else []
-    if utt.channel == "mix":
-        audio = samples.mean(axis=1)
-        steps.append(f"downmixed {samples.shape[1]} channels to mono (their mean)")
-    elif utt.channel:
-        index = {"left": 0, "right": 1}.get(utt.channel)
-        index = int(utt.channel[2:]) - 1 if index is None else index
-        audio = samples[:, index]
-        steps.append(f"took channel {index + 1} of {samples.shape[1]} ({utt.channel})")
-    else:
-        audio = samples[:, 0]
-    if utt.sample_rate != ARENA_RATE:
-        steps.append(f"resampled {utt.sample_rate} -> {ARENA_RATE} Hz (soxr VHQ)")
-    return audio, utt.sample_rate, tuple(steps)
-
-
-def _atomic_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with exclusive_temp(dst) as (fd, tmp), open(src, "rb") as source, open(fd, "wb", closefd=False) as out:
-            shutil.copyfileobj(source, out, 1 << 20)
-            out.flush()
-            os.replace(tmp, dst)
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise DiskFullError(dst, src.stat().st_size) from None
-        raise
+def user_pin_identity(spec: CodecSpec, registry_id: str) -> dict[str, str]:
+    """The checkpoint identity the payloads of a configuration record with --weights user: the user's
+    pin as it is now (the plan holds it, so a pin changed between invocations is a different plan)."""
+    pin = user_pins.find(spec.family, spec.config)
+    if pin is None:
+        raise RunError(f"{spec.canonical}: --weights user needs a user pin (codecarena registry pin "
+                       f"{spec.family}:{spec.config} --file PATH)")
+    return pin.identity(registry_id)
 
 
 def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
@@ -344,7 +281,7 @@ def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir, mode: s
                reference=run.relative(ref.path), reference_sha256=ref.sha256,
                reference_resampled_from=ref.resampled_from, reference_conversions=list(ref.conversions),
                replay_sampled=replay, limits=opts.limits,
-               **{name: fields.get(name) for name in _OUTCOME_FIELDS}, **rest)
+               **{name: fields.get(name) for name in _OUTCOME_FIELDS}, **rest, row_sha256=None).sealed()
 
 
 def row_files_verify(row: Row, run: RunDir) -> bool:
@@ -361,6 +298,19 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
         if not path.is_file() or sha256_file(path) != digest:
             return False
     return True
+
+
+def rows_to_rebuild_reference_results(kept: dict[tuple[str, str], Row], plan: Plan, run: RunDir) -> list[tuple[str, str]]:
+    """Per reference whose reference-side results some kept row relied on but the run no longer holds
+    (a deleted `reference_results/`), the first such row in plan order: computing it again stores them
+    again, which the kept rows of that reference then agree with (the audit checks that they do)."""
+    relied = {key: reliances(row.reference_sha256, row.metrics) for key, row in kept.items()}
+    lost = missing(run.reference_results(), set().union(*relied.values()))
+    chosen: dict[str, tuple[str, str]] = {}
+    for key in plan.keys():
+        for need in relied.get(key, set()) & lost:
+            chosen.setdefault(need.reference_sha256, key)
+    return list(dict.fromkeys(chosen.values()))
 
 
 class Executor(Protocol):
@@ -459,16 +409,26 @@ def planned(evalset: EvalSet, opts: RunOptions, add: bool = False) -> tuple[RunO
     except RunLoadError as exc:
         raise RunError(f"{exc}; use another --out directory") from None
     previous = earlier.plan
+    if previous.references is None:
+        raise RunError(f"{run.root}: holds a run made before plans pinned references, transcripts and user "
+                       f"checkpoints (run.json version {earlier.version}), whose rows cannot be tied to "
+                       f"them; use another --out directory")
     if add:
         opts = added_codecs(previous, opts)
         plan = plan_from_dict(plan_of(evalset, opts))
-        others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes")]
+        repinned = [p.codec for p in previous.user_pins or () if p not in (plan.user_pins or ())]
+        if repinned:
+            raise RunError(f"{run.root}: --add: the user pin of {', '.join(repinned)} changed since the run; "
+                           f"pin the run's files again (see user_pins in its run.json) or use another --out")
+        others = [d for d in _plan_differences(previous, plan) if d not in ("codecs", "runtimes", "user_pins")]
         if others:
             raise RunError(f"{run.root}: --add adds codec configurations only, but the run differs in "
                            f"{', '.join(others)}; use the same options as the run (see its run.json)")
     elif previous != plan:
         differs = _plan_differences(previous, plan)
-        raise RunError(f"{run.root}: holds a run with a different plan ({', '.join(differs)})"
+        repin = (" (a user pin changed since the run: pin the run's files again, see its run.json)"
+                 if "user_pins" in differs else "")
+        raise RunError(f"{run.root}: holds a run with a different plan ({', '.join(differs)}){repin}"
                        f"{_what_to_do(previous, plan, differs)}")
     return opts, plan, earlier
 
@@ -510,8 +470,12 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     wanted = {(s.canonical, u.id) for s in opts.codecs for u in evalset.utterances}
     kept: dict[tuple[str, str], Row] = {}
     for row in existing:
-        if row.key in wanted and row_files_verify(row, run):
+        # A row edited since it was computed, or one the plan does not pin as it is (a forged reference
+        # or transcript, another checkpoint), is computed again: a resume never summarises it.
+        if row.key in wanted and row.intact and row_files_verify(row, run) and not plan.row_problems(row):
             kept[row.key] = row
+    for key in rows_to_rebuild_reference_results(kept, plan, run):
+        del kept[key]
     # Rewriting drops failed rows (they are retried), a torn final line, and rows whose files changed.
     store.rewrite_rows(run_dir, list(kept.values()))
     if on_row:
@@ -519,10 +483,18 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
             on_row(row, True)
 
     references: dict[str, Reference] = {}
+    pinned = {r.id: r.sha256 for r in plan.references or ()}
 
     def reference(utt: Utterance) -> Reference:
         if utt.id not in references:
-            references[utt.id] = prepare_reference(utt, run)
+            try:
+                ref = prepare_reference(utt, run)
+            except ReferenceCopyError as exc:
+                raise RunError(str(exc)) from None
+            if ref.sha256 != pinned[utt.id]:
+                raise RunError(f"{ref.path}: sha256 {ref.sha256} is not the plan's {pinned[utt.id]} "
+                               f"(did {utt.path} change during the run?)")
+            references[utt.id] = ref
         return references[utt.id]
 
     tasks = plan_tasks(evalset, opts, kept, reference)

@@ -158,7 +158,7 @@ def pinned_files(registry_id: str, kind: str, config: str) -> tuple[Path, dict[s
                              f"(codecarena registry pin {entry.codec_family}:{config} --file PATH)")
         checkpoint = pin.checkpoint()
         folder, files = read_checkpoint(checkpoint, models_dir=user_pins.pins_dir())
-        return folder, files, {**checkpoint.identity(registry_id), "pinned_by": "user"}
+        return folder, files, pin.identity(registry_id)
     if entry.checkpoint is None:
         raise ValueError(f"registry entry {registry_id} pins no complete checkpoint "
                          f"({entry.status_reason}); use --weights synthetic")

@@ -23,7 +23,7 @@ from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
 from codecarena.metrics.records import Records, Scored, result
 from codecarena.metrics.signal import (BOUND_MARGIN_S, MAX_DELAY_S, PESQ_SEGMENT_MIN_S, PESQ_SUSPECT_MARGIN,
                                        near_bound_reason)
-from codecarena.metrics.reference_results import ReferenceResults
+from codecarena.metrics.reference_results import ReferenceResults, embedding_record
 from codecarena.metrics.validity import CLIPPED_SHARE, SILENT_PEAK_DBFS
 
 if TYPE_CHECKING:
@@ -145,7 +145,9 @@ def _speaker_sim() -> ScoreFunction:
             "speaker_embedding", inputs.reference_sha256, identity,
             lambda: [float(v) for v in model.embed(inputs.pair.reference, inputs.sample_rate)])
         similarity = model.similarity_to(reference, inputs.pair.decoded, inputs.sample_rate)
-        return Scored({"speaker_sim": result(similarity, model="resemblyzer GE2E")})
+        # The embedding's hash ties the value to the stored reference-side result (the audit checks it).
+        return Scored({"speaker_sim": result(similarity, model="resemblyzer GE2E",
+                                             reference_embedding=embedding_record(identity, reference))})
     return score
 
 

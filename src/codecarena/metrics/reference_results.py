@@ -11,6 +11,14 @@ Computing takes an exclusive lock on the entry (a ``.lock`` file beside it), so 
 reaching the same reference at once compute it once; the entry is written to a temporary file and
 renamed into place, so a reader never sees half of one. An entry that does not parse is an error
 naming the file, never silently recomputed: `codecarena audit` checks every entry against the rows.
+An entry, its folder or its lock that is a symlink is refused, never followed: a run directory is
+untrusted input, and a link could read or create a file outside it.
+
+Every row records what it relied on (`reliances`): the identity hash and the sha256 of the value of
+each entry its metrics used (the ASR records hold the reference transcript itself, `speaker_sim` the
+sha256 of the embedding). The audit compares them with the stored entries, so an edited entry is
+found without recomputing it, and a resume recomputes a row of each reference whose entries are
+missing, which stores them again (`missing`).
 """
 
 from __future__ import annotations
@@ -45,8 +53,65 @@ class Entry:
     value: Any
 
 
+@dataclass(frozen=True)
+class Reliance:
+    """An entry a row's metric records say they were scored with, and the sha256 of its value then."""
+    kind: str
+    reference_sha256: str
+    identity_sha256: str
+    value_sha256: str
+    shown: str  # the value as a row shows it (a transcript), or its sha256 (an embedding)
+
+
+def value_sha256(value: Any) -> str:
+    return sha256_json(value)
+
+
+def embedding_record(identity: dict[str, Any], value: list[float]) -> dict[str, str]:
+    """What a `speaker_sim` record names of the reference embedding it was scored against."""
+    return {"identity_sha256": sha256_json(identity), "sha256": value_sha256(value)}
+
+
+def reliances(reference_sha256: str, metrics: dict[str, Any]) -> set[Reliance]:
+    """The entries a row's metric records relied on: the reference transcript its ASR records hold
+    (under the ASR settings' hash) and the embedding its speaker similarity names."""
+    found = set()
+    for record in metrics.values():
+        details = record.get("details") if isinstance(record, dict) else None
+        if not isinstance(details, dict):
+            continue
+        asr, heard = details.get("asr"), details.get("reference_hypothesis")
+        if isinstance(asr, dict) and isinstance(heard, str):
+            found.add(Reliance("asr_transcript", reference_sha256, str(asr.get("settings_sha256")),
+                               value_sha256(heard), repr(heard)))
+        embedding = details.get("reference_embedding")
+        if isinstance(embedding, dict):
+            digest = str(embedding.get("sha256"))
+            found.add(Reliance("speaker_embedding", reference_sha256, str(embedding.get("identity_sha256")),
+                               digest, f"sha256 {digest[:12]}"))
+    return found
+
+
+def entry_path(root: Path, reliance: Reliance) -> Path:
+    return root / reliance.reference_sha256 / _file_name(reliance.kind, reliance.identity_sha256)
+
+
+def missing(root: Path, wanted: set[Reliance]) -> set[Reliance]:
+    """The relied-on entries that `root` does not hold (a deleted `reference_results/`, a lost file)."""
+    return {r for r in wanted if not (_HEX64.fullmatch(r.reference_sha256) and _HEX64.fullmatch(r.identity_sha256)
+                                      and entry_path(root, r).is_file())}
+
+
+def _refuse_links(path: Path) -> None:
+    for part in (path, path.parent):
+        if part.is_symlink():
+            raise ReferenceResultError(f"{part}: is a symbolic link; reference results are read and written only "
+                                       "as the run's own files")
+
+
 def parse_entry(path: Path) -> Entry:
     """The entry in `path`, strictly checked against its own fields and its place in the tree."""
+    _refuse_links(path)
     try:
         data = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -118,8 +183,9 @@ class ReferenceResults:
         # A planted link at the entry's folder would put the entry, its lock and its temporary file
         # outside the run.
         if folder.is_symlink() or folder.resolve().parent != self.root.resolve():
-            raise ReferenceResultError(f"{folder}: is a link out of {self.root}; codecarena does not write "
+            raise ReferenceResultError(f"{folder}: is a symbolic link or resolves out of {self.root}; codecarena does not write "
                                        "through links (remove it)")
+        _refuse_links(path)
         with _locked(path.with_name(f".{path.name}.lock")):
             if path.exists():
                 return parse_entry(path).value
@@ -132,7 +198,11 @@ class ReferenceResults:
 
 @contextlib.contextmanager
 def _locked(lock_path: Path) -> Iterator[None]:
-    with open(open_unlinked(lock_path, append=True), "a", encoding="utf-8") as handle:
+    try:
+        fd = open_unlinked(lock_path, append=True)
+    except OSError as exc:
+        raise ReferenceResultError(f"{lock_path}: cannot be opened as the run's own lock file ({exc})") from None
+    with open(fd, "a", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

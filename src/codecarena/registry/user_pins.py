@@ -1,9 +1,9 @@
 """User pins: checkpoints the registry does not pin (a fine-tune, a release not yet in the census),
 pinned by the user on their own machine, kept apart from the registry and labelled everywhere.
 
-`codecarena registry pin FAMILY[:CONFIG] --file PATH [--url URL]` hashes the files, keeps a copy (a
-hard link where the file system allows) under `$XDG_DATA_HOME/codecarena/user-pins/<family>-<config>/`
-and records the pin in `user-pins/pins.json` (format `codecarena-user-pins`, version 1, strictly
+`codecarena registry pin FAMILY[:CONFIG] --file PATH [--url URL]` hashes the files, keeps a copy of
+their bytes (a symlink is followed; never a hard link, which continued training or an edit of the
+original would change) under `$XDG_DATA_HOME/codecarena/user-pins/<family>-<config>/` and records the pin in `user-pins/pins.json` (format `codecarena-user-pins`, version 1, strictly
 parsed). `--weights user` then loads that checkpoint through the family's own adapter, which still
 builds the architecture and refuses a checkpoint whose keys do not match. Rows say `weights: user`,
 their checkpoint identity carries `pinned_by: user`, and the leaderboard and report show "pinned by
@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from codecarena.files import data_home, read_json, sha256_file, write_json
+from codecarena.files import JSONFileError, data_home, read_json, sha256_file, write_json
 from codecarena.registry.entries import HEX64, Checkpoint, CheckpointFile
 
 FORMAT = "codecarena-user-pins"
@@ -57,6 +58,10 @@ class UserPin:
     def folder_name(self) -> str:
         return f"{self.family}-{'all' if self.config == ALL_CONFIGS else self.config}"
 
+    def identity(self, registry_id: str) -> dict[str, str]:
+        """The checkpoint identity its payloads record (and a run's plan pins)."""
+        return {**self.checkpoint().identity(registry_id), "pinned_by": "user"}
+
     def checkpoint(self) -> Checkpoint:
         """The pin as a checkpoint the loaders read (under `pins_dir()`, with the folder as mirror_dir)."""
         return Checkpoint("user", "unknown (pinned by user)", False, self.folder_name,
@@ -76,7 +81,10 @@ def load() -> tuple[UserPin, ...]:
     path = _pins_file()
     if not path.exists():
         return ()
-    data = read_json(path)
+    try:
+        data = read_json(path)
+    except JSONFileError as exc:
+        raise UserPinError(str(exc)) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION \
             or sorted(data) != ["format", "pins", "version"] or not isinstance(data["pins"], list):
         raise UserPinError(f"{path}: not a {FORMAT} version {VERSION} file")
@@ -144,18 +152,22 @@ def pin(family: str, config: str, paths: list[Path], url: str = "") -> UserPin:
     if len(set(names)) != len(names):
         raise UserPinError(f"two files named alike: {names}")
     files = []
+    sources = []
     for path in paths:
         if not path.is_file():
             raise UserPinError(f"{path}: no such file")
         if not _NAME.fullmatch(path.name):
             raise UserPinError(f"{path}: the file name must be {NAME_RULE}")
-        files.append(UserFile(path.name, path.stat().st_size, sha256_file(path), url or str(path.resolve())))
+        # The file a symlink points to is what gets pinned, under the name the user gave.
+        source = path.resolve(strict=True)
+        sources.append(source)
+        files.append(UserFile(path.name, source.stat().st_size, sha256_file(source), url or str(source)))
     made = UserPin(family, config or ALL_CONFIGS, tuple(files),
                    datetime.now(timezone.utc).isoformat(timespec="seconds"))
     folder = pins_dir() / made.folder_name
     folder.mkdir(parents=True, exist_ok=True)
-    for path, f in zip(paths, files):
-        _keep(path, folder / f.name, f.sha256)
+    for source, f in zip(sources, files):
+        _keep(source, folder / f.name, f.sha256)
     pins = [p for p in load() if (p.family, p.config) != (made.family, made.config)] + [made]
     write_json(_pins_file(), {"format": FORMAT, "version": VERSION,
                               "pins": [{"family": p.family, "config": p.config, "pinned_at": p.pinned_at,
@@ -164,14 +176,15 @@ def pin(family: str, config: str, paths: list[Path], url: str = "") -> UserPin:
 
 
 def _keep(source: Path, dest: Path, sha256: str) -> None:
-    """A copy (or a hard link) of `source` at `dest` with the hash just computed, else an error."""
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
+    """A copy of `source` (a resolved path) at `dest`, with the hash just computed, else an error.
+    A copy, not a hard link: a link shares the original's bytes, so re-saving the original in place
+    (continued training) would change the pinned checkpoint. The temporary file has a fresh name of
+    its own (mkstemp), so neither a second pin nor a planted file at a guessable name interferes."""
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    tmp = Path(name)
     try:
-        try:
-            os.link(source, tmp)
-        except OSError:
-            shutil.copyfile(source, tmp)
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            shutil.copyfileobj(src, out)
         if sha256_file(tmp) != sha256:
             raise UserPinError(f"{source}: changed while it was pinned; pin it again")
         os.replace(tmp, dest)

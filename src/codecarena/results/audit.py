@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from codecarena.codecs.base import to_int16
 from codecarena.files import sha256_file
-from codecarena.metrics.reference_results import Entry, ReferenceResultError, entries, parse_entry
+from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
+                                                   value_sha256)
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
@@ -159,7 +161,22 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
         problems.append(f"{where}: reference file {row.reference} is missing")
     elif sha256_file(reference) != row.reference_sha256:
         problems.append(f"{where}: reference {row.reference} sha256 differs from the row")
+    elif row.family == "pcm" and decoded_path.is_file():
+        problems += _pcm_problems(reference, decoded_path, where)
     return problems
+
+
+def _pcm_problems(reference: Path, decoded: Path, where: str) -> list[str]:
+    """The lossless control decodes to its reference quantised to 16 bits, sample for sample (the
+    quantiser its encoder uses): anything else is not PCM, whatever its hashes say."""
+    try:
+        original, _ = sf.read(reference, dtype="float64")
+        pcm, _ = sf.read(decoded, dtype="int16")
+    except (sf.LibsndfileError, RuntimeError) as exc:
+        return [f"{where}: cannot compare the PCM control with its reference ({exc})"]
+    if original.shape != pcm.shape or not np.array_equal(to_int16(original), pcm):
+        return [f"{where}: the PCM control's decoded audio is not its reference quantised to 16 bits"]
+    return []
 
 
 def _registry_pin_problems(row: Row, where: str) -> list[str]:
@@ -201,14 +218,33 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
     return problems
 
 
+def _digest_problem(row: Row) -> str:
+    if row.row_sha256 is None:
+        return f"row version {row.version} carries no row_sha256, so its values cannot be checked"
+    return "the row's content does not hash to its row_sha256 (edited after it was computed?)"
+
+
+def checkpoint_problems(rows: list[Row]) -> list[str]:
+    """One configuration, one model: the rows of a codec configuration whose payloads record a
+    checkpoint all record the same one, so no summary averages two models."""
+    identities: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.checkpoint and row.checkpoint not in identities.setdefault(row.codec, []):
+            identities[row.codec].append(row.checkpoint)
+    return [f"{codec}: its rows carry {len(found)} different checkpoint identities ({found}); a configuration's rows "
+            f"must come from one model" for codec, found in identities.items() if len(found) > 1]
+
+
 def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
     """The reference-side results (metrics/reference_results.py) against the rows: every entry parses
-    and belongs to a reference of the run, and every row's ASR records name a reference transcript
-    that is the cached one, so no row was scored against another transcript of its reference."""
+    and belongs to a reference of the run, and every entry a row's metric records relied on (its
+    reference transcript, its reference's speaker embedding) is stored with the very value the row
+    recorded, so no row was scored against another transcript or embedding than the run keeps."""
     problems: list[str] = []
     stored: dict[tuple[str, str, str], Entry] = {}
     references = {row.reference_sha256 for row in rows}
-    for path in entries(run.reference_results()):
+    root = run.reference_results()
+    for path in entries(root):
         try:
             entry = parse_entry(path)
         except ReferenceResultError as exc:
@@ -217,24 +253,22 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
         if entry.reference_sha256 not in references:
             problems.append(f"{path}: no row of the run has this reference (sha256 {entry.reference_sha256[:12]})")
         stored[(entry.kind, entry.reference_sha256, entry.identity_sha256)] = entry
-    embedded = {reference for kind, reference, _ in stored if kind == "speaker_embedding"}
+    what = {"asr_transcript": "reference transcript", "speaker_embedding": "reference's speaker embedding"}
     for row in rows:
         where = f"{row.codec} {row.utterance}"
-        details = next((r.get("details") for r in row.metrics.values() if isinstance(r, dict)
-                        and isinstance(r.get("details"), dict) and "reference_hypothesis" in r["details"]), None)
-        if details is None:
-            continue
-        asr = details.get("asr")
-        settings = asr.get("settings_sha256") if isinstance(asr, dict) else None
-        entry = stored.get(("asr_transcript", row.reference_sha256, str(settings)))
-        if entry is None:
-            problems.append(f"{where}: its reference transcript is not in {run.reference_results()}")
-        elif entry.value != details["reference_hypothesis"]:
-            problems.append(f"{where}: scored against the reference transcript {details['reference_hypothesis']!r}, "
-                            f"the run's cached one is {entry.value!r}")
+        for need in sorted(reliances(row.reference_sha256, row.metrics), key=lambda r: r.kind):
+            entry = stored.get((need.kind, need.reference_sha256, need.identity_sha256))
+            if entry is None:
+                problems.append(f"{where}: its {what[need.kind]} is not in {root}")
+            elif value_sha256(entry.value) != need.value_sha256:
+                cached = repr(entry.value) if need.kind == "asr_transcript" else f"sha256 {value_sha256(entry.value)[:12]}"
+                problems.append(f"{where}: scored against the {what[need.kind]} {need.shown}, the run's cached one "
+                                f"is {cached}")
         speaker = row.metrics.get("speaker_sim")
-        if isinstance(speaker, dict) and speaker.get("status") == "ok" and row.reference_sha256 not in embedded:
-            problems.append(f"{where}: its reference's speaker embedding is not in {run.reference_results()}")
+        details = speaker.get("details") if isinstance(speaker, dict) else None
+        if isinstance(speaker, dict) and speaker.get("status") == "ok" and \
+                not (isinstance(details, dict) and isinstance(details.get("reference_embedding"), dict)):
+            problems.append(f"{where}: its speaker_sim does not name the reference embedding it was scored against")
     return problems
 
 
@@ -293,12 +327,20 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
     for key in wanted:
         if key not in seen:
             problems.append(f"{key[0]} {key[1]}: planned row is missing")
+    if record.plan.references is None or record.plan.user_pins is None:
+        problems.append(f"{run_files.run_json}: run.json version {record.version} predates plans that pin each "
+                        f"reference, transcript and user checkpoint; its rows cannot be tied to what they were "
+                        f"computed from (rerun it into a new directory to audit it)")
     for row in rows:
         where = f"{row.codec} {row.utterance}"
         try:
             problems += _audit_row(row, run_files, where)
+            problems += [f"{where}: {problem}" for problem in record.plan.row_problems(row)]
+            if record.plan.references is not None and not row.intact:
+                problems.append(f"{where}: {_digest_problem(row)}")
         except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
             problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
+    problems += checkpoint_problems(rows)
     problems += reference_result_problems(rows, run_files)
     if loaded.summary is None:
         problems.append(f"{run_files.summary}: missing")

@@ -8,7 +8,11 @@ Version 2 moved the stage limits out of the plan (rows record them); a version 1
 those three plan keys kept in `Plan.legacy_limits`, and is otherwise the same. Version 3 added
 `skipped_inputs`; an older record reads with None there (not recorded, which is not "none skipped").
 Version 4 added `history`, the earlier invocations whose record this one replaced (resumed or
-extended with --add); an older record reads with None there (not recorded).
+extended with --add); an older record reads with None there (not recorded). Version 5 added to the
+plan what it pins of every utterance (`references`: the sha256 of the run's copy of its audio, its
+language, speaker, transcript and critical entities) and of every user-pinned checkpoint
+(`user_pins`); an older plan reads with None there, which the audit reports as not auditable and a
+resume refuses (its rows cannot be tied to what they were computed from).
 """
 
 from __future__ import annotations
@@ -22,14 +26,42 @@ from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.results.store import StoreError, load_rows
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 4
+RUN_VERSION = 5
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
+_V5_PLAN_FIELDS = ("references", "user_pins")
 
 
 @dataclass(frozen=True)
 class PlanCodec:
     codec: str  # canonical spec
     config: dict[str, Any]  # every option with the value that ran
+
+
+@dataclass(frozen=True)
+class PlanReference:
+    """What the evaluation set says of one utterance, and the run's copy of its audio: every row of
+    the utterance must agree with it."""
+    id: str
+    sha256: str  # of the run's copy (references/<id>.*): the input file's bytes, or their conversion
+    language: str
+    speaker: str
+    transcript: str | None
+    critical: list[list[str]]  # [kind, text] of each critical entity
+
+
+@dataclass(frozen=True)
+class PlanUserPin:
+    codec: str  # canonical spec
+    checkpoint: dict[str, str]  # the identity every payload of the configuration must record
+
+
+# Transcript-scored ASR outputs record the transcript in their details once the ASR ran.
+_TRANSCRIPT_OUTPUTS = ("wer", "cer", "ref_wer", "ref_cer")
+
+
+def _details(record: Any) -> dict[str, Any]:
+    details = record.get("details") if isinstance(record, dict) else None
+    return details if isinstance(details, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -49,6 +81,8 @@ class Plan:
     metrics: list[str]
     runtimes: list[list[str]]  # [family, registry id, interpreter]
     asr_models: list[list[str]]  # [language, ASR model: a catalogue name or a model folder]
+    references: list[PlanReference] | None  # one per utterance, in order; None before version 5
+    user_pins: list[PlanUserPin] | None  # one per configuration with --weights user; None before version 5
     legacy_limits: dict[str, Any] | None = None  # version 1 only: the limits the plan held then
 
     def __post_init__(self) -> None:
@@ -56,16 +90,60 @@ class Plan:
             raise SchemaError("plan.utterances: expected [id, sha256] pairs")
         if self.mode not in ("cold", "warm"):
             raise SchemaError(f"plan.mode {self.mode!r} is not cold/warm")
+        if self.references is not None and [r.id for r in self.references] != [u[0] for u in self.utterances]:
+            raise SchemaError("plan.references: expected one per utterance, in the order of plan.utterances")
+        if self.references is not None and any(len(c) != 2 for r in self.references for c in r.critical):
+            raise SchemaError("plan.references: expected critical entities as [kind, text] pairs")
+        if self.user_pins is not None and not all(isinstance(k, str) and isinstance(v, str)
+                                                  for p in self.user_pins for k, v in p.checkpoint.items()):
+            raise SchemaError("plan.user_pins: a checkpoint identity maps names to strings")
 
     def keys(self) -> list[tuple[str, str]]:
         """(codec, utterance) of every planned row, in plan order."""
         return [(c.codec, u[0]) for c in self.codecs for u in self.utterances]
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as run.json holds it (a version 1 plan with its limits back at the top level)."""
+        """The plan as run.json holds it (a version 1 plan with its limits back at the top level; a
+        plan before version 5 without the fields it did not have)."""
         data = asdict(self)
         legacy = data.pop("legacy_limits")
+        for added in _V5_PLAN_FIELDS:
+            if data[added] is None:
+                del data[added]
         return {**data, **(legacy or {})}
+
+    def row_problems(self, row: Row) -> list[str]:
+        """How a row disagrees with what the plan pins: its utterance's reference copy, language,
+        speaker, the transcript and critical entities its ASR records were scored against, and a
+        user-pinned configuration's checkpoint. Nothing for a plan before version 5, which pins none."""
+        problems: list[str] = []
+        pinned = {r.id: r for r in self.references or ()}.get(row.utterance)
+        if pinned is not None:
+            if row.reference_sha256 != pinned.sha256:
+                problems.append(f"reference_sha256 {row.reference_sha256[:12]} is not the plan's "
+                                f"{pinned.sha256[:12]} for this utterance")
+            if (row.language, row.speaker) != (pinned.language, pinned.speaker):
+                problems.append(f"language {row.language!r} and speaker {row.speaker!r} are not the plan's "
+                                f"{pinned.language!r} and {pinned.speaker!r}")
+            for output in _TRANSCRIPT_OUTPUTS:
+                details = _details(row.metrics.get(output))
+                if "hypothesis" in details and details.get("transcript") != pinned.transcript:
+                    problems.append(f"{output} was scored against the transcript {details.get('transcript')!r}, "
+                                    f"the plan's is {pinned.transcript!r}")
+            critical = row.metrics.get("critical_survived")
+            details = _details(critical)
+            if "hypothesis" in details and isinstance(critical, dict) and critical.get("status") != "failed":
+                entities = [[e.get("kind"), e.get("text")] if isinstance(e, dict) else e
+                            for e in details.get("entities") or []]
+                if entities != pinned.critical:
+                    problems.append(f"critical_survived was scored on the entities {entities}, the plan's are "
+                                    f"{pinned.critical}")
+        if self.user_pins is not None and self.weights == "user" and row.checkpoint:
+            identity = {p.codec: p.checkpoint for p in self.user_pins}.get(row.codec)
+            if row.checkpoint != identity:
+                problems.append(f"its checkpoint {row.checkpoint} is not the user pin the plan records for "
+                                f"{row.codec}: {identity}")
+        return problems
 
     @property
     def sha256(self) -> str:
@@ -104,10 +182,21 @@ class RunRecord:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """A version 2 plan from its JSON form (what the pipeline builds and run.json holds)."""
+    """A current plan from its JSON form (what the pipeline builds and a version 5 run.json holds)."""
     if "legacy_limits" in data:
         raise SchemaError("plan: unexpected key 'legacy_limits'")
-    return from_dict(Plan, {**data, "legacy_limits": None}, "plan")
+    plan = from_dict(Plan, {**data, "legacy_limits": None}, "plan")
+    if plan.references is None or plan.user_pins is None:
+        raise SchemaError("plan: references and user_pins must be lists")
+    return plan
+
+
+def _older_plan(data: dict[str, Any], legacy: dict[str, Any] | None) -> Plan:
+    """A plan of a record before version 5, which pinned neither references nor user checkpoints."""
+    unexpected = [key for key in (*_V5_PLAN_FIELDS, "legacy_limits") if key in data]
+    if unexpected:
+        raise SchemaError(f"plan: unexpected keys {unexpected}")
+    return from_dict(Plan, {**data, **dict.fromkeys(_V5_PLAN_FIELDS), "legacy_limits": legacy}, "plan")
 
 
 def parse_run_record(data: Any) -> RunRecord:
@@ -121,8 +210,10 @@ def parse_run_record(data: Any) -> RunRecord:
     if version == 1 and isinstance(data.get("plan"), dict):
         plan = dict(data["plan"])
         legacy = {key: plan.pop(key) for key in _V1_PLAN_LIMITS if key in plan}
-        data = {**data, "plan": from_dict(Plan, {**plan, "legacy_limits": legacy or None}, "plan")}
-    elif version in (2, 3, RUN_VERSION) and isinstance(data.get("plan"), dict):
+        data = {**data, "plan": _older_plan(plan, legacy or None)}
+    elif version in (2, 3, 4) and isinstance(data.get("plan"), dict):
+        data = {**data, "plan": _older_plan(data["plan"], None)}
+    elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:
         raise SchemaError(f"run.json version {version!r}, expected 1 to {RUN_VERSION}")

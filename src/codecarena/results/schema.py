@@ -12,19 +12,21 @@ import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from codecarena.files import sha256_json
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 4
+ROW_VERSION = 5
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
 # 1 to 3 did not record how the reference was made from the input (None: not recorded) nor the
-# utterance's speaker ("": unknown).
+# utterance's speaker ("": unknown). Versions 1 to 4 carried no digest of their content (None).
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
     3: {"reference_conversions": None, "speaker": ""},
+    4: {"row_sha256": None},
 }
 
 
@@ -84,6 +86,10 @@ class Row:
     stages: list[Stage]
     status: str  # "ok" or "failed"
     error: str
+    # sha256 of every other field as the row was computed (None before version 5). Not a signature:
+    # it detects a row edited afterwards (the audit fails it, a resume computes it again), while a
+    # forger who recomputes it is left to what the audit re-derives (files, plan, --rescore).
+    row_sha256: str | None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -91,6 +97,23 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def content_sha256(self) -> str:
+        """The sha256 `row_sha256` must hold: of every other field, in the parsed form."""
+        data = self.to_dict()
+        del data["row_sha256"]
+        return sha256_json(data)
+
+    @property
+    def intact(self) -> bool:
+        """Whether the row carries a digest and its content still hashes to it."""
+        return self.row_sha256 is not None and self.row_sha256 == self.content_sha256
+
+    def sealed(self) -> Row:
+        """The row as rows.jsonl gives it back (parsed: numbers typed as its fields say), with its digest."""
+        parsed = parse_row({**self.to_dict(), "row_sha256": None})
+        return dataclasses.replace(parsed, row_sha256=parsed.content_sha256)
 
 
 def _check(value: Any, hint: Any, where: str) -> Any:
