@@ -29,3 +29,17 @@ def test_references_are_named_by_content_not_by_the_input_name(tmp_path: Path) -
     by_kind = {Path(r["reference"]).suffix: sf.info(str(out / r["reference"])).format for r in rows}
     assert by_kind == {".wav": "WAV", ".flac": "FLAC"}
     assert codecarena("audit", out).returncode == 0
+
+
+def test_a_directory_where_a_reference_copy_goes_is_refused_in_one_line(tmp_path: Path) -> None:
+    need_mirror()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], folder / "clip0.wav")
+    out = tmp_path / "run"
+    (out / "references" / "clip0.wav" / "someones").mkdir(parents=True)
+    result = codecarena("run", "--input", folder, "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "references/clip0.wav: is not a file" in line and "move or remove it" in line
+    assert (out / "references" / "clip0.wav" / "someones").is_dir()

@@ -63,7 +63,7 @@ def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
     right bytes is kept (resume)."""
     if utt.sample_rate == ARENA_RATE and not utt.converted:
         # Named by what the file holds, not by its name (`take.wav.bak`, `x.wave`, no suffix at all).
-        path = run.reference(utt.id, ".flac" if sf.info(str(utt.path)).format == "FLAC" else ".wav")
+        path = _writable(run.reference(utt.id, ".flac" if sf.info(str(utt.path)).format == "FLAC" else ".wav"))
         if not (path.is_file() and sha256_file(path) == utt.sha256):
             _atomic_copy(utt.path, path)
             if sha256_file(path) != utt.sha256:
@@ -71,7 +71,7 @@ def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
         return Reference(utt, path, utt.num_samples, utt.sha256, None)
     audio, rate, conversions = reference_audio(utt)
     resampled = soxr.resample(audio, rate, ARENA_RATE, quality="VHQ") if rate != ARENA_RATE else audio
-    path = run.reference(utt.id, ".wav")
+    path = _writable(run.reference(utt.id, ".wav"))
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with exclusive_temp(path) as (fd, tmp), open(fd, "wb", closefd=False) as fh:
@@ -85,6 +85,15 @@ def prepare_reference(utt: Utterance, run: RunDir) -> Reference:
         raise
     return Reference(utt, path, len(resampled), sha256_file(path), rate if rate != ARENA_RATE else None,
                      conversions + ("written as 16-bit PCM wav",))
+
+
+def _writable(path: Path) -> Path:
+    """`path`, unless something that is not a file is there: codecarena did not put it there, so it
+    is neither replaced nor deleted (it may hold someone's files)."""
+    if path.exists() and not path.is_file():
+        raise ReferenceCopyError(f"{path}: is not a file, where this run keeps its copy of a reference; move or "
+                                 "remove it, then rerun the same command to resume")
+    return path
 
 
 def reference_audio(utt: Utterance) -> tuple[np.ndarray, int, tuple[str, ...]]:
