@@ -29,6 +29,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def registry_fork(tmp_path: Path, registry_id: str) -> Path:
+    """A registry fork (`$CODECARENA_REGISTRY` = the returned file's grandparent) holding a copy of one
+    entry's TOML, for a test to edit, and its runtime lock beside it."""
+    from codecarena.registry.entries import entry_file, load_entry, lock_file
+
+    families = tmp_path / "registry" / "families"
+    families.mkdir(parents=True, exist_ok=True)
+    text = entry_file(registry_id).read_text(encoding="utf-8")
+    entry = load_entry(registry_id)
+    if entry.runtime.lock:
+        (families / f"{registry_id}.lock.txt").write_text(lock_file(entry).read_text(encoding="utf-8"))
+        text = text.replace(f'lock = "{entry.runtime.lock}"', f'lock = "{registry_id}.lock.txt"')
+    toml = families / f"{registry_id}.toml"
+    toml.write_text(text)
+    return toml
+
+
 def need_mirror() -> Path:
     if not (MIRROR / "manifest.json").is_file():
         pytest.skip(f"smoke-set mirror not found at {MIRROR}; set CODECARENA_DATA")

@@ -48,11 +48,11 @@ def speech8(speech16: np.ndarray) -> np.ndarray:
 def _adapter(text: str):
     spec = parse_spec(text)
     if spec.family == "pcm":
-        from codecarena.codecs.pcm import ADAPTER
+        from codecarena.codecs.pcm.adapter import ADAPTER
     elif spec.family == "codec2":
-        from codecarena.codecs.codec2 import ADAPTER
+        from codecarena.codecs.codec2.adapter import ADAPTER
     else:
-        from codecarena.codecs.opus import ADAPTER
+        from codecarena.codecs.opus.adapter import ADAPTER
     adapter = ADAPTER(spec)
     adapter.load()
     return adapter
@@ -256,13 +256,13 @@ def _encode_opus(text: str, audio: np.ndarray):
     ],
 )
 def test_toc_mode_bandwidth(toc: int, expected: tuple[str, str]) -> None:
-    from codecarena.codecs.opus import toc_mode_bandwidth
+    from codecarena.codecs.opus.adapter import toc_mode_bandwidth
 
     assert toc_mode_bandwidth(toc) == expected
 
 
 def test_toc_mode_bandwidth_covers_table_2() -> None:
-    from codecarena.codecs.opus import toc_mode_bandwidth
+    from codecarena.codecs.opus.adapter import toc_mode_bandwidth
 
     for config, (mode, bandwidth, _) in RFC6716_TOC.items():
         assert toc_mode_bandwidth(config << 3) == (mode, bandwidth), config

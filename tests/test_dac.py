@@ -107,7 +107,7 @@ def test_strict_loading_rejects_a_missing_unexpected_or_reshaped_key_or_another_
     script = f"""
 import torch
 from pathlib import Path
-from codecarena.codecs.dac import CONFIG_16KHZ, build_model, load_checkpoint
+from codecarena.codecs.dac.adapter import CONFIG_16KHZ, build_model, load_checkpoint
 from codecarena.codecs.torch_weights import Weights, weights_only_load
 saved = {{"state_dict": build_model().state_dict(), "metadata": {{"kwargs": dict(CONFIG_16KHZ)}}}}
 first_decoder_key = sorted(k for k in saved["state_dict"] if k.startswith("decoder."))[0]
@@ -137,7 +137,7 @@ LOAD_WITH_FILE = """
 import builtins, io, json, os, torch
 from pathlib import Path
 from codecarena.checkpoints import cache_dir
-from codecarena.codecs.dac import ADAPTER, CONFIG_16KHZ, SYNTHETIC_VERSION, build_model
+from codecarena.codecs.dac.adapter import ADAPTER, CONFIG_16KHZ, SYNTHETIC_VERSION, build_model
 from codecarena.specs import parse_spec
 
 MARKER = Path(os.environ["MARKER"])

@@ -74,7 +74,7 @@ def test_dac_16khz_has_58_snakes_and_upstream_code_is_untouched(dac_env: dict[st
     python = runtime_python(dac_env, "dac")
     script = """
 import torch, dac.nn.layers as layers
-from codecarena.codecs.dac import build_model
+from codecarena.codecs.dac.adapter import build_model
 from codecarena import variants
 forward, scripted = layers.Snake1d.forward, layers.snake
 model, other = build_model(), build_model()

@@ -105,12 +105,12 @@ def _where(path: Path, line: int) -> str:
 def test_the_rules_read_citations_as_documented() -> None:
     note = PACKAGE / "registry" / "families" / "example.toml"
     text = ('# census row (docs/census.md), see `docs/registry.md`. '
-            'Layout: src/codecarena/registry/locks/<id>.txt\n'
+            'Layout: src/codecarena/codecs/<name>/lock.txt\n'
             'notes = "thread count (pitfalls.md)"; url = "https://example.org/docs/x.md"; '
             'other = "../shared/docs/y.md"\n'
             'source = f"codecarena/variants/{name}.py", ends a sentence: docs/metrics.md.\n')
     assert [(c.line, c.target) for c in citations(note, text)] == [
-        (1, "docs/census.md"), (1, "docs/registry.md"), (1, "src/codecarena/registry/locks/*.txt"),
+        (1, "docs/census.md"), (1, "docs/registry.md"), (1, "src/codecarena/codecs/*/lock.txt"),
         (2, "docs/pitfalls.md"),
         (3, "src/codecarena/variants/*.py"), (3, "docs/metrics.md")]
     page = REPO / "docs" / "example.md"
@@ -119,7 +119,7 @@ def test_the_rules_read_citations_as_documented() -> None:
     assert [c.target for c in citations(page, links)] == [
         "docs/performance.md", "docs/img/report-smoke.png", str(REPO.parent / "out.md")]
     assert not resolves(str(REPO.parent / "out.md"))
-    assert resolves("docs/") and resolves("src/codecarena/registry/locks/*.txt") and not resolves("docs/nonesuch.md")
+    assert resolves("docs/") and resolves("src/codecarena/codecs/*/lock.txt") and not resolves("docs/nonesuch.md")
     assert outside_documents("see ../shared/docs/census.md and /work/shared/models/lyra_v2/PROVENANCE.md\n"
                              "CODECARENA_DATA=../shared/data/speech CODECARENA_MODELS=../shared/models\n") == [
         (1, "shared/docs/census.md"), (1, "shared/models/lyra_v2/PROVENANCE.md")]

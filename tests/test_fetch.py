@@ -7,12 +7,11 @@ import json
 import os
 import shutil
 import threading
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, codecarena
+from conftest import REPO, codecarena, registry_fork
 
 MODELS = Path(os.environ.get("CODECARENA_MODELS", REPO.parent / "shared" / "models"))
 PINNED_URL = "https://raw.githubusercontent.com/google/lyra/47698dadf0010abff6a848e02642f55f806d4842/lyra/model_coeffs/"
@@ -38,14 +37,6 @@ def _serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def _registry_copy(tmp_path: Path) -> Path:
-    """The shipped registry's families and locks, copied for a test to edit."""
-    registry = tmp_path / "registry"
-    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-    return registry
-
-
 @pytest.fixture
 def served_registry(tmp_path: Path):  # type: ignore[no-untyped-def]
     if not (MODELS / "lyra_v2" / "lyragan.tflite").is_file():
@@ -55,8 +46,8 @@ def served_registry(tmp_path: Path):  # type: ignore[no-untyped-def]
     for f in root.iterdir():
         f.chmod(0o644)
     server, base = _serve(root)
-    registry = _registry_copy(tmp_path)
-    toml = registry / "families" / "lyra_v2.toml"
+    toml = registry_fork(tmp_path, "lyra_v2")
+    registry = toml.parent.parent
     toml.write_text(toml.read_text().replace(PINNED_URL, f"{base}/"))
     env = {"CODECARENA_REGISTRY": str(registry), "XDG_CACHE_HOME": str(tmp_path / "cache"), "CODECARENA_MODELS": ""}
     yield root, env, tmp_path / "cache" / "codecarena" / "models" / "lyra_v2"
@@ -112,8 +103,8 @@ def served_dac(tmp_path: Path):  # type: ignore[no-untyped-def]
     root = tmp_path / "served"
     root.mkdir()
     rng = np.random.default_rng(0)
-    registry = _registry_copy(tmp_path)
-    toml = registry / "families" / "dac.toml"
+    toml = registry_fork(tmp_path, "dac")
+    registry = toml.parent.parent
     text = toml.read_text()
     server, base = _serve(root)
     for name, old_sha in re.findall(r'name = "([^"]+)"\nurl = "[^"]+"\n(?:bytes = \d+\n)?sha256 = "([0-9a-f]{64})"', text):

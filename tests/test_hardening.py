@@ -432,7 +432,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_keeps_completed_rows(small_di
 
 
 def test_a_stream_of_the_wrong_kind_is_a_payload_error_not_an_assertion() -> None:
-    from codecarena.codecs.opus import ADAPTER
+    from codecarena.codecs.opus.adapter import ADAPTER
     from codecarena.payload import CodeStream, Payload, PayloadError
     from codecarena.specs import parse_spec
 

@@ -18,7 +18,7 @@ import soundfile as sf
 
 from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena import checkpoints
-from codecarena.codecs.lyra import pack_indices, unpack_indices
+from codecarena.codecs.lyra.adapter import pack_indices, unpack_indices
 from codecarena.payload import PacketStream, Payload, read_payload, write_payload
 from codecarena.registry.entries import load_entry
 from codecarena.runtime.protocol import Job, read_report, write_job

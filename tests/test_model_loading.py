@@ -67,7 +67,7 @@ def test_lyra_reads_each_model_file_once(tmp_path: Path, monkeypatch: pytest.Mon
     # between: each file must be opened exactly once, and the interpreters built from those bytes.
     if not (MODELS / "lyra_v2" / "lyragan.tflite").is_file():
         pytest.skip(f"Lyra model mirror not found at {MODELS}; set CODECARENA_MODELS")
-    from codecarena.codecs.lyra import LyraAdapter
+    from codecarena.codecs.lyra.adapter import LyraAdapter
 
     shutil.copytree(MODELS / "lyra_v2", tmp_path / "lyra_v2")
     monkeypatch.setenv("CODECARENA_MODELS", str(tmp_path))

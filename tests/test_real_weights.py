@@ -9,12 +9,11 @@ import hashlib
 import json
 import re
 import shutil
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
+from conftest import SHORT_CLIPS, codecarena, need_mirror, registry_fork, rows_of
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +33,11 @@ CASES = {
 }
 
 
-def _pin_files(registry: Path, family: str, files: dict[str, Path]) -> dict[str, str]:
-    """Point the family's pins at `files` (name -> file): sha256 and size replaced in its TOML.
+def _pin_files(tmp_path: Path, family: str, files: dict[str, Path]) -> dict[str, str]:
+    """Point the family's pins at `files` (name -> file): sha256 and size replaced in its TOML, in a
+    registry fork under `tmp_path`.
     EnCodec's URL is hash-named, so its name follows the new hash. Returns name -> new name."""
-    toml = registry / "families" / f"{family}.toml"
+    toml = registry_fork(registry, family)
     text = toml.read_text()
     names = {}
     for name, path in files.items():
@@ -77,10 +77,8 @@ def test_real_weights_load_through_the_family_loader(family: str, runtime_env, t
         else:
             shutil.copy(synthetic / relative, elsewhere / name)
         files[name] = elsewhere / name
+    _pin_files(tmp_path, family, files)
     registry = tmp_path / "registry"
-    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-    _pin_files(registry, family, files)
     real_env = {**env, "CODECARENA_REGISTRY": str(registry), "XDG_CACHE_HOME": str(tmp_path / "cache"),
                 "CODECARENA_MODELS": ""}
     audit = codecarena("registry", "audit", env=real_env)

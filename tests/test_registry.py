@@ -20,6 +20,7 @@ from codecarena.registry.entries import (
     entry_for_family,
     load_all,
     load_entry,
+    lock_file,
     parse_entry,
 )
 
@@ -105,7 +106,10 @@ def test_shipped_registry_has_every_census_system_and_the_pcm_control() -> None:
     assert (entries["codec2"].source_release, entries["codec2"].source_bundled_by) == ("1.2.0", "pycodec2==4.1.1")
     for registry_id in others:
         assert entries[registry_id].runtime.environment == "isolated"
-        assert entries[registry_id].runtime.lock == f"registry/locks/{registry_id}.txt"
+        lock = "lock.txt" if entries[registry_id].codec_family else f"{registry_id}.lock.txt"
+        assert entries[registry_id].runtime.lock == lock
+    # A built-in family's runtime lock lives in its unit folder, beside its registry.toml.
+    assert entries["dac"].runtime.lock == "lock.txt" and lock_file(entries["dac"]).is_file()
 
 
 def test_lyra_entry_keeps_its_checkpoint_identity() -> None:
@@ -126,20 +130,20 @@ def test_entry_for_family_and_list_rows() -> None:
                                "status": "streaming_verified", "pins_complete": True, "codec_family": "lyra",
                                "environment": "main", "weights_license": "Apache-2.0", "non_commercial": False,
                                "files": 3, "sizes_unpublished": [],
-                               "why": "adapter codecarena.codecs.lyra"}
+                               "why": "adapter codecarena.codecs.lyra.adapter"}
     assert rows["encodec"]["pins_complete"] is True and rows["encodec"]["environment"] == "isolated"
     assert rows["encodec"]["non_commercial"] is True
     assert rows["dac"]["sizes_unpublished"] == ["weights_24khz.pth"]
     assert rows["xcodec2"]["pins_complete"] is False
     # Every entry says why it has its status and what runs it, or what keeps an adapter from running it.
     assert all(row["why"] for row in rows.values())
-    assert rows["bigcodec"]["why"] == "adapter codecarena.codecs.bigcodec"
-    assert rows["wavtokenizer_large_speech_75"]["why"] == "adapter codecarena.codecs.wavtokenizer"
+    assert rows["bigcodec"]["why"] == "adapter codecarena.codecs.bigcodec.adapter"
+    assert rows["wavtokenizer_large_speech_75"]["why"] == "adapter codecarena.codecs.wavtokenizer.adapter"
     assert "no adapter: the checkpoint is known only by prefix" in rows["wavtokenizer_small_40"]["why"]
 
 
 def test_a_no_deps_pin_must_be_one_of_the_runtime_packages() -> None:
-    isolated = 'environment = "isolated"\nlock = "registry/locks/toy.txt"\npackages = ["a==1.0"]'
+    isolated = 'environment = "isolated"\nlock = "toy.lock.txt"\npackages = ["a==1.0"]'
     text = toml().replace('environment = "main"\npackages = []', isolated)
     assert parse_entry(text, "toy.toml").runtime.no_deps == ()
     with_no_deps = text.replace('packages = ["a==1.0"]', 'packages = ["a==1.0"]\nno_deps = ["a==1.0"]')
@@ -319,10 +323,11 @@ def test_unpinned_with_every_pin_complete_must_be_promoted() -> None:
 
 
 def test_an_isolated_runtime_without_its_lock() -> None:
-    entry = lyra(runtime=Runtime("3.11", "isolated", "registry/locks/nonesuch.txt"))
+    entry = lyra(runtime=Runtime("3.11", "isolated", "nonesuch.txt"))
     assert mentions(rule_problems([entry]), "lyra_v2: isolated runtime lock", "missing")
-    pinned = lyra(runtime=Runtime("3.11", "isolated", "registry/locks/encodec.txt", ("torch==2.12.0",)))
-    assert mentions(rule_problems([pinned]), "runtime package 'torch==2.12.0' is not in its lock")
+    encodec = load_entry("encodec")
+    pinned = dataclasses.replace(encodec, runtime=dataclasses.replace(encodec.runtime, packages=("torch==2.12.0",)))
+    assert mentions(rule_problems([pinned]), "encodec: runtime package 'torch==2.12.0' is not in its lock")
 
 
 # --- check_local --------------------------------------------------------------------------------------
@@ -375,12 +380,11 @@ def test_check_local_a_main_package_at_another_version() -> None:
 
 
 def test_check_local_an_isolated_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    entry = dataclasses.replace(load_entry("opus"), status="installed",
-                                runtime=Runtime("3.11", "isolated", "registry/locks/encodec.txt"))
+    entry = dataclasses.replace(load_entry("encodec"), status="installed", checkpoint=None)
     fake = types.ModuleType("codecarena.runtime.venvs")
     fake.env_dir = lambda registry_id: tmp_path / "envs" / registry_id  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "codecarena.runtime.venvs", fake)
-    assert mentions(rule_problems([entry], check_local=True), "opus: status 'installed' but isolated runtime absent")
-    (tmp_path / "envs" / "opus").mkdir(parents=True)
-    (tmp_path / "envs" / "opus" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert mentions(rule_problems([entry], check_local=True), "encodec: status 'installed' but isolated runtime absent")
+    (tmp_path / "envs" / "encodec").mkdir(parents=True)
+    (tmp_path / "envs" / "encodec" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     assert own(rule_problems([entry], check_local=True)) == []

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import codecarena
+from conftest import codecarena, registry_fork
 
 pytestmark = pytest.mark.slow
 
@@ -26,14 +24,12 @@ def rows_of(run_dir: Path) -> list[dict]:
 @pytest.fixture
 def isolated_opus(tmp_path: Path) -> dict[str, str]:
     """A registry fork in which Opus runs in its own numpy-1 runtime."""
-    registry = tmp_path / "registry"
-    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-    toml = registry / "families" / "opus.toml"
+    toml = registry_fork(tmp_path, "opus")
+    registry = toml.parent.parent
     text = toml.read_text()
-    text = re.sub(r'environment = "main"', 'environment = "isolated"\nlock = "registry/locks/opus.txt"', text)
+    text = re.sub(r'environment = "main"', 'environment = "isolated"\nlock = "opus.lock.txt"', text)
     toml.write_text(text)
-    (registry / "locks" / "opus.txt").write_text(OPUS_NUMPY1_LOCK)
+    (toml.parent / "opus.lock.txt").write_text(OPUS_NUMPY1_LOCK)
     assert int(np.__version__.split(".")[0]) >= 2, "the harness must run numpy >= 2 for this test to mean anything"
     return {"CODECARENA_REGISTRY": str(registry), "XDG_DATA_HOME": str(tmp_path / "data")}
 
@@ -79,10 +75,8 @@ def test_two_families_with_conflicting_numpy_pins_in_one_run(isolated_opus: dict
 
 
 def test_a_family_with_incomplete_pins_is_refused(speech_dir: Path, tmp_path: Path) -> None:
-    registry = tmp_path / "registry"
-    shutil.copytree(Path(str(resources.files("codecarena.registry"))), registry,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-    toml = registry / "families" / "codec2.toml"
+    toml = registry_fork(tmp_path, "codec2")
+    registry = toml.parent.parent
     text = re.sub(r'^status = "scored"$', 'status = "unpinned"', toml.read_text(), flags=re.M)
     toml.write_text(text)
     result = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--out", tmp_path / "r",

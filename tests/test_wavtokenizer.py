@@ -63,7 +63,7 @@ import torch
 from pathlib import Path
 from transformers import WavTokenizerModel
 from codecarena.codecs.torch_weights import Weights
-from codecarena.codecs.wavtokenizer import config, load_checkpoint, released_name, transformers_name
+from codecarena.codecs.wavtokenizer.adapter import config, load_checkpoint, released_name, transformers_name
 model = WavTokenizerModel(config())
 state = {{released_name(k): v for k, v in model.state_dict().items()}}
 # Released names are the authors' module names, and renaming them back is the identity.

@@ -76,7 +76,7 @@ def test_the_loader_refuses_what_from_pretrained_would_initialise_at_random(xcod
 import torch
 from pathlib import Path
 from codecarena.codecs.torch_weights import Weights
-from codecarena.codecs.xcodec2 import load_model, saved_shapes
+from codecarena.codecs.xcodec2.adapter import load_model, saved_shapes
 state = {{k: torch.empty(shape) for k, shape in saved_shapes().items()}}
 if {damage!r} == "drop":
     state.pop("quantizer.project_in.weight")

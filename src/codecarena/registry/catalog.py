@@ -1,13 +1,24 @@
-"""What codec specs the harness accepts, declared as data.
+"""What codec specs the harness accepts, declared as data: the catalog of built-in family units.
 
-The harness must never import a codec's own dependencies, so everything it needs to know before a
-worker runs (configs, options, defaults, sample rates, length tolerance) lives here, and the adapter
-module named by `module` is imported only inside a worker process.
+A family is one unit, a folder `codecs/<name>/` holding `codec.toml` (this declaration: configs,
+options, defaults, which weights it takes), `adapter.py` (the Adapter its workers run),
+`registry.toml` (its pins) and, when it runs in its own runtime, `lock.txt`. The harness must never
+import a codec's own dependencies, so it reads only the declaration, as data; the adapter module is
+imported inside a worker process only. Adding a built-in family is a new unit folder plus its name in
+`BUILTIN` (docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from codecarena.registry.strict import RegistryError, Table
+
+#: The version of the declaration format and of the adapter contract (codecarena.plugin).
+API_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -54,155 +65,91 @@ class Family:
         return next((o for o in self.options if o.name == name), None)
 
 
-OPUS = Family(
-    name="opus",
-    module="codecarena.codecs.opus",
-    description="libopus through PyAV's bundled FFmpeg; 16 kHz input, packets are the bitstream",
-    configs=("6k", "8k", "12k", "16k", "24k", "32k"),
-    default_config="12k",
-    config_is_bitrate=True,
-    options=(
-        Option("vbr", str, "on", "rate control: on (VBR), constrained (CVBR), off (CBR)",
-               choices=("on", "constrained", "off")),
-        Option("complexity", int, 10, "encoder complexity", minimum=0, maximum=10),
-        Option("frame_ms", float, 20.0, "frame duration in ms",
-               choices=(2.5, 5.0, 10.0, 20.0, 40.0, 60.0)),
-        Option("application", str, "voip", "libopus application", choices=("voip", "audio", "lowdelay")),
-        Option("bandwidth", str, "auto", "maximum coded bandwidth (auto lets libopus choose)",
-               choices=("auto", "nb", "mb", "wb", "swb", "fb")),
-    ),
-)
+#: The built-in units, in the order `codecarena codecs` lists them: the catalog line a new family adds.
+BUILTIN = ("opus", "codec2", "pcm", "lyra", "encodec", "dac", "snac", "mimi", "bigcodec", "fish_dac", "xcodec2",
+           "wavtokenizer")
 
-CODEC2 = Family(
-    name="codec2",
-    module="codecarena.codecs.codec2",
-    description="Codec 2 1.2 through pycodec2; 8 kHz, one frame per library call",
-    configs=("3200", "2400", "1600", "1400", "1300", "1200", "700C"),
-    default_config="3200",
-    fresh_process_decode=True,
-)
+_KINDS: dict[str, type] = {"int": int, "float": float, "str": str}
+WEIGHTS = ("none", "real", "real_or_synthetic")
 
-PCM = Family(
-    name="pcm",
-    module="codecarena.codecs.pcm",
-    description="16-bit PCM at 16 kHz: the control that proves accounting and metrics",
-    configs=("16",),
-    default_config="16",
-)
 
-LYRA = Family(
-    name="lyra",
-    module="codecarena.codecs.lyra",
-    description="Lyra v2 (SoundStream) with its real TFLite weights through ai-edge-litert; 16 kHz, 20 ms packets",
-    configs=("3200", "6000", "9200"),
-    default_config="3200",
-    supported_weights="real",
-    options=(
-        Option("xnnpack", str, "on", "XNNPACK delegate for the encoder and LyraGAN (upstream: on; the "
-               "quantizer always runs the plain kernels, as upstream)", choices=("on", "off")),
-        Option("threads", int, 1, "interpreter threads", minimum=1, maximum=64),
-    ),
-)
+def parse_declaration(text: str, where: str, module: str) -> Family:
+    """A family declaration (`codec.toml`, format `API_VERSION`), strictly: unknown keys, wrong types,
+    a default config that is not a config, an option default outside its own bounds are refused with
+    one line naming `where`. `module` is the adapter module the workers import."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{where}: not valid TOML ({exc})") from None
+    top = Table(data, where)
+    version = top.get("api_version", int)
+    if version != API_VERSION:
+        raise top.fail("api_version", f"is {version}; this codecarena reads declarations of version {API_VERSION}")
+    name = top.get("name", str)
+    configs = top.strings("configs")
+    bitrate = top.get("config_is_bitrate", bool, False)
+    if not configs or len(set(configs)) != len(configs):
+        raise top.fail("configs", "must be a non-empty list without repeats")
+    default = top.get("default_config", str)
+    if default not in configs:
+        raise top.fail("default_config", f"{default!r} is not one of configs")
+    weights = top.get("supported_weights", str, "none")
+    if weights not in WEIGHTS:
+        raise top.fail("supported_weights", f"must be one of {', '.join(WEIGHTS)}")
+    options = tuple(_option(raw, f"{where}: options[{i}]", configs)
+                    for i, raw in enumerate(top.get("options", list, [])))
+    family = Family(name=name, module=module, description=top.get("description", str), configs=configs,
+                    default_config=default, options=options, config_is_bitrate=bitrate,
+                    supported_weights=weights, variants=top.strings("variants", ()),
+                    fresh_process_decode=top.get("fresh_process_decode", bool, False))
+    top.done()
+    return family
 
-ENCODEC = Family(
-    name="encodec",
-    module="codecarena.codecs.encodec",
-    description="EnCodec 24 kHz (encodec 0.1.1, own runtime): 75 Hz frames, 10-bit codebooks",
-    configs=("1.5k", "3k", "6k", "12k", "24k"),
-    default_config="6k",
-    supported_weights="real_or_synthetic",
-    options=(Option("threads", int, 1, "torch threads (fixed and recorded: thread count can change bits)",
-                    minimum=1, maximum=64),),
-)
 
-DAC = Family(
-    name="dac",
-    module="codecarena.codecs.dac",
-    description="Descript Audio Codec (descript-audio-codec 1.0.0, own runtime): 16 kHz 50 Hz x 12, 24 kHz 75 Hz x 32, "
-                "44.1 kHz 86.1 Hz x 9 codebooks of 10 bits",
-    configs=("16khz", "24khz", "44khz"),
-    default_config="16khz",
-    supported_weights="real_or_synthetic",
-    variants=("eager_snake_v1",),
-    options=(Option("n_quantizers", int, 12, "codebooks sent, the rate knob (default all: 12, 32 or 9; each adds "
-                    "500, 750 or 861 bps)", minimum=1, maximum=32,
-                    config_defaults=(("24khz", 32), ("44khz", 9)),
-                    config_maximum=(("16khz", 12), ("24khz", 32), ("44khz", 9))),
-             Option("threads", int, 1, "torch threads (fixed and recorded: thread count changes DAC's decoded bits)",
-                    minimum=1, maximum=64)),
-)
+def _option(raw: Any, where: str, configs: tuple[str, ...]) -> Option:
+    table = Table(raw, where)
+    name = table.get("name", str)
+    kind_name = table.get("kind", str)
+    if kind_name not in _KINDS:
+        raise table.fail("kind", f"must be one of {', '.join(_KINDS)}")
+    kind = _KINDS[kind_name]
+    value_kind = (int, float) if kind is float else kind
 
-SNAC = Family(
-    name="snac",
-    module="codecarena.codecs.snac",
-    description="SNAC 24 kHz speech model (snac 1.2.1, own runtime): 3 scales of 12-bit codes, ~984 bps",
-    configs=("24khz",),
-    default_config="24khz",
-    supported_weights="real_or_synthetic",
-    variants=("eager_snake_v1",),
-    options=(
-        Option("noise_seed", int, 0, "seed of the decoder's NoiseBlock (torch.randn), set before every decode",
-               minimum=0, maximum=2**31 - 1),
-        Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),
-    ),
-)
+    def per_config(key: str) -> tuple[tuple[str, Any], ...]:
+        mapping = table.get(key, dict, {})
+        for config, value in mapping.items():
+            if config not in configs:
+                raise table.fail(key, f"names {config!r}, which is not a config")
+            if not isinstance(value, value_kind) or isinstance(value, bool):
+                raise table.fail(key, f"value for {config!r} must be {kind_name}")
+        return tuple(mapping.items())
 
-MIMI = Family(
-    name="mimi",
-    module="codecarena.codecs.mimi",
-    description="Mimi (transformers 5.24 MimiModel, own runtime): 24 kHz, 12.5 Hz frames, 11-bit codes; "
-                "config = quantizers (8 = 1100 bps, 32 = 4400 bps)",
-    configs=("8", "16", "32"),
-    default_config="8",
-    supported_weights="real_or_synthetic",
-    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
-)
+    bound = (int, float)
+    option = Option(name=name, kind=kind, default=table.get("default", value_kind), help=table.get("help", str),
+                    choices=tuple(table.get("choices", list, [])), minimum=table.get("minimum", bound, None),
+                    maximum=table.get("maximum", bound, None), config_defaults=per_config("config_defaults"),
+                    config_maximum=per_config("config_maximum"))
+    table.done()
+    if any(not isinstance(c, value_kind) or isinstance(c, bool) for c in option.choices):
+        raise table.fail("choices", f"must all be {kind_name}")
+    for config in ("", *configs):
+        value = option.default_for(config)
+        if option.choices and value not in option.choices:
+            raise table.fail("default", f"{value!r} is not one of its choices")
+        if isinstance(value, (int, float)) and ((option.minimum is not None and value < option.minimum) or
+                                                 (option.maximum_for(config) is not None
+                                                  and value > option.maximum_for(config))):  # type: ignore[operator]
+            raise table.fail("default", f"{value!r} is outside its bounds")
+    return option
 
-BIGCODEC = Family(
-    name="bigcodec",
-    module="codecarena.codecs.bigcodec",
-    description="BigCodec (bigcodec 0.0.3, own runtime): 16 kHz, 80 Hz frames, one 13-bit codebook = 1040 bps",
-    configs=("16khz",),
-    default_config="16khz",
-    supported_weights="real_or_synthetic",
-    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
-)
 
-FISH_DAC = Family(
-    name="fish_dac",
-    module="codecarena.codecs.fish_dac",
-    description="Fish Audio codec (fish-speech 0.1.0 modded_dac, own runtime): 44.1 kHz, 21.5 Hz, a 12-bit "
-                "semantic code + 9 x 10-bit residual codes = 2196.4 bps",
-    configs=("44khz",),
-    default_config="44khz",
-    supported_weights="real_or_synthetic",
-    variants=("eager_snake_v1",),
-    options=(Option("n_quantizers", int, 9, "residual codebooks sent, the rate knob (each adds 215.3 bps; the "
-                    "semantic code is always sent)", minimum=1, maximum=9),
-             Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64)),
-)
+def _builtin(name: str) -> Family:
+    unit = resources.files("codecarena.codecs") / name
+    family = parse_declaration((unit / "codec.toml").read_text(encoding="utf-8"), f"codecs/{name}/codec.toml",
+                               f"codecarena.codecs.{name}.adapter")
+    if family.name != name:
+        raise RegistryError(f"codecs/{name}/codec.toml: name {family.name!r} differs from its folder")
+    return family
 
-XCODEC2 = Family(
-    name="xcodec2",
-    module="codecarena.codecs.xcodec2",
-    description="X-Codec 2.0 (transformers 5.24 Xcodec2Model, own runtime): 16 kHz, 50 Hz frames, one 16-bit "
-                "FSQ code = 800 bps",
-    configs=("16khz",),
-    default_config="16khz",
-    supported_weights="real_or_synthetic",
-    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
-)
 
-WAVTOKENIZER = Family(
-    name="wavtokenizer",
-    module="codecarena.codecs.wavtokenizer",
-    description="WavTokenizer large speech 75 tokens/s (transformers 5.24 WavTokenizerModel, own runtime): 24 kHz, "
-                "75 Hz frames, one 12-bit codebook = 900 bps",
-    configs=("24khz",),
-    default_config="24khz",
-    supported_weights="real_or_synthetic",
-    options=(Option("threads", int, 1, "torch threads (fixed and recorded)", minimum=1, maximum=64),),
-)
-
-FAMILIES: dict[str, Family] = {f.name: f for f in (OPUS, CODEC2, PCM, LYRA, ENCODEC, DAC, SNAC, MIMI, BIGCODEC,
-                                                   FISH_DAC, XCODEC2, WAVTOKENIZER)}
+FAMILIES: dict[str, Family] = {name: _builtin(name) for name in BUILTIN}

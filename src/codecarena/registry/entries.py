@@ -1,4 +1,5 @@
-"""Registry entries: one TOML file per codec system in `registry/families/`, parsed strictly.
+"""Registry entries: one TOML file per codec system, parsed strictly: a built-in family's in its unit
+(`codecs/<name>/registry.toml`), every other census system's in `registry/families/<id>.toml`.
 
 The schema (v1) is documented in `docs/registry.md`. This module checks structure, types and the
 format of every value (unknown keys are rejected; a `commit` is 40 hex digits, a `release` is an exact
@@ -18,7 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from codecarena.registry.catalog import FAMILIES  # data only: imports no codec dependency
+from codecarena.registry.catalog import BUILTIN, FAMILIES  # data only: imports no codec dependency
+from codecarena.registry.strict import RegistryError, Table
 
 SCHEMA_VERSION = 1
 
@@ -31,7 +33,6 @@ STATUSES = LADDER + SIDE_STATES + ("unpinned",)
 NEEDS_REASON = SIDE_STATES + ("unpinned",)
 ENVIRONMENTS = ("main", "isolated")
 SIDES = ("encoder", "decoder", "both")
-LOCKS_DIR = "registry/locks/"
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -41,10 +42,6 @@ EXACT_RELEASE = re.compile(r"v?\d+(?:\.\d+)+(?:[-.]?(?:a|b|rc|post|dev)\d*)?")
 EXACT_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._-]+\])?==" + EXACT_RELEASE.pattern
                        + r"(?:\+[A-Za-z0-9.]+)?")
 PYTHON_VERSION = re.compile(r"\d+\.\d+")
-
-
-class RegistryError(ValueError):
-    """A registry entry that is missing or does not match the schema (one line: file and key)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ class PartialCheckpoint:
 class Runtime:
     python: str
     environment: str  # "main" or "isolated"
-    lock: str = ""  # path under the package, e.g. "registry/locks/encodec.txt"; required when isolated
+    lock: str = ""  # a .txt file beside the entry's TOML (a unit's "lock.txt"); required when isolated
     packages: tuple[str, ...] = ()  # exact "name==version" pins
     # Named, documented repairs `env create` applies after installing the lock (runtime/venvs.py).
     post_install: tuple[str, ...] = ()
@@ -132,47 +129,8 @@ class Entry:
     quoted_figures: str = ""
 
 
-class _Table:
-    """One TOML table being read: every key must be consumed, and `done()` rejects the rest."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise RegistryError(f"{where}: must be a table, got {type(data).__name__}")
-        self.data, self.where, self.seen = data, where, set[str]()
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-        self.seen.add(key)
-        if key not in self.data:
-            if default is ...:
-                raise RegistryError(f"{self.where}: missing key {key!r}")
-            return default
-        value = self.data[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            names = " or ".join(k.__name__ for k in kinds)
-            raise RegistryError(f"{self.where}: {key} must be {names}, got {type(value).__name__}")
-        return value
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def fail(self, key: str, message: str) -> RegistryError:
-        return RegistryError(f"{self.where}: {key} {message}")
-
-    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
-        values = self.get(key, list, default)
-        if any(not isinstance(v, str) for v in values):
-            raise self.fail(key, "must be a list of strings")
-        return tuple(values)
-
-    def done(self) -> None:
-        unknown = sorted(set(self.data) - self.seen)
-        if unknown:
-            raise RegistryError(f"{self.where}: unknown key {unknown[0]!r}")
-
-
 def _checkpoint(data: Any, where: str) -> Checkpoint | PartialCheckpoint:
-    table = _Table(data, where)
+    table = Table(data, where)
     if table.get("partial", bool, False):
         partial = PartialCheckpoint(table.get("known", str), table.get("gated", bool, False),
                                     table.get("license", str, ""))
@@ -185,7 +143,7 @@ def _checkpoint(data: Any, where: str) -> Checkpoint | PartialCheckpoint:
     if not items:
         raise table.fail("files", "must list at least one file")
     for i, item in enumerate(items):
-        file = _Table(item, f"{where}.files[{i}]")
+        file = Table(item, f"{where}.files[{i}]")
         sha = file.get("sha256", str)
         if not HEX64.fullmatch(sha):
             raise file.fail("sha256", "must be 64 lower-case hex digits")
@@ -214,7 +172,7 @@ def _checkpoint(data: Any, where: str) -> Checkpoint | PartialCheckpoint:
 
 
 def _source(data: Any, where: str) -> dict[str, str]:
-    table = _Table(data, where)
+    table = Table(data, where)
     out = {key: table.get(key, str, "") for key in
            ("repository", "commit", "release", "commit_prefix", "release_note", "bundled_by")}
     table.get("repository", str)
@@ -239,7 +197,7 @@ POST_INSTALL_FIXES = ("strip_torchaudio_extensions",)
 
 
 def _runtime(data: Any, where: str) -> Runtime:
-    table = _Table(data, where)
+    table = Table(data, where)
     runtime = Runtime(table.get("python", str), table.get("environment", str), table.get("lock", str, ""),
                       table.strings("packages", []), table.strings("post_install", []), table.strings("no_deps", []))
     table.done()
@@ -256,9 +214,9 @@ def _runtime(data: Any, where: str) -> Runtime:
         raise table.fail("lock", "is required when environment is isolated")
     if runtime.environment == "main" and runtime.lock:
         raise table.fail("lock", "is only for isolated runtimes (main is locked by the project)")
-    if runtime.lock and not (runtime.lock.startswith(LOCKS_DIR) and runtime.lock.endswith(".txt")
-                             and ".." not in runtime.lock):
-        raise table.fail("lock", f"must be a .txt file under {LOCKS_DIR}")
+    if runtime.lock and not (runtime.lock.endswith(".txt") and "/" not in runtime.lock and "\\" not in runtime.lock
+                             and not runtime.lock.startswith(".")):
+        raise table.fail("lock", "must be the name of a .txt file beside the entry's TOML")
     for pin in runtime.packages:
         if not EXACT_PIN.fullmatch(pin):
             raise table.fail("packages", f"entry {pin!r} is not an exact name==version pin")
@@ -269,7 +227,7 @@ def _runtime(data: Any, where: str) -> Runtime:
 
 
 def _rate_knobs(data: Any, where: str) -> dict[str, tuple[Any, ...]]:
-    table = _Table(data, where)
+    table = Table(data, where)
     knobs = {}
     for key in list(table.data):
         values = table.get(key, list)
@@ -284,7 +242,7 @@ def parse_entry(text: str, where: str) -> Entry:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{where}: not valid TOML ({exc})") from None
-    top = _Table(data, where)
+    top = Table(data, where)
     version = data.get("schema_version")
     top.seen.add("schema_version")
     if version != SCHEMA_VERSION or isinstance(version, bool):
@@ -331,7 +289,7 @@ def parse_entry(text: str, where: str) -> Entry:
         checkpoint, partial = (None, parsed) if isinstance(parsed, PartialCheckpoint) else (parsed, None)
     knobs = _rate_knobs(top.get("rate_knobs", dict, {}), f"{where}.rate_knobs")
     runtime = _runtime(top.get("runtime", dict), f"{where}.runtime")
-    hardware = _Table(top.get("reference_hardware", dict), f"{where}.reference_hardware")
+    hardware = Table(top.get("reference_hardware", dict), f"{where}.reference_hardware")
     quoted = hardware.get("quoted_figures", str)
     hardware.done()
     entry = Entry(
@@ -350,38 +308,66 @@ def parse_entry(text: str, where: str) -> Entry:
 REGISTRY_ENV = "CODECARENA_REGISTRY"
 
 
-def registry_root() -> Any:
-    """The registry folder (`families/`, `locks/`): the package's own, or `$CODECARENA_REGISTRY`,
-    a folder laid out the same way (a lab's own fork of the registry, or a test's)."""
+def _locations() -> dict[str, tuple[Any, str, str]]:
+    """Registry id -> (the folder holding its TOML, the TOML's file name, its name as errors show it). The census
+    systems without an adapter, then each built-in unit's entry, then `$CODECARENA_REGISTRY/families/`:
+    a lab's fork of the pins (or a test's), whose entries replace the package's of the same id."""
+    found: dict[str, tuple[Any, str, str]] = {}
+    census = resources.files("codecarena.registry") / "families"
+    for resource in census.iterdir():
+        if resource.name.endswith(".toml"):
+            found[resource.name[: -len(".toml")]] = (census, resource.name, f"registry/families/{resource.name}")
+    units = resources.files("codecarena.codecs")
+    for name in BUILTIN:
+        text = (units / name / "registry.toml").read_text(encoding="utf-8")
+        registry_id = _declared_id(text, f"codecs/{name}/registry.toml")
+        if registry_id in found:
+            raise RegistryError(f"codecs/{name}/registry.toml: id {registry_id!r} is also {found[registry_id][2]}")
+        found[registry_id] = (units / name, "registry.toml", f"codecs/{name}/registry.toml")
     override = os.environ.get(REGISTRY_ENV)
-    return Path(override) if override else resources.files("codecarena.registry")
+    if override:
+        fork = Path(override) / "families"
+        for path in fork.glob("*.toml") if fork.is_dir() else ():
+            found[path.stem] = (fork, path.name, str(path))
+    return found
+
+
+def _declared_id(text: str, where: str) -> str:
+    try:
+        value = tomllib.loads(text).get("id")
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{where}: not valid TOML ({exc})") from None
+    if not isinstance(value, str):
+        raise RegistryError(f"{where}: missing key 'id'")
+    return value
+
+
+def entry_file(registry_id: str) -> Any:
+    """The TOML file an entry is read from (a fork's when `$CODECARENA_REGISTRY` replaces it)."""
+    location = _locations().get(registry_id)
+    if location is None:
+        raise RegistryError(f"no registry entry {registry_id!r}")
+    folder, name, _ = location
+    return folder / name
 
 
 def lock_file(entry: "Entry") -> Any:
-    """The locked requirements of an isolated runtime; `runtime.lock` is written relative to the
-    package root (`registry/locks/<id>.txt`)."""
-    return registry_root() / entry.runtime.lock.removeprefix("registry/")
-
-
-def _families() -> Any:
-    return registry_root() / "families"
+    """The locked requirements of an isolated runtime: `runtime.lock`, beside the entry's TOML."""
+    folder, _, _ = _locations()[entry.id]
+    return folder / entry.runtime.lock
 
 
 def load_entry(registry_id: str) -> Entry:
-    resource = _families() / f"{registry_id}.toml"
-    if not resource.is_file():
-        raise RegistryError(f"no registry entry {registry_id!r}")
-    where = f"registry/families/{registry_id}.toml"
-    entry = parse_entry(resource.read_text(encoding="utf-8"), where)
+    _, _, where = _locations().get(registry_id, (None, "", ""))
+    entry = parse_entry(entry_file(registry_id).read_text(encoding="utf-8"), where)
     if entry.id != registry_id:
         raise RegistryError(f"{where}: id {entry.id!r} differs from the file name")
     return entry
 
 
 def load_all() -> tuple[Entry, ...]:
-    """Every entry in `registry/families/`, sorted by id."""
-    names = sorted(r.name[:-len(".toml")] for r in _families().iterdir() if r.name.endswith(".toml"))
-    return tuple(sorted((load_entry(name) for name in names), key=lambda e: e.id))
+    """Every entry, sorted by id."""
+    return tuple(sorted((load_entry(registry_id) for registry_id in _locations()), key=lambda e: e.id))
 
 
 def entry_for_family(codec_family: str) -> Entry:

@@ -87,9 +87,8 @@ def _sha256(path: Path) -> str:
 
 def declared_sources(spec: CodecSpec, variant: str) -> dict[str, dict[str, str]]:
     """Path and sha256 of the code a service runs: this launcher, the worker, the adapter, the variant."""
-    module = FAMILIES[spec.family].module.rsplit(".", 1)[-1]
-    files = {"launcher": PACKAGE / "service" / "app.py", "worker": PACKAGE / "worker.py",
-             "adapter": PACKAGE / "codecs" / f"{module}.py"}
+    adapter = PACKAGE.parent.joinpath(*FAMILIES[spec.family].module.split(".")).with_suffix(".py")
+    files = {"launcher": PACKAGE / "service" / "app.py", "worker": PACKAGE / "worker.py", "adapter": adapter}
     if variant:
         files["variant"] = variants.source_path(variant)
     return {name: {"path": str(path), "file": str(path.relative_to(PACKAGE.parent)), "sha256": _sha256(path)}

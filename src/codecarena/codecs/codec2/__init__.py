@@ -1,0 +1,1 @@
+"""The codec2 family: `codec.toml` (what the harness knows), `adapter.py` (what runs in its workers), `registry.toml` (its pins)."""

@@ -1,0 +1,1 @@
+"""The pcm family: `codec.toml` (what the harness knows), `adapter.py` (what runs in its workers), `registry.toml` (its pins)."""
