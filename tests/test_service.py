@@ -113,6 +113,26 @@ def _wav(rate: int, channels: int = 1, seconds: float = 0.5) -> bytes:
     return out.getvalue()
 
 
+def _compressed(fmt: str) -> bytes:
+    """Half a second of a 16 kHz mono tone in a container libsndfile reads (MP3, Ogg) or only
+    FFmpeg does (m4a/AAC): everything about it but the container is what the service takes."""
+    import av
+
+    tone = (0.3 * np.sin(2 * np.pi * 220 * np.arange(8000) / 16000)).astype(np.float32)
+    out = io.BytesIO()
+    if fmt != "m4a":
+        sf.write(out, tone, 16000, format=fmt, subtype={"MP3": "MPEG_LAYER_III", "OGG": "VORBIS"}[fmt])
+        return out.getvalue()
+    with av.open(out, "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=16000)
+        stream.layout = "mono"
+        frame = av.AudioFrame.from_ndarray(tone[None, :], format="fltp", layout="mono")
+        frame.sample_rate = 16000
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    return out.getvalue()
+
+
 @pytest.mark.parametrize("path, body, status, needle", [
     ("/v1/encode", b"", 400, "empty request body"),
     ("/v1/encode", b"not audio at all", 400, "request body: unreadable audio"),
@@ -120,6 +140,9 @@ def _wav(rate: int, channels: int = 1, seconds: float = 0.5) -> bytes:
     ("/v1/encode", "stereo", 422, "2 channels"),
     ("/v1/encode", "big", 413, "over this service's limit"),
     ("/v1/encode", "truncated", 400, "request body: truncated"),
+    ("/v1/encode", "MP3", 415, "request body is MP3 MPEG_LAYER_III audio; this service takes 16 kHz mono WAV or FLAC"),
+    ("/v1/encode", "OGG", 415, "request body is OGG VORBIS audio; this service takes 16 kHz mono WAV or FLAC"),
+    ("/v1/encode", "m4a", 415, "request body is mov,mp4,m4a,3gp,3g2,mj2 aac audio; this service takes 16 kHz mono"),
     ("/v1/decode", b"CCAP garbage", 400, "corrupt payload"),
     ("/v1/decode", "other_codec", 409, "payload is for codec pcm:16"),
 ])
@@ -132,6 +155,8 @@ def test_bad_input_gets_a_4xx_with_one_line_and_the_server_lives(opus_service: s
         body = _wav(16000, channels=2)
     elif body == "big":
         body = _wav(16000, seconds=20)
+    elif body in ("MP3", "OGG", "m4a"):
+        body = _compressed(body)
     elif body == "truncated":
         body = clip[: len(clip) // 2]
     elif body == "other_codec":

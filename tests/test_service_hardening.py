@@ -4,6 +4,7 @@ process that leaves nothing behind. One token-protected opus service serves the 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import http.client
@@ -13,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -138,6 +140,50 @@ def test_a_chunked_body_over_the_limit_is_refused_before_it_ends(service: Servic
     assert response.status == 413 and f"limit of {MAX_BYTES} bytes" in error_of(response.read())
     conn.close()
     assert request(service.url + "/health")[0] == 200
+
+
+# --- #28 (8): concurrent bodies do not pile up in the server's memory ---------------------------
+
+
+@pytest.mark.slow
+def test_concurrent_large_bodies_leave_the_servers_memory_flat() -> None:
+    """12 clients send a 30 MiB wav at once (the issue: 48 x 60 MiB peaked at 3.7 GB, 3.3 GB left
+    resident). Bodies go to the work disk as they arrive, two requests at a time: the server grows
+    by far less than one body, where holding them grew it by about all twelve."""
+    import psutil
+
+    size = 30 << 20
+    header = b"RIFF" + struct.pack("<I", size - 8) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16)
+    body = header + b"data" + struct.pack("<I", size - len(header) - 8) + bytes(size - len(header) - 8)
+    proc, url = start("--codec", "pcm:16", "--max-bytes", "31M")
+    server = psutil.Process(proc.pid)
+    before, peak, sending = server.memory_info().rss, [0], threading.Event()
+
+    def watch() -> None:
+        while sending.is_set():
+            peak[0] = max(peak[0], server.memory_info().rss)
+            time.sleep(0.005)
+
+    def send(_: int) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=PATIENCE_S)
+        conn.request("POST", "/v1/encode", body=body)
+        response = conn.getresponse()
+        return response.status, response.read()
+
+    sending.set()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            replies = list(pool.map(send, range(12)))
+    finally:
+        sending.clear()
+        watcher.join()
+        stop(proc)
+    # 983 s of audio: every body was read and validated, then refused for its length.
+    assert all(status == 413 and b"over this service's limit of 600 s" in reply for status, reply in replies), replies
+    grown_mib = (peak[0] - before) / 2**20
+    assert grown_mib < 64, f"the server grew by {grown_mib:.0f} MiB while 12 x 30 MiB bodies arrived"
 
 
 # --- 17: slow clients are cut off -------------------------------------------------------------
@@ -343,6 +389,128 @@ def test_service_check_refuses_an_impostor_replaying_a_real_declaration(service:
     assert any(reason in problem for problem in check["problems"]), check["problems"]
     assert f"not the declared pid {service.pid}" in check["verification"]
     assert "NOT VERIFIED (declaration only)" in result.stdout
+
+
+# --- #28: a process that is not this checkout's `codecarena serve` is never verified -----------
+
+# An HTTP server that declares its own pid (and answers nothing but /v1/provenance); its command
+# line holds "serve" and "codecarena", as the real one's does.
+IMPOSTOR = '''
+import http.server, json, os, sys
+declared = json.load(open(sys.argv[-1]))
+declared["pid"] = os.getpid()
+body = json.dumps(declared).encode()
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path != "/v1/provenance":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_port, flush=True)
+server.serve_forever()
+'''
+
+
+@contextlib.contextmanager
+def impostor_process(argv: list[str], cwd: Path) -> Iterator[str]:
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())  # type: ignore[union-attr]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("kind, reasons", [
+    ("script", ["does not run codecarena's entry point", "holds no service key open"]),
+    ("package", ["imports codecarena from", "holds no service key open"]),
+    ("interpreter", ["not this checkout's interpreter"]),
+])
+def test_service_check_refuses_a_process_that_declares_itself(service: Service, tmp_path: Path, kind: str,
+                                                             reasons: list[str]) -> None:
+    """Its own pid owns the socket, its command line says serve and codecarena, the declaration is
+    the real service's: none of that is the service."""
+    declaration = tmp_path / "declared.json"
+    declaration.write_text(request(service.url + "/v1/provenance")[1].decode())
+    script = tmp_path / "codecarena_serve.py"
+    script.write_text(IMPOSTOR)
+    python = sys.executable
+    if kind == "interpreter":  # the same binary, another virtual environment
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+        python = str(tmp_path / "venv" / "bin" / "python")
+    if kind == "package":  # `python -m codecarena serve`, from a folder holding another codecarena
+        (tmp_path / "codecarena").mkdir()
+        (tmp_path / "codecarena" / "__init__.py").write_text("")
+        (tmp_path / "codecarena" / "__main__.py").write_text(IMPOSTOR)
+        argv = [python, "-m", "codecarena", "serve", str(declaration)]
+    else:
+        argv = [python, str(script), "serve", str(declaration)]
+    with impostor_process(argv, tmp_path) as url:
+        result = codecarena("service-check", url, "--json", tmp_path / "c.json")
+    check = json.loads((tmp_path / "c.json").read_text())
+    assert result.returncode == 1 and not check["verified"], result.stdout
+    assert "NOT VERIFIED (declaration only)" in result.stdout
+    for reason in reasons:
+        assert any(reason in problem for problem in check["problems"]), (reason, check["problems"])
+
+
+def test_the_challenge_is_answered_only_with_the_key_the_process_holds(service: Service) -> None:
+    import psutil
+
+    from codecarena.service.app import challenge_answer, provenance_sha256
+    from codecarena.service.check import asker, challenge_problems
+
+    declared = json.loads(request(service.url + "/v1/provenance")[1])
+    held = [Path(f.path) for f in psutil.Process(service.pid).open_files()]
+    ask = asker(service.url, TOKEN)
+    assert challenge_problems(service.pid, held, declared, ask) == []
+    wrong = f"the service's answer to the challenge is not made with the key process {service.pid} holds"
+
+    def another_key(nonce: str) -> str:
+        return challenge_answer(b"0" * 64, nonce, provenance_sha256(declared))
+
+    def replayed(nonce: str) -> str:  # the service's own answer, to another nonce
+        return ask("0" * 64)
+
+    for forge in (another_key, replayed):
+        assert challenge_problems(service.pid, held, declared, forge) == [wrong]
+    # The real answer, to a declaration changed on the way (a relay that rewrote the pid).
+    assert challenge_problems(service.pid, held, {**declared, "pid": os.getpid()}, ask) == [wrong]
+    assert challenge_problems(service.pid, [], declared, ask) == [
+        f"process {service.pid} holds no service key open (service.key in its work folder), so it cannot prove "
+        f"that it is the service that answers"]
+    code, reply = request(service.url + "/v1/challenge?nonce=abc")
+    assert code == 400 and "64 lowercase hexadecimal digits" in error_of(reply)
+    assert request(service.url + "/v1/challenge?nonce=" + "0" * 64, headers={})[0] == 401
+
+
+def test_a_service_key_others_can_read_proves_nothing(tmp_path: Path) -> None:
+    from codecarena.service.app import challenge_answer, provenance_sha256
+    from codecarena.service.check import challenge_problems
+
+    key = tmp_path / "service.key"
+    key.write_bytes(b"k" * 64)
+    key.chmod(0o644)
+    declared = {"pid": 1}
+
+    def ask(nonce: str) -> str:
+        return challenge_answer(b"k" * 64, nonce, provenance_sha256(declared))
+
+    assert challenge_problems(1, [key], declared, ask) == [f"the service key {key} has mode 644, not 600: others can "
+                                                            f"read it"]
+    key.chmod(0o600)
+    assert challenge_problems(1, [key], declared, ask) == []
 
 
 def test_sources_must_be_this_checkouts_files(service: Service) -> None:

@@ -106,5 +106,5 @@ def run(args: argparse.Namespace) -> int:
             uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="warning",
                         http=header_deadline_protocol(args.read_timeout), timeout_keep_alive=KEEP_ALIVE_S)
         finally:
-            service.worker.stop()
+            service.close()
     return 0

@@ -1,0 +1,180 @@
+"""The service's ASGI app driven in this process (#28): how many request bodies it holds at once,
+and a full work disk. A real `CodecService` (pcm:16, its worker started) answers; the test plays
+the HTTP server, handing each request its body chunk by chunk, so what the app reads, and when,
+is observed directly rather than through timing or memory readings."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import collections
+import dataclasses
+import errno
+import io
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from codecarena.service.app import CodecService, ServiceConfig, create_app
+from codecarena.specs import parse_spec
+
+READ_TIMEOUT_S = 60.0  # never reached: every test ends its requests itself
+DiskUsage = collections.namedtuple("DiskUsage", "total used free")
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecService]:
+    config = ServiceConfig(spec=parse_spec("pcm:16"), weights="real", variant="", registry={},
+                           runtime={"interpreter": sys.executable}, max_bytes=64 << 20, max_seconds=600.0,
+                           read_timeout=READ_TIMEOUT_S, token="", memory_limit=4 << 30,
+                           work=tmp_path_factory.mktemp("serve"))
+    service = CodecService(config)
+    service.start()
+    yield service
+    service.close()
+
+
+class Client:
+    """One POST to the app, whose body the test hands over with `send`; `end` finishes it and
+    `vanish` disconnects. `asked` counts the app's calls for more body."""
+
+    def __init__(self, app: Any, path: str) -> None:
+        self.chunks: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.asked = 0
+        self.status = 0
+        self.reply = b""
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                 "headers": [(b"host", b"test")], "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
+        self.task = asyncio.ensure_future(app(scope, self._receive, self._send))
+
+    async def _receive(self) -> dict[str, Any]:
+        self.asked += 1
+        return await self.chunks.get()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        else:
+            self.reply += message.get("body", b"")
+
+    def send(self, chunk: bytes) -> None:
+        self.chunks.put_nowait({"type": "http.request", "body": chunk, "more_body": True})
+
+    def end(self, chunk: bytes = b"") -> None:
+        self.chunks.put_nowait({"type": "http.request", "body": chunk, "more_body": False})
+
+    def vanish(self) -> None:
+        self.chunks.put_nowait({"type": "http.disconnect"})
+
+
+async def settle() -> None:
+    """Let every task run until it waits on something only the test can give."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+def post(service: CodecService, path: str, body: bytes) -> tuple[int, str]:
+    async def one() -> tuple[int, bytes]:
+        client = Client(create_app(service), path)
+        client.end(body)
+        await client.task
+        return client.status, client.reply
+
+    status, reply = asyncio.run(one())
+    return status, json.loads(reply)["error"] if status != 200 else ""
+
+
+def wav(seconds: float = 0.5) -> bytes:
+    out = io.BytesIO()
+    sf.write(out, np.full(int(16000 * seconds), 0.1), 16000, format="WAV", subtype="PCM_16")
+    return out.getvalue()
+
+
+# --- 8: concurrent bodies are bounded ------------------------------------------------------------
+
+
+def test_a_third_concurrent_body_is_not_read_until_a_slot_frees(service: CodecService) -> None:
+    """Two requests hold their bodies half sent; a third, with its body on the wire, waits unread
+    (the server stops reading its socket), and is read as soon as one of the two goes away."""
+    async def scenario() -> None:
+        app = create_app(service)
+        first, second, third = (Client(app, "/v1/encode") for _ in range(3))
+        for client in (first, second, third):
+            client.send(b"RIFF" + b"\0" * 65536)
+        await settle()
+        assert (first.asked, second.asked) == (2, 2)  # each read its first chunk and asks for more
+        assert third.asked == 0
+        first.vanish()
+        await settle()
+        assert first.task.done() and third.asked == 2
+        second.vanish()
+        third.end()
+        await asyncio.gather(second.task, third.task)
+        assert third.status == 400 and b"unreadable audio" in third.reply
+
+    asyncio.run(scenario())
+
+
+# --- low: a full work disk is a 507 in one line ------------------------------------------------
+
+
+def full_work_disk(monkeypatch: pytest.MonkeyPatch, work: Path) -> None:
+    """Every file opened for writing in the work folder finds the disk full (how Path.write_bytes
+    and a plain open reach it alike)."""
+    real_open = builtins.open
+
+    def open_(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if set(mode) & set("wax+") and Path(file).is_relative_to(work):
+            raise OSError(errno.ENOSPC, "No space left on device", str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(io, "open", open_)
+
+
+@pytest.mark.parametrize("where", ["request body", "job file", "worker's output", "worker died"])
+def test_a_full_work_disk_is_a_507_in_one_line_without_a_traceback(service: CodecService, where: str,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from codecarena.diskspace import DiskFullError
+    from codecarena.runtime.persistent import WorkerFailed
+
+    if where == "request body":
+        full_work_disk(monkeypatch, service.config.work)
+    elif where == "job file":  # what replace_text raises when its write finds the disk full
+        def write_job(path: Path, job: Any) -> None:
+            raise DiskFullError(path, 4096)
+
+        monkeypatch.setattr("codecarena.runtime.persistent.write_job", write_job)
+    else:
+        # The worker writes in its own process: what this one sees is a failed stage (or a worker
+        # that died writing its report) while the work disk has no room for the request.
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: DiskUsage(total=1 << 30, used=1 << 30, free=0))
+        real_submit = service.worker.submit
+
+        def submit(job: Any, job_path: Path) -> Any:
+            report = real_submit(job, job_path)
+            if where == "worker died":
+                raise WorkerFailed(f"persistent worker exited while running {job_path}; see {service.worker.log_path}")
+            return dataclasses.replace(report, ok=False,
+                                       error=f"OSError: [Errno 28] No space left on device: '{job.output}'")
+
+        monkeypatch.setattr(service.worker, "submit", submit)
+    with caplog.at_level(logging.WARNING, logger="uvicorn.error"):
+        status, message = post(service, "/v1/encode", wav())
+    assert status == 507, (status, message)
+    assert message.startswith("the service's work disk is full") and "try again" in message, message
+    assert "\n" not in message and str(service.config.work) not in message, message
+    assert [r.exc_info for r in caplog.records] == [None], caplog.text
+    assert "answered 507" in caplog.text and "Traceback" not in caplog.text
+    monkeypatch.undo()
+    assert post(service, "/v1/encode", wav())[0] == 200  # the next request, with room, is served
