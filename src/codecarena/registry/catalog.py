@@ -139,7 +139,7 @@ class Family:
 
 #: The built-in units, in the order `codecarena codecs` lists them: the catalog line a new family adds.
 BUILTIN = ("opus", "codec2", "pcm", "lyra", "encodec", "dac", "snac", "mimi", "bigcodec", "fish_dac", "xcodec2",
-           "wavtokenizer")
+           "wavtokenizer", "g722", "g726", "gsm", "speex", "lc3")
 
 _KINDS: dict[str, type] = {"int": int, "float": float, "str": str}
 WEIGHTS = ("none", "real", "real_or_synthetic")
