@@ -270,7 +270,8 @@ def test_a_sha256_pin_holds_and_a_changed_binary_is_refused_with_one_line(tmp_pa
     _script(tool, "print('v2')\n")
     with pytest.raises(BinaryError) as caught:
         verify(pinned, {})
-    assert str(caught.value).startswith(f"binary tool ({tool}): sha256 ") and "differs from its pin" in str(caught.value)
+    message = str(caught.value)
+    assert message.startswith(f"binary tool ({tool}): sha256 ") and "differs from its pin" in message
     with pytest.raises(BinaryError, match="not an executable file"):
         identify("tool", tmp_path)
     with pytest.raises(BinaryError, match="No such file"):

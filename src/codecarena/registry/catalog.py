@@ -228,8 +228,8 @@ def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Opti
                                     f"has {', '.join(per_config) or 'none'}")
     parsed = tuple((config, _command_config(per_config[config], f"{where}.configs.{config}", reserved | set(names)))
                    for config in configs)
-    command = Command(bandwidth=bandwidth, sample_rate=BANDWIDTHS[bandwidth], audio=audio, framing=framing, suffix=suffix,
-                      encode=table.strings("encode"), decode=table.strings("decode"),
+    command = Command(bandwidth=bandwidth, sample_rate=BANDWIDTHS[bandwidth], audio=audio, framing=framing,
+                      suffix=suffix, encode=table.strings("encode"), decode=table.strings("decode"),
                       encode_stdout=table.get("encode_stdout", bool, False),
                       decode_stdout=table.get("decode_stdout", bool, False), length_tolerance=tolerance,
                       binaries=binaries, configs=parsed)
