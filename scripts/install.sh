@@ -3,6 +3,14 @@
 # Idempotent: a second call only checks that the pinned packages are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The telephony baselines (G.722, G.726, GSM, Speex, LC3) run Debian's own tools as command-line codecs;
+# installed when missing (as root, like .ci/run's chromium). Their registry entries pin the versions, and
+# `codecarena run` refuses, with one line, a tool whose installed version differs from its pin.
+missing=$(for pkg in ffmpeg libgsm-tools speex liblc3-tools; do
+  [ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null)" = installed ] || echo "$pkg"; done)
+if [ -n "$missing" ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+fi
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 # The pinned CPU torch first: left to resolve on its own, pip would pull several GB of CUDA wheels.

@@ -92,7 +92,10 @@ def test_shipped_registry_parses_and_passes_the_audit() -> None:
 
 def test_shipped_registry_has_every_census_system_and_the_pcm_control() -> None:
     entries = {e.id: e for e in load_all()}
-    assert set(entries) == CENSUS_IDS | {"pcm"}
+    # Beside the census: the control and the telephony baselines (command-line codecs, #29).
+    telephony = {"g722", "g726", "gsm", "speex", "lc3"}
+    assert set(entries) == CENSUS_IDS | {"pcm"} | telephony
+    assert all(entries[i].status == "smoked" and entries[i].source_debian_packages for i in telephony)
     assert entries["pcm"].kind == "control" and entries["pcm"].roles == ()
     assert {i for i, e in entries.items() if e.status == "scored"} == {"opus", "codec2", "pcm"}
     assert entries["lyra_v2"].status == "streaming_verified"

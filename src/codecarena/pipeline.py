@@ -389,6 +389,21 @@ def added_codecs(previous: Plan, opts: RunOptions) -> RunOptions:
     return dataclasses.replace(opts, codecs=codecs, runtimes=runtimes)  # type: ignore[arg-type]
 
 
+def changed_binaries(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """The first binary of a command-line family (run.json's runtime records, by registry id) whose
+    identity differs between two invocations, said in words; "" when none does."""
+    for registry_id in sorted(before.keys() & now.keys()):
+        old = {b["name"]: b for b in before[registry_id].get("binaries", [])}
+        new = {b["name"]: b for b in now[registry_id].get("binaries", [])}
+        for name in sorted(old.keys() | new.keys()):
+            if old.get(name) != new.get(name):
+                was, is_ = old.get(name) or {}, new.get(name) or {}
+                fields = [k for k in ("resolved", "sha256", "package", "version") if was.get(k) != is_.get(k)]
+                detail = ", ".join(f"{k} {was.get(k) or '-'} -> {is_.get(k) or '-'}" for k in fields)
+                return f"binary {name} of {registry_id} changed ({detail or 'added or removed'})"
+    return ""
+
+
 def _plan_differences(a: Plan, b: Plan) -> list[str]:
     return [f.name for f in dataclasses.fields(Plan) if getattr(a, f.name) != getattr(b, f.name)]
 
@@ -460,6 +475,10 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     # run.json is rewritten below: the invocations before this one stay in its history, so an
     # --add keeps the plan it extended (by hash and codecs) and the command that made it.
     history = earlier.as_history() if earlier is not None else []
+    changed = changed_binaries(earlier.runtimes, run_info.get("runtimes", {})) if earlier is not None else ""
+    if changed:
+        raise RunError(f"{run_dir}: {changed} since the run started, so its rows came from another "
+                       f"binary; use another --out directory")
     # The executor is not part of the plan: any executor must produce the same rows.
     record = RunRecord(**{**run_info, "version": RUN_VERSION}, plan=plan, plan_sha256=plan.sha256, history=history,
                        skipped_inputs=[{"file": name, "reason": reason} for name, reason in evalset.skipped],

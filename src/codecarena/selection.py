@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.codecs.base import parse_weights
-from codecarena.registry.catalog import FAMILIES
+from codecarena.registry.catalog import FAMILIES, Command
 from codecarena.corpora import load_corpus, parse_shard, select
 from codecarena.datasets import EvalSet, load_smoke
 from codecarena.metrics.declarations import select as select_metrics
@@ -62,6 +62,9 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
             raise SelectionError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
                                  f"codecarena refuses to run it until they are supplied{synthetic_hint}")
         found[family] = describe_runtime(entry)
+        command = FAMILIES[family].command
+        if command is not None:
+            found[family]["binaries"] = _binaries(entry, command)
         if weights == "user":
             found[family] |= {"weights_license": "unknown (pinned by user)", "weights_non_commercial": False}
         elif not synthetic and entry.checkpoint is not None:
@@ -69,6 +72,18 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
             found[family] |= {"weights_license": entry.checkpoint.license,
                               "weights_non_commercial": entry.checkpoint.non_commercial}
     return found
+
+
+def _binaries(entry: Entry, command: Command) -> list[dict[str, Any]]:
+    """A command-line family's binaries as they are now, checked against their pins before any row
+    runs (the workers check them again): what run.json records."""
+    from codecarena.codecs.binaries import BinaryError, verify_command
+    from codecarena.registry.entries import debian_versions
+
+    try:
+        return [identity.record() for identity in verify_command(command, debian_versions(entry))]
+    except BinaryError as exc:
+        raise SelectionError(f"{entry.id}: {exc}") from None
 
 
 def pinned_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download: bool) -> None:

@@ -42,6 +42,8 @@ EXACT_RELEASE = re.compile(r"v?\d+(?:\.\d+)+(?:[-.]?(?:a|b|rc|post|dev)\d*)?")
 EXACT_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._-]+\])?==" + EXACT_RELEASE.pattern
                        + r"(?:\+[A-Za-z0-9.]+)?")
 PYTHON_VERSION = re.compile(r"\d+\.\d+")
+# A Debian package at an exact version, as apt spells it: name=[epoch:]upstream[-revision].
+DEBIAN_PIN = re.compile(r"([a-z0-9][a-z0-9+.-]+)=((?:\d+:)?\d[A-Za-z0-9.+~]*(?:-[A-Za-z0-9.+~]+)?)")
 
 
 @dataclass(frozen=True)
@@ -122,11 +124,19 @@ class Entry:
     source_commit_prefix: str = ""
     source_release_note: str = ""
     source_bundled_by: str = ""
+    # Debian packages (name=version) whose files a command-line family runs: its binaries and the
+    # libraries holding the codec; each must be installed at exactly this version.
+    source_debian_packages: tuple[str, ...] = ()
     has_source: bool = True
     partial_checkpoint: PartialCheckpoint | None = None
     rate_knobs: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False)
     runtime: Runtime = Runtime("3.11", "main")
     quoted_figures: str = ""
+
+
+def debian_versions(entry: Entry) -> dict[str, str]:
+    """Package -> the exact Debian version the entry pins."""
+    return dict(DEBIAN_PIN.fullmatch(pin).groups() for pin in entry.source_debian_packages)  # type: ignore[union-attr,misc]
 
 
 def _checkpoint(data: Any, where: str) -> Checkpoint | PartialCheckpoint:
@@ -171,12 +181,19 @@ def _checkpoint(data: Any, where: str) -> Checkpoint | PartialCheckpoint:
     return checkpoint
 
 
-def _source(data: Any, where: str) -> dict[str, str]:
+def _source(data: Any, where: str) -> dict[str, Any]:
     table = Table(data, where)
-    out = {key: table.get(key, str, "") for key in
-           ("repository", "commit", "release", "commit_prefix", "release_note", "bundled_by")}
+    out: dict[str, Any] = {key: table.get(key, str, "") for key in
+                           ("repository", "commit", "release", "commit_prefix", "release_note", "bundled_by")}
     table.get("repository", str)
+    out["debian_packages"] = table.strings("debian_packages", ())
     table.done()
+    for pin in out["debian_packages"]:
+        if not DEBIAN_PIN.fullmatch(pin):
+            raise table.fail("debian_packages", f"entry {pin!r} is not an exact name=version Debian pin")
+    names = [DEBIAN_PIN.fullmatch(pin).group(1) for pin in out["debian_packages"]]  # type: ignore[union-attr]
+    if len(set(names)) != len(names):
+        raise table.fail("debian_packages", "pins a package twice")
     if out["commit"] and not HEX40.fullmatch(out["commit"]):
         raise table.fail("commit", "must be a full 40-hex commit (use commit_prefix for a prefix)")
     if out["release"] and not EXACT_RELEASE.fullmatch(out["release"]):
@@ -280,8 +297,8 @@ def parse_entry(text: str, where: str) -> Entry:
     if top.has("source") or kind == "codec":
         source = _source(top.get("source", dict), f"{where}.source")
     else:
-        source = dict.fromkeys(("repository", "commit", "release", "commit_prefix", "release_note",
-                                "bundled_by"), "")
+        source = {**dict.fromkeys(("repository", "commit", "release", "commit_prefix", "release_note",
+                                   "bundled_by"), ""), "debian_packages": ()}
     checkpoint: Checkpoint | None = None
     partial: PartialCheckpoint | None = None
     if top.has("checkpoint"):
@@ -298,7 +315,8 @@ def parse_entry(text: str, where: str) -> Entry:
         source_commit=source["commit"], checkpoint=checkpoint, raw=data, kind=kind, status_reason=reason,
         adapter_blocker=blocker, notes=top.get("notes", str, ""), source_release=source["release"],
         source_commit_prefix=source["commit_prefix"], source_release_note=source["release_note"],
-        source_bundled_by=source["bundled_by"], has_source=top.has("source"), partial_checkpoint=partial,
+        source_bundled_by=source["bundled_by"], source_debian_packages=source["debian_packages"],
+        has_source=top.has("source"), partial_checkpoint=partial,
         rate_knobs=knobs, runtime=runtime, quoted_figures=quoted,
     )
     top.done()
@@ -358,8 +376,14 @@ def lock_file(entry: "Entry") -> Any:
 
 
 def load_entry(registry_id: str) -> Entry:
-    _, _, where = _locations().get(registry_id, (None, "", ""))
-    entry = parse_entry(entry_file(registry_id).read_text(encoding="utf-8"), where)
+    return _load(registry_id, _locations())
+
+
+def _load(registry_id: str, locations: dict[str, tuple[Any, str, str]]) -> Entry:
+    if registry_id not in locations:
+        raise RegistryError(f"no registry entry {registry_id!r}")
+    folder, name, where = locations[registry_id]
+    entry = parse_entry((folder / name).read_text(encoding="utf-8"), where)
     if entry.id != registry_id:
         raise RegistryError(f"{where}: id {entry.id!r} differs from the file name")
     return entry
@@ -367,7 +391,9 @@ def load_entry(registry_id: str) -> Entry:
 
 def load_all() -> tuple[Entry, ...]:
     """Every entry, sorted by id."""
-    return tuple(sorted((load_entry(registry_id) for registry_id in _locations()), key=lambda e: e.id))
+    # The locations once: finding them reads every unit's TOML, and a worker looks its pins up here.
+    locations = _locations()
+    return tuple(sorted((_load(registry_id, locations) for registry_id in locations), key=lambda e: e.id))
 
 
 def entry_for_family(codec_family: str) -> Entry:

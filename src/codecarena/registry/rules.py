@@ -150,6 +150,15 @@ def _local_problems(entry: Entry, models_dir: Path | None) -> list[str]:
             venv = Path(env_dir(entry.id))
             if not (venv / "pyvenv.cfg").is_file():
                 problems.append(f"{at} isolated runtime absent (no venv at {venv})")
+    command = FAMILIES[entry.codec_family].command if entry.codec_family in FAMILIES else None
+    if command is not None:
+        from codecarena.codecs.binaries import BinaryError, verify_command
+        from codecarena.registry.entries import debian_versions
+
+        try:
+            verify_command(command, debian_versions(entry))
+        except BinaryError as exc:
+            problems.append(f"{at} {exc}")
     if entry.checkpoint is not None:
         from codecarena.checkpoints import CheckpointError, resolve
 

@@ -1,0 +1,1 @@
+"""The g722 family: a command-line codec. `codec.toml` declares its commands and binaries (codecarena.codecs.command runs them), `registry.toml` pins the Debian packages they come from."""
