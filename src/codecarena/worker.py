@@ -11,7 +11,6 @@ import time
 STARTED_AT = time.time()
 
 import dataclasses  # noqa: E402
-import importlib  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
@@ -54,7 +53,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         import soxr  # noqa: F401
 
         from codecarena import payload as payload_mod
-        from codecarena.registry.catalog import FAMILIES
+        from codecarena.codecs.loading import adapter_module, checkpoint_paths
         from codecarena.specs import parse_spec
         times["imports_s"] += time.perf_counter() - t
 
@@ -73,7 +72,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
             raise ValueError(f"unknown stage {job.stage!r}")
 
         t = time.perf_counter()
-        module = importlib.import_module(FAMILIES[spec.family].module)
+        module, user_codec = adapter_module(spec.family, _writable(job, persistent=loaded_adapters is not None))
         times["imports_s"] += time.perf_counter() - t
 
         weights = job.weights
@@ -89,7 +88,9 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
             adapter, model = loaded_adapters[key]  # type: ignore[index]
         else:
             adapter = module.ADAPTER(spec, weights)
-            model = adapter.load()
+            adapter.checkpoints = checkpoint_paths(spec.family)
+            # A user codec's checkpoint identity is its pin, whatever its adapter reports.
+            model = {**adapter.load(), **user_codec}
             if variant:
                 model["variant"] = apply_variant(adapter, variant)
             if loaded_adapters is not None:
@@ -126,6 +127,13 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         report = dataclasses.replace(report, ok=False, error=error, model={}, facts={})
         write_report(Path(job.report), report)
     return 0 if not error else 2
+
+
+def _writable(job: Any, persistent: bool) -> list[Path]:
+    """Where a job writes (its output's folder and its report's), which a user codec's writes are
+    confined to; a persistent worker serves many jobs of one run, so it gets their common folder."""
+    folders = [Path(job.output).resolve().parent, Path(job.report).resolve().parent]
+    return [Path(os.path.commonpath(folders))] if persistent else folders
 
 
 def apply_variant(adapter: Any, name: str) -> dict[str, Any]:

@@ -10,11 +10,13 @@ imported inside a worker process only. Adding a built-in family is a new unit fo
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from codecarena.registry import user_units
 from codecarena.registry.strict import RegistryError, Table
 
 #: The version of the declaration format and of the adapter contract (codecarena.plugin).
@@ -60,6 +62,8 @@ class Family:
     # The decoder carries hidden process-wide state (libcodec2's own PRNG), so a decode equals a
     # fresh decoder's only in a fresh process: warm mode still decodes such a family cold.
     fresh_process_decode: bool = False
+    # "builtin" (a unit of this package) or "user" (added with `codecarena codec add`, registry/user_units.py).
+    origin: str = "builtin"
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -152,4 +156,25 @@ def _builtin(name: str) -> Family:
     return family
 
 
+def _user_families() -> tuple[dict[str, Family], dict[str, str]]:
+    """The user's own codecs, and, by name, those that cannot be read (with why): a broken one is left
+    out of the catalog, and naming it says why, but it stops no other command."""
+    units, problems = user_units.load_all()
+    found = {}
+    for unit in units:
+        where = str(user_units.units_dir() / unit.name / user_units.RECORD)
+        try:
+            family = parse_declaration(unit.declaration, where, "" if unit.source else "codecarena.codecs.command")
+        except RegistryError as exc:
+            problems[unit.name] = str(exc)
+            continue
+        if family.name != unit.name or unit.name in BUILTIN:
+            problems[unit.name] = f"{where}: declares {family.name!r}, or takes a built-in family's name"
+            continue
+        found[unit.name] = dataclasses.replace(family, origin="user")
+    return found, problems
+
+
 FAMILIES: dict[str, Family] = {name: _builtin(name) for name in BUILTIN}
+_USER, USER_PROBLEMS = _user_families()
+FAMILIES.update(_USER)
