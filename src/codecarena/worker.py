@@ -220,7 +220,13 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     if payload.sample_rate != job.arena_rate:
         raise ValueError(f"{job.input}: payload declares {payload.sample_rate} Hz, the arena runs at {job.arena_rate} Hz")
     decoded = _timed(lambda: adapter.decode(payload), times, "compute_s")
+    # What any adapter returns is checked before it is used: a user's codec may return anything.
+    if type(decoded.sample_rate) is not int or not 1000 <= decoded.sample_rate <= 768_000:
+        raise ValueError(f"the decoder returned a sample rate of {decoded.sample_rate!r}, not a rate of 1000 to "
+                         "768000 Hz")
     audio = np.asarray(decoded.audio, dtype=np.float64)
+    if audio.ndim != 1:
+        raise ValueError(f"the decoder returned audio of shape {audio.shape}, not mono samples")
     nonfinite = int(np.count_nonzero(~np.isfinite(audio)))
     if nonfinite:
         raise ValueError(f"decoder produced {nonfinite} non-finite samples")
