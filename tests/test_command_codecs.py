@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -483,26 +482,14 @@ def test_the_telephony_entries_give_ok_rows_at_their_standard_rates(speech_dir: 
 
 
 def _user_codec(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """The environment under which `mine` is a codec family of every codecarena process, and its tool.
-
-    Until `codecarena codec add` (the other half of #29) lands, a sitecustomize module on
-    PYTHONPATH adds the declaration to the catalog of every process, harness and workers alike; a
-    registry fork holds its entry."""
+    """`mine` added as the user's own command-line codec (`codecarena codec add`), and its tool."""
     tool = _script(tmp_path / "quantise8", TOOL)
     declaration = tmp_path / "mine.codec.toml"
     declaration.write_text(user_declaration(tool, identify("tool", tool).sha256))
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(
-        "from pathlib import Path\nfrom codecarena.registry import catalog\n"
-        f"_family = catalog.parse_declaration(Path({str(declaration)!r}).read_text(), 'mine/codec.toml', '')\n"
-        "catalog.FAMILIES[_family.name] = _family\n")
-    families = tmp_path / "registry" / "families"
-    families.mkdir(parents=True)
-    (families / "mine.toml").write_text(ENTRY.replace('codec_family = ""\nadapter_blocker = "a test entry"\n',
-                                                      'codec_family = "mine"\n').format(pins=""))
-    return {"PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]),
-            "CODECARENA_REGISTRY": str(tmp_path / "registry")}, tool
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    added = codecarena("codec", "add", "mine", "--declaration", declaration, env=env)
+    assert added.returncode == 0, added.stdout + added.stderr
+    return env, tool
 
 
 @pytest.mark.slow

@@ -97,11 +97,11 @@ def test_registry_pin_on_a_full_disk_names_the_pins_folder_and_the_pin_command(
     weights.parent.mkdir()
     weights.write_bytes(b"fine-tuned weights")
 
-    def full(source: Path, dest: Path, sha256: str) -> None:
+    def full(source: Path, dest: Path, sha256: str) -> bool:
         # What a copy raises on a full destination: the error names the source file.
         raise OSError(errno.ENOSPC, "No space left on device", str(source), None, str(dest))
 
-    monkeypatch.setattr(user_pins, "_keep", full)
+    monkeypatch.setattr(user_pins, "copy_verified", full)
     with pytest.raises(SystemExit) as exited:
         cli.main(["registry", "pin", "dac:16khz", "--file", str(weights)])
     assert exited.value.code == 2

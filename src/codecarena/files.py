@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import stat
 import tempfile
 import urllib.error
@@ -68,6 +69,15 @@ def sha256_file(path: Path) -> str:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
+
+
+def tree_sha256(root: Path) -> str:
+    """One hash of a folder's files (their relative paths and bytes, in sorted order; `__pycache__`
+    left out): which code a copy of a package, or a user's codec package, is."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def sha256_json(data: Any) -> str:
@@ -165,6 +175,19 @@ def exclusive_temp(path: Path) -> Iterator[tuple[int, Path]]:
     finally:
         os.close(fd)
         tmp.unlink(missing_ok=True)
+
+
+def copy_verified(source: Path, dest: Path, sha256: str) -> bool:
+    """Copy `source` to `dest` if the copy's bytes hash to `sha256` (returns True), else leave `dest`
+    as it was (returns False: the source changed since it was hashed). A copy, never a link: a link
+    shares the original's bytes, so an edit or a re-save of the original in place would change it."""
+    with exclusive_temp(dest) as (fd, tmp):
+        with open(source, "rb") as src, open(fd, "wb", closefd=False) as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+        if sha256_file(tmp) != sha256:
+            return False
+        os.replace(tmp, dest)
+    return True
 
 
 def open_unlinked(path: Path, *, append: bool = False, truncate: bool = True) -> int:

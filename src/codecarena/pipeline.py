@@ -25,7 +25,7 @@ import soundfile as sf
 
 from codecarena import variants
 from codecarena.arena import ARENA_RATE
-from codecarena.registry import user_pins
+from codecarena.registry import user_pins, user_units
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, row_bytes
@@ -104,6 +104,8 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
                        for u in evalset.utterances],
         "user_pins": [{"codec": s.canonical, "checkpoint": user_pin_identity(s, _runtime_of(opts, s.family)[0])}
                       for s in opts.codecs] if opts.weights == "user" else [],
+        "user_codecs": [user_units.load(family).identity() for family in dict.fromkeys(s.family for s in opts.codecs)
+                        if FAMILIES[family].origin == "user"],
     }
 
 

@@ -43,6 +43,9 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
 
     found = {}
     for family in dict.fromkeys(s.family for s in specs):
+        if FAMILIES[family].origin == "user":
+            found[family] = _user_runtime(family, weights)
+            continue
         entry = entry_for_family(family)
         kind = FAMILIES[family].supported_weights
         if weights != "real" and kind == "real":
@@ -86,6 +89,40 @@ def _binaries(entry: Entry, command: Command) -> list[dict[str, Any]]:
         raise SelectionError(f"{entry.id}: {exc}") from None
 
 
+def _user_runtime(family: str, weights: str) -> dict[str, Any]:
+    """A user codec's runtime (its own, built by `codec add` from its requirements, or the harness's),
+    once its source and checkpoints are checked against their pins: a changed one stops the run
+    before any row."""
+    from codecarena.codecs.loading import UserCodecChanged, checkpoint_paths
+    from codecarena.registry import user_units
+    from codecarena.runtime.venvs import RuntimeMissing, describe_isolated, describe_main
+
+    kind = FAMILIES[family].supported_weights
+    if weights == "user" or (weights.startswith("synthetic") and kind != "real_or_synthetic"):
+        raise SelectionError(f"{family}: a user codec runs the checkpoints it was added with; --weights {weights} "
+                             "is not available for it")
+    try:
+        unit = user_units.load(family)
+        if unit.source is not None and unit.source.current_sha256() != unit.source.sha256:
+            raise SelectionError(f"{unit.source.path}: user codec {family}'s source changed since `codecarena codec "
+                                 f"add`; add it again (codecarena codec add {family} ...) to run the new code")
+        checkpoint_paths(family)
+        runtime = (describe_isolated(unit.registry_id, f"codecarena codec add {family} ... --requirements FILE")
+                   if unit.requirements else describe_main(unit.registry_id))
+    except (user_units.UserUnitError, UserCodecChanged, RuntimeMissing) as exc:
+        raise SelectionError(str(exc)) from None
+    command = FAMILIES[family].command
+    if command is not None:
+        from codecarena.codecs.binaries import BinaryError, verify_command
+
+        try:
+            runtime["binaries"] = [identity.record() for identity in verify_command(command, {})]
+        except BinaryError as exc:
+            raise SelectionError(f"{family}: {exc}") from None
+    return {**runtime, "user_codec": unit.label(), "weights_license": "unknown (user codec)",
+            "weights_non_commercial": False}
+
+
 def pinned_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download: bool) -> None:
     """With real weights, every pinned checkpoint file the chosen configurations load is in the mirror
     or the cache and verified, fetched here (once, with a progress bar) when absent and downloads are
@@ -99,6 +136,8 @@ def pinned_checkpoints(specs: Iterable[CodecSpec], weights: str, allow_download:
     if weights != "real":
         return
     for spec in specs:
+        if FAMILIES[spec.family].origin == "user":
+            continue  # checked with its runtime: a user codec's checkpoints are its own pins
         checkpoint = entry_for_family(spec.family).checkpoint
         if checkpoint is None:
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from codecarena.registry.catalog import FAMILIES, Family, Option
+from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS, Family, Option
 
 
 class SpecError(ValueError):
@@ -92,6 +92,9 @@ def parse_spec(spec: str) -> CodecSpec:
         raise SpecError(f"{spec}: empty config after ':'")
     family = FAMILIES.get(family_name.lower())
     if family is None:
+        broken = USER_PROBLEMS.get(family_name.lower())
+        if broken:
+            raise SpecError(f"{spec}: user codec {family_name!r} cannot be read: {broken}")
         raise SpecError(f"{spec}: unknown codec family {family_name!r} (known: {', '.join(FAMILIES)})")
     config = _normalise_config(spec, family, config or family.default_config)
     explicit: dict[str, OptionValue] = {}

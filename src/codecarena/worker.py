@@ -11,7 +11,6 @@ import time
 STARTED_AT = time.time()
 
 import dataclasses  # noqa: E402
-import importlib  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
@@ -54,7 +53,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         import soxr  # noqa: F401
 
         from codecarena import payload as payload_mod
-        from codecarena.registry.catalog import FAMILIES
+        from codecarena.codecs.loading import adapter_module, checkpoint_paths
         from codecarena.specs import parse_spec
         times["imports_s"] += time.perf_counter() - t
 
@@ -73,7 +72,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
             raise ValueError(f"unknown stage {job.stage!r}")
 
         t = time.perf_counter()
-        module = importlib.import_module(FAMILIES[spec.family].module)
+        module, user_codec = adapter_module(spec.family, _writable(job, persistent=loaded_adapters is not None))
         times["imports_s"] += time.perf_counter() - t
 
         weights = job.weights
@@ -89,7 +88,9 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
             adapter, model = loaded_adapters[key]  # type: ignore[index]
         else:
             adapter = module.ADAPTER(spec, weights)
-            model = adapter.load()
+            adapter.checkpoints = checkpoint_paths(spec.family)
+            # A user codec's checkpoint identity is its pin, whatever its adapter reports.
+            model = {**adapter.load(), **user_codec}
             if variant:
                 model["variant"] = apply_variant(adapter, variant)
             if loaded_adapters is not None:
@@ -126,6 +127,13 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         report = dataclasses.replace(report, ok=False, error=error, model={}, facts={})
         write_report(Path(job.report), report)
     return 0 if not error else 2
+
+
+def _writable(job: Any, persistent: bool) -> list[Path]:
+    """Where a job writes (its output's folder and its report's), which a user codec's writes are
+    confined to; a persistent worker serves many jobs of one run, so it gets their common folder."""
+    folders = [Path(job.output).resolve().parent, Path(job.report).resolve().parent]
+    return [Path(os.path.commonpath(folders))] if persistent else folders
 
 
 def apply_variant(adapter: Any, name: str) -> dict[str, Any]:
@@ -212,7 +220,13 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     if payload.sample_rate != job.arena_rate:
         raise ValueError(f"{job.input}: payload declares {payload.sample_rate} Hz, the arena runs at {job.arena_rate} Hz")
     decoded = _timed(lambda: adapter.decode(payload), times, "compute_s")
+    # What any adapter returns is checked before it is used: a user's codec may return anything.
+    if type(decoded.sample_rate) is not int or not 1000 <= decoded.sample_rate <= 768_000:
+        raise ValueError(f"the decoder returned a sample rate of {decoded.sample_rate!r}, not a rate of 1000 to "
+                         "768000 Hz")
     audio = np.asarray(decoded.audio, dtype=np.float64)
+    if audio.ndim != 1:
+        raise ValueError(f"the decoder returned audio of shape {audio.shape}, not mono samples")
     nonfinite = int(np.count_nonzero(~np.isfinite(audio)))
     if nonfinite:
         raise ValueError(f"decoder produced {nonfinite} non-finite samples")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,9 @@ class Adapter(ABC):
         # "real", or "synthetic:SEED" for seeded random weights written to a checkpoint file and
         # loaded back through the real loading path (families that support it).
         self.weights = weights
+        #: A user codec's checkpoint files by name, each verified against its pin; set by the worker
+        #: before `load()` (a built-in unit finds its own files).
+        self.checkpoints: dict[str, Path] = {}
 
     @abstractmethod
     def load(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from codecarena.commands import (
     audit,
+    codec,
     codecs,
     compare,
     determinism,
@@ -40,6 +41,7 @@ COMMANDS: dict[str, Command] = {
     "run": run,
     "audit": audit,
     "codecs": codecs,
+    "codec": codec,
     "metrics": metrics,
     "registry": registry,
     "env": env,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from codecarena.registry.catalog import FAMILIES
+from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -17,7 +17,8 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
 
     for family in FAMILIES.values():
-        console.print(Text.assemble((family.name, "bold"), f"  {family.description}"))
+        origin = "  (user codec: codecarena codec show " + family.name + ")" if family.origin == "user" else ""
+        console.print(Text.assemble((family.name, "bold"), f"  {family.description}{origin}"))
         configs = ", ".join(family.configs)
         extra = " (or any bitrate: 7500, 10k, ...)" if family.config_is_bitrate else ""
         console.print(f"  configs: {configs}{extra}; default {family.default_config}")
@@ -30,4 +31,6 @@ def run(args: argparse.Namespace) -> int:
         if family.options:
             example += f",{family.options[0].name}={family.options[0].default}"
         console.print(f"  e.g. {example}")
+    for name, reason in USER_PROBLEMS.items():
+        console.print(Text.assemble((name, "bold"), f"  user codec that cannot be read: {reason}"))
     return 0

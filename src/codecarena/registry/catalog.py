@@ -14,12 +14,14 @@ one shared adapter `codecarena.codecs.command` runs them (docs/plugins.md, "Comm
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from codecarena.registry import user_units
 from codecarena.registry.strict import RegistryError, Table
 
 #: The version of the declaration format and of the adapter contract (codecarena.plugin).
@@ -132,6 +134,8 @@ class Family:
     # "python" (its own adapter module) or "command" (declared commands run by COMMAND_MODULE).
     kind: str = "python"
     command: Command | None = None  # the `[command]` table, for kind "command" only
+    # "builtin" (a unit of this package) or "user" (added with `codecarena codec add`, registry/user_units.py).
+    origin: str = "builtin"
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -356,4 +360,30 @@ def _builtin(name: str) -> Family:
     return family
 
 
+def _user_families() -> tuple[dict[str, Family], dict[str, str]]:
+    """The user's own codecs, and, by name, those that cannot be read (with why): a broken one is left
+    out of the catalog, and naming it says why, but it stops no other command."""
+    units, problems = user_units.load_all()
+    found = {}
+    for unit in units:
+        where = str(user_units.units_dir() / unit.name / user_units.RECORD)
+        try:
+            family = parse_declaration(unit.declaration, where, "")
+        except RegistryError as exc:
+            problems[unit.name] = str(exc)
+            continue
+        if family.name != unit.name or unit.name in BUILTIN:
+            problems[unit.name] = f"{where}: declares {family.name!r}, or takes a built-in family's name"
+            continue
+        if family.command is not None:
+            # A user's programs are pinned by the sha256 `codec add` took, whatever the declaration says.
+            pins = dict(unit.binaries)
+            binaries = tuple(dataclasses.replace(b, sha256=pins.get(b.name, b.sha256)) for b in family.command.binaries)
+            family = dataclasses.replace(family, command=dataclasses.replace(family.command, binaries=binaries))
+        found[unit.name] = dataclasses.replace(family, origin="user")
+    return found, problems
+
+
 FAMILIES: dict[str, Family] = {name: _builtin(name) for name in BUILTIN}
+_USER, USER_PROBLEMS = _user_families()
+FAMILIES.update(_USER)

@@ -13,16 +13,13 @@ lists user pins separately. The package's registry is never modified.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from codecarena.files import JSONFileError, data_home, read_json, sha256_file, write_json
+from codecarena.files import JSONFileError, copy_verified, data_home, read_json, sha256_file, write_json
 from codecarena.registry.entries import HEX64, Checkpoint, CheckpointFile
 
 FORMAT = "codecarena-user-pins"
@@ -167,26 +164,10 @@ def pin(family: str, config: str, paths: list[Path], url: str = "") -> UserPin:
     folder = pins_dir() / made.folder_name
     folder.mkdir(parents=True, exist_ok=True)
     for source, f in zip(sources, files):
-        _keep(source, folder / f.name, f.sha256)
+        if not copy_verified(source, folder / f.name, f.sha256):
+            raise UserPinError(f"{source}: changed while it was pinned; pin it again")
     pins = [p for p in load() if (p.family, p.config) != (made.family, made.config)] + [made]
     write_json(_pins_file(), {"format": FORMAT, "version": VERSION,
                               "pins": [{"family": p.family, "config": p.config, "pinned_at": p.pinned_at,
                                         "files": [vars(f) for f in p.files]} for p in pins]})
     return made
-
-
-def _keep(source: Path, dest: Path, sha256: str) -> None:
-    """A copy of `source` (a resolved path) at `dest`, with the hash just computed, else an error.
-    A copy, not a hard link: a link shares the original's bytes, so re-saving the original in place
-    (continued training) would change the pinned checkpoint. The temporary file has a fresh name of
-    its own (mkstemp), so neither a second pin nor a planted file at a guessable name interferes."""
-    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            shutil.copyfileobj(src, out)
-        if sha256_file(tmp) != sha256:
-            raise UserPinError(f"{source}: changed while it was pinned; pin it again")
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)

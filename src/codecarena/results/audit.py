@@ -21,6 +21,7 @@ from codecarena.codecs.base import to_int16
 from codecarena.files import sha256_file
 from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
                                                    value_sha256)
+from codecarena.registry import user_units
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
@@ -29,7 +30,7 @@ from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
-from codecarena.results.record import RunLoadError, load_run
+from codecarena.results.record import PlanUserCodec, RunLoadError, load_run
 from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.schema import Row
 from codecarena.results.summary import SUMMARY_VERSION, summarize
@@ -202,7 +203,7 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
     if synthetic != (row.weights == "synthetic"):
         problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
                         f"{row.checkpoint.get('weights', 'real or none')!r}")
-    if row.weights == "real":
+    if row.weights == "real" and not row.registry.startswith(user_units.REGISTRY_PREFIX):
         problems += _registry_pin_problems(row, where)
     if (row.weights == "user") != (row.checkpoint.get("pinned_by") == "user"):
         problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
@@ -298,6 +299,30 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str,
     return problems
 
 
+def user_codec_problems(pinned: list[PlanUserCodec]) -> list[str]:
+    """A user codec whose source, as it is now on this machine, is not the one the run pinned: its
+    payloads can no longer be replayed by the code that made them, and the run should say so."""
+    problems = []
+    for codec in pinned:
+        try:
+            unit = user_units.load(codec.name)
+        except user_units.UserUnitError as exc:
+            problems.append(f"user codec {codec.name}: the run used it, but it cannot be read here ({exc})")
+            continue
+        if codec.source_sha256 is None or unit.source is None:
+            continue
+        try:
+            now = unit.source.current_sha256()
+        except user_units.UserUnitError as exc:
+            problems.append(f"user codec {codec.name}: {exc}")
+            continue
+        if now != codec.source_sha256:
+            problems.append(f"user codec {codec.name}: its source {unit.source.path} changed since the run (sha256 "
+                            f"{codec.source_sha256[:12]}... then, {now[:12]}... now); the run's payloads were made "
+                            "by the code it had then")
+    return problems
+
+
 def audit(run_dir: Path, replay: bool = False, python: str | None = None,
           rescore: Sample | None = None) -> list[str]:
     """Every disagreement found, one line each; an empty list means the run re-derives. `rescore`
@@ -342,6 +367,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
             problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
     problems += checkpoint_problems(rows)
     problems += reference_result_problems(rows, run_files)
+    problems += user_codec_problems(record.plan.user_codecs or [])
     if loaded.summary is None:
         problems.append(f"{run_files.summary}: missing")
     else:

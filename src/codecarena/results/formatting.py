@@ -37,8 +37,11 @@ def fmt_cold_warm(stage: dict[str, Any]) -> str:
     return f"{fmt_num(stage['cold_rtf_median'])}/{fmt_num(stage['warm_rtf_median'], 4)}"
 
 
-def weights_label(weights: str) -> str:
-    """How a row's weights kind reads: `user` is a checkpoint the user pinned, not the registry."""
+def weights_label(weights: str, user_codec: str = "") -> str:
+    """How a row's weights kind reads: `user` is a checkpoint the user pinned, not the registry; a user
+    codec (`user_codec`: its source hash, or "command line") is labelled as one, whatever its weights."""
+    if user_codec:
+        return f"user codec {user_codec}"
     return "pinned by user" if weights == "user" else weights
 
 

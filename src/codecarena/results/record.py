@@ -12,7 +12,9 @@ extended with --add); an older record reads with None there (not recorded). Vers
 plan what it pins of every utterance (`references`: the sha256 of the run's copy of its audio, its
 language, speaker, transcript and critical entities) and of every user-pinned checkpoint
 (`user_pins`); an older plan reads with None there, which the audit reports as not auditable and a
-resume refuses (its rows cannot be tied to what they were computed from).
+resume refuses (its rows cannot be tied to what they were computed from). Version 6 added the pins
+of every user codec the run uses (`user_codecs`: declaration, source, checkpoints, requirements);  an
+older record reads with None there (no user codec could run before it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.results.store import StoreError, load_rows
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 5
+RUN_VERSION = 6
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 _V5_PLAN_FIELDS = ("references", "user_pins")
 
@@ -53,6 +55,25 @@ class PlanReference:
 class PlanUserPin:
     codec: str  # canonical spec
     checkpoint: dict[str, str]  # the identity every payload of the configuration must record
+
+
+@dataclass(frozen=True)
+class PlanUserCodec:
+    """What a run pins of a user codec (registry/user_units.py): any change is another codec."""
+    name: str
+    declaration_sha256: str
+    source_sha256: str | None  # None for a command-line codec
+    checkpoints: dict[str, str]  # file name -> sha256
+    requirements_sha256: str | None  # None when it runs in the harness's environment
+    binaries: dict[str, str]  # a command-line codec's programs: name -> sha256 ({} for a Python codec)
+
+    @property
+    def registry(self) -> str:
+        return f"user-{self.name}"
+
+    def checkpoint(self) -> dict[str, str]:
+        """The checkpoint identity every payload of this codec records."""
+        return {"registry": self.registry, "revision": "user codec", **self.checkpoints}
 
 
 # Transcript-scored ASR outputs record the transcript in their details once the ASR ran.
@@ -83,6 +104,7 @@ class Plan:
     asr_models: list[list[str]]  # [language, ASR model: a catalogue name or a model folder]
     references: list[PlanReference] | None  # one per utterance, in order; None before version 5
     user_pins: list[PlanUserPin] | None  # one per configuration with --weights user; None before version 5
+    user_codecs: list[PlanUserCodec] | None  # one per user codec family the run uses; None before version 6
     legacy_limits: dict[str, Any] | None = None  # version 1 only: the limits the plan held then
 
     def __post_init__(self) -> None:
@@ -107,7 +129,7 @@ class Plan:
         plan before version 5 without the fields it did not have)."""
         data = asdict(self)
         legacy = data.pop("legacy_limits")
-        for added in _V5_PLAN_FIELDS:
+        for added in (*_V5_PLAN_FIELDS, "user_codecs"):
             if data[added] is None:
                 del data[added]
         return {**data, **(legacy or {})}
@@ -138,6 +160,18 @@ class Plan:
                 if entities != pinned.critical:
                     problems.append(f"critical_survived was scored on the entities {entities}, the plan's are "
                                     f"{pinned.critical}")
+        user = {c.registry: c for c in self.user_codecs or ()}
+        if row.registry in user:
+            pinned_codec = user[row.registry]
+            label = row.model.get("user_codec") if isinstance(row.model.get("user_codec"), dict) else {}
+            if row.checkpoint and row.checkpoint != pinned_codec.checkpoint():
+                problems.append(f"its checkpoint {row.checkpoint} is not the user codec's pin the plan records: "
+                                f"{pinned_codec.checkpoint()}")
+            if row.status == "ok" and label.get("source_sha256") != pinned_codec.source_sha256:
+                problems.append(f"it was made by user codec source {label.get('source_sha256')}, the plan pins "
+                                f"{pinned_codec.source_sha256}")
+        elif row.registry.startswith("user-"):
+            problems.append(f"its registry {row.registry!r} names a user codec the plan does not pin")
         if self.user_pins is not None and self.weights == "user" and row.checkpoint:
             identity = {p.codec: p.checkpoint for p in self.user_pins}.get(row.codec)
             if row.checkpoint != identity:
@@ -182,10 +216,12 @@ class RunRecord:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """A current plan from its JSON form (what the pipeline builds and a version 5 run.json holds)."""
+    """A current plan from its JSON form (what the pipeline builds and a version 6 run.json holds)."""
     if "legacy_limits" in data:
         raise SchemaError("plan: unexpected key 'legacy_limits'")
     plan = from_dict(Plan, {**data, "legacy_limits": None}, "plan")
+    if plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs):
+        raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
     if plan.references is None or plan.user_pins is None:
         raise SchemaError("plan: references and user_pins must be lists")
     return plan
@@ -193,10 +229,11 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
 
 def _older_plan(data: dict[str, Any], legacy: dict[str, Any] | None) -> Plan:
     """A plan of a record before version 5, which pinned neither references nor user checkpoints."""
-    unexpected = [key for key in (*_V5_PLAN_FIELDS, "legacy_limits") if key in data]
+    unexpected = [key for key in (*_V5_PLAN_FIELDS, "user_codecs", "legacy_limits") if key in data]
     if unexpected:
         raise SchemaError(f"plan: unexpected keys {unexpected}")
-    return from_dict(Plan, {**data, **dict.fromkeys(_V5_PLAN_FIELDS), "legacy_limits": legacy}, "plan")
+    return from_dict(Plan, {**data, **dict.fromkeys((*_V5_PLAN_FIELDS, "user_codecs")), "legacy_limits": legacy},
+                     "plan")
 
 
 def parse_run_record(data: Any) -> RunRecord:
@@ -213,6 +250,13 @@ def parse_run_record(data: Any) -> RunRecord:
         data = {**data, "plan": _older_plan(plan, legacy or None)}
     elif version in (2, 3, 4) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": _older_plan(data["plan"], None)}
+    elif version == 5 and isinstance(data.get("plan"), dict):
+        if "user_codecs" in data["plan"]:
+            raise SchemaError("plan: unexpected key 'user_codecs' in a version 5 record")
+        plan = from_dict(Plan, {**data["plan"], "user_codecs": None, "legacy_limits": None}, "plan")
+        if plan.references is None or plan.user_pins is None:
+            raise SchemaError("plan: references and user_pins must be lists")
+        data = {**data, "plan": plan}
     elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:

@@ -99,6 +99,16 @@ class Row:
         return asdict(self)
 
     @property
+    def user_codec(self) -> str:
+        """"" for a built-in family; for a user codec (`codecarena codec add`), what its label shows:
+        the first 12 hex digits of the source that made the row, or "command line"."""
+        if not self.registry.startswith("user-"):
+            return ""
+        label = self.model.get("user_codec")
+        source = label.get("source_sha256") if isinstance(label, dict) else None
+        return source[:12] if isinstance(source, str) else "command line" if isinstance(label, dict) else "?"
+
+    @property
     def content_sha256(self) -> str:
         """The sha256 `row_sha256` must hold: of every other field, in the parsed form."""
         data = self.to_dict()

@@ -119,6 +119,8 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
         "checks_passed": sum(r.checks_passed for r in rows),
         "clipped_samples": sum(r.clipped_samples or 0 for r in rows),
         "failures": [{"utterance": r.utterance, "error": r.error} for r in rows if r.error],
+        # Only for a user codec (none existed before it could be labelled): its label, as the rows say.
+        **({"user_codec": max(r.user_codec for r in rows)} if first.registry.startswith("user-") else {}),
     }
 
 

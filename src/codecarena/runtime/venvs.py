@@ -20,7 +20,7 @@ from typing import Any
 
 import codecarena
 from codecarena.registry.catalog import FAMILIES
-from codecarena.files import data_home
+from codecarena.files import data_home, tree_sha256
 from codecarena.registry.entries import Entry, lock_file
 
 RUNTIME_FILE = "runtime.json"
@@ -50,11 +50,7 @@ def _packages_record(packages: list[str]) -> dict[str, Any]:
 
 def package_sha256(root: Path | None = None) -> str:
     """One hash of the codecarena package's files: which harness code a runtime's copy is."""
-    root = root or Path(codecarena.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return tree_sha256(root or Path(codecarena.__file__).parent)
 
 
 def _copy_package(site: Path) -> None:
@@ -107,33 +103,38 @@ def create(entry: Entry, log: Any = None) -> Path:
     """Build (or rebuild) the family's virtualenv from its lock file; returns the env folder."""
     if entry.runtime.environment != "isolated":
         raise RuntimeMissing(f"{entry.id}: runs in the main environment; nothing to create")
-    folder = env_dir(entry.id)
+    check = f"import {FAMILIES[entry.codec_family].module}" if entry.codec_family else ""
+    return build(entry.id, lock_text(entry), entry.runtime.python, entry.runtime.no_deps, entry.runtime.post_install,
+                 check, log)
+
+
+def build(registry_id: str, lock: str, python: str = "3.11", no_deps: tuple[str, ...] = (),
+          post_install: tuple[str, ...] = (), check: str = "", log: Any = None) -> Path:
+    """Build (or rebuild) `envs/<registry_id>/` from requirements text `lock`, copy codecarena into it,
+    run `check` (Python code proving the codec imports there) and record the resolved packages."""
+    folder = env_dir(registry_id)
     tmp = folder.with_name(f".{folder.name}.building")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    base = shutil.which(f"python{entry.runtime.python}") or sys.executable
-    text = lock_text(entry)
-    with_deps = tmp.parent / f".{entry.id}.with-deps.txt"
-    with_deps.write_text("".join(line for line in text.splitlines(keepends=True)
-                                 if line.strip() not in entry.runtime.no_deps), encoding="utf-8")
+    base = shutil.which(f"python{python}") or sys.executable
+    with_deps = tmp.parent / f".{registry_id}.with-deps.txt"
+    with_deps.write_text("".join(line for line in lock.splitlines(keepends=True)
+                                 if line.strip() not in no_deps), encoding="utf-8")
     pip = [str(_python(tmp)), "-m", "pip", "install", "--quiet", "--no-input"]
     try:
         subprocess.run([base, "-m", "venv", str(tmp)], check=True, stdout=log, stderr=log)
         subprocess.run([*pip, "-r", str(with_deps)], check=True, stdout=log, stderr=log)
-        if entry.runtime.no_deps:
-            subprocess.run([*pip, "--no-deps", *entry.runtime.no_deps], check=True, stdout=log, stderr=log)
+        if no_deps:
+            subprocess.run([*pip, "--no-deps", *no_deps], check=True, stdout=log, stderr=log)
         site = subprocess.run([str(_python(tmp)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
-        for fix in entry.runtime.post_install:
+        for fix in post_install:
             POST_INSTALL[fix](Path(site))
         _copy_package(Path(site))
-        if entry.codec_family:
-            # The adapter module imports the family's libraries: importing it proves the runtime works.
-            module = FAMILIES[entry.codec_family].module
-            subprocess.run([str(_python(tmp)), "-c", f"import {module}"], check=True, stdout=log, stderr=log,
-                           timeout=300)
-        record = {"version": 1, "registry": entry.id, "interpreter": str(_python(folder)),
-                  "lock": text, "codecarena": codecarena.__version__,
+        if check:
+            subprocess.run([str(_python(tmp)), "-c", check], check=True, stdout=log, stderr=log, timeout=300)
+        record = {"version": 1, "registry": registry_id, "interpreter": str(_python(folder)),
+                  "lock": lock, "codecarena": codecarena.__version__,
                   "codecarena_sha256": package_sha256(), "site": site.replace(str(tmp), str(folder), 1),
                   **_packages_record(_freeze(_python(tmp)))}
         (tmp / RUNTIME_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -141,9 +142,9 @@ def create(entry: Entry, log: Any = None) -> Path:
         # The venv's scripts name its own path, so it is built where it will live: renaming the
         # finished folder is safe because `python -m` never goes through those scripts.
         tmp.rename(folder)
-    except (subprocess.CalledProcessError, OSError) as exc:
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeMissing(f"{entry.id}: building the runtime failed ({exc})") from None
+        raise RuntimeMissing(f"{registry_id}: building the runtime failed ({exc})") from None
     finally:
         with_deps.unlink(missing_ok=True)
     return folder
@@ -187,18 +188,36 @@ def list_envs() -> list[dict[str, Any]]:
 def describe(entry: Entry) -> dict[str, Any]:
     """Interpreter and resolved packages of the runtime a family's workers will use (for run.json)."""
     if entry.runtime.environment == "main":
-        packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
-        return {"registry": entry.id, "environment": "main", "interpreter": sys.executable,
-                **_packages_record(packages)}
-    folder = env_dir(entry.id)
+        return describe_main(entry.id)
+    return describe_isolated(entry.id, f"codecarena env create {entry.codec_family or entry.id}")
+
+
+def describe_main(registry_id: str) -> dict[str, Any]:
+    """The harness's own environment, as a family's runtime."""
+    packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    return {"registry": registry_id, "environment": "main", "interpreter": sys.executable,
+            **_packages_record(packages)}
+
+
+def recorded_lock(registry_id: str) -> str | None:
+    """The requirements text a built runtime was made from (None when there is none)."""
+    try:
+        lock = json.loads((env_dir(registry_id) / RUNTIME_FILE).read_text(encoding="utf-8")).get("lock")
+    except (OSError, ValueError):
+        return None
+    return lock if isinstance(lock, str) else None
+
+
+def describe_isolated(registry_id: str, rebuild: str) -> dict[str, Any]:
+    """A built isolated runtime (RuntimeMissing naming the command `rebuild` that builds it)."""
+    folder = env_dir(registry_id)
     try:
         record = json.loads((folder / RUNTIME_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        raise RuntimeMissing(f"{entry.id}: isolated runtime not built; run `codecarena env create "
-                             f"{entry.codec_family or entry.id}`") from None
+        raise RuntimeMissing(f"{registry_id}: isolated runtime not built; run `{rebuild}`") from None
     if not _python(folder).is_file():
-        raise RuntimeMissing(f"{entry.id}: runtime at {folder} has no interpreter; rebuild it")
+        raise RuntimeMissing(f"{registry_id}: runtime at {folder} has no interpreter; rebuild it")
     record = sync_package(folder, record)
-    return {"registry": entry.id, "environment": "isolated", "interpreter": str(_python(folder)),
+    return {"registry": registry_id, "environment": "isolated", "interpreter": str(_python(folder)),
             "packages": record["packages"], "packages_sha256": record["packages_sha256"],
             "codecarena_sha256": record["codecarena_sha256"], "site": record.get("site", "")}

@@ -36,7 +36,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|")
         for e in entries:
-            cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"]), e["variant"] or "-",
+            cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"], e.get("user_codec") or ""), e["variant"] or "-",
                                                            fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
             cells += [metric_ci_cell(e["metrics"].get(n), e["rows_ok"]).replace("\n", " ") for n in names]
             cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),
