@@ -7,6 +7,7 @@ harness or another codec's rows."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -248,3 +249,40 @@ def test_landlock_confines_writes_to_the_given_folders(tmp_path: Path) -> None:
     else:
         assert result.stdout.strip().startswith("refused") and not (tmp_path / "out.txt").exists()
     assert (tmp_path / "ok" / "in.txt").read_text() == "x"
+
+
+@pytest.mark.slow
+def test_the_guide_takes_a_new_user_from_nothing_to_a_leaderboard_row(tmp_path: Path, home: dict[str, str]) -> None:
+    """The commands of docs/plugins.md's guide, exactly as written, from a copy of the repository's
+    examples, on the built-in smoke set (its local mirror)."""
+    need_mirror()
+    block = (REPO / "docs" / "plugins.md").read_text().split("<!-- guide -->\n```bash\n", 1)[1].split("```", 1)[0]
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    script = f'set -euo pipefail\ncodecarena() {{ {sys.executable} -m codecarena "$@"; }}\n{block}'
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, **home, "CODECARENA_DATA": str(MIRROR), "COLUMNS": "200"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = rows_of(tmp_path / "runs" / "adpcm")
+    assert {r["codec"] for r in rows} == {"adpcm:16k", "g722:64k", "opus:12k"} and all(r["status"] == "ok" for r in rows)
+    assert "user codec" in done.stdout and "audit passed" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_codec_with_requirements_runs_in_a_runtime_of_its_own(tmp_path: Path, home: dict[str, str]) -> None:
+    example = tmp_path / "adpcm"
+    shutil.copytree(REPO / "examples" / "adpcm", example)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("six==1.16.0\n")
+    added = _add(home, "adpcm", example / "adpcm.py", "--requirements", requirements)
+    assert added.returncode == 0, added.stdout + added.stderr
+    env_python = Path(home["XDG_DATA_HOME"]) / "codecarena" / "envs" / "user-adpcm" / "bin" / "python"
+    assert str(env_python) in added.stdout
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", _clips(tmp_path), "--codec", "adpcm:16k", "--metrics", "none", "--out", out,
+                     env=home)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (row,) = rows_of(out)
+    assert row["status"] == "ok" and row["runtime"]["executable"] == str(env_python)
+    runtime = json.loads((out / "run.json").read_text())["runtimes"]["user-adpcm"]
+    assert runtime["environment"] == "isolated" and "six==1.16.0" in runtime["packages"]
+    assert codecarena("audit", out, "--replay", env=home).returncode == 0
