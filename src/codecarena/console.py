@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
 
 
@@ -63,14 +64,15 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> None:
-    """One row per metric output, one column per codec: the mean over ok values with half its 95%
-    interval, then how many values were suspect, failed or did not apply."""
+    """One row per metric output, one column per codec: the mean over ok values with its 95% interval
+    [lo, hi] and the utterances it rests on (none below bootstrap.MIN_UNITS, saying so), then how many
+    values were suspect, failed or did not apply."""
     names = list(dict.fromkeys(name for stats in groups.values() for name in stats))
     if not names:
         return
     # The heading is a line of its own: a table's title wraps to the table's width.
-    console.print(f"{title}: mean of ok values +- half the 95% interval (suspect, failed, n/a counts)",
-                  soft_wrap=True)
+    console.print(f"{title}: mean of ok values, its 95% interval [lo, hi] and n=utterances resampled (no interval "
+                  f"below {MIN_UNITS}: too few); suspect, failed, n/a counts", soft_wrap=True)
     table = Table()
     table.add_column("metric", overflow="fold")
     for label in groups:

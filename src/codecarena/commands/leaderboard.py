@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_ci_cell, weights_label
+from codecarena.results.bootstrap import MIN_UNITS
+from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, language_label, metric_ci_cell, weights_label
 from codecarena.results.leaderboard import (
     BY_CHOICES,
     CI_UNITS,
@@ -50,15 +51,19 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                              "rtf_cold, peak_rss, dec_model, replay, checks, run, weights, variant) or groups "
                              f"({', '.join(COLUMN_GROUPS)}); the codec is always shown")
     parser.add_argument("--by", choices=BY_CHOICES,
-                        help="also one table (or export record) per language, beside the pooled one")
+                        help="export: also one record per language beside the pooled one (the table splits by "
+                             "language whenever the runs hold several, each language first)")
     parser.add_argument("--ci-unit", choices=CI_UNITS, default="utterance",
                         help="what the 95%% intervals resample: utterances (default, as summary.json) or speakers "
                              "with all their utterances (utterances of an unknown speaker count as their own)")
 
 
 def run(args: argparse.Namespace) -> int:
+    # The terminal table is split by language whenever the runs hold several (per language first); an
+    # export has per-language records only when asked (--by language), so its shape stays what was asked.
+    by = "language" if args.format == "table" else args.by
     try:
-        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet, by=args.by, ci_unit=args.ci_unit)
+        board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet, by=by, ci_unit=args.ci_unit)
     except StoreError as exc:
         raise LeaderboardError(str(exc)) from None
     if args.format == "table":
@@ -97,7 +102,7 @@ def _rtf(entry: dict[str, Any], kind: str, digits: int) -> str:
 def metric_column(name: str) -> Column:
     arrow = " v" if name in LOWER_IS_BETTER else " ^"
     return Column(name, metric_label(name).replace(" ", "\n") + arrow,
-                  lambda e: metric_ci_cell(e["metrics"].get(name), e["rows_ok"]),
+                  lambda e: metric_ci_cell(e["metrics"].get(name)),
                   metric_group(name))
 
 
@@ -145,9 +150,12 @@ def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics:
 
 
 def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
-    """The width that shows the header's words and every value's first line whole."""
+    """The width that shows the header's words, every value's first line and every word of its other
+    lines whole (a metric's `n=3, no interval` wraps between words, never inside one)."""
     words = column.header.replace("\n", " ").split(" ")
-    return max(len(text) for text in words + [column.cell(e).split("\n")[0] for e in entries])
+    lines = [column.cell(e).split("\n") for e in entries]
+    words += [word for cell in lines for line in cell[1:] for word in line.split(" ")]
+    return max(len(text) for text in words + [cell[0] for cell in lines])
 
 
 # When the terminal is too narrow, columns are hidden in this order (first hidden first).
@@ -191,8 +199,13 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
              if sort != SORT_BY_RATE else "sorted by representation bitrate, lowest first")
     hidden_all: dict[str, str] = {}
     for group in board.groups:
-        sections = [(None, f"all {len(board.languages)} languages pooled" if board.by else "")]
-        sections += [(lang, f"language {lang}") for lang in board.languages]
+        # Per language first, then pooled; one language is the pooled table, named.
+        languages = board.group_languages(group.id)
+        sections: list[tuple[str | None, str]] = [(None, f"language {language_label(languages[0])}"
+                                                   if len(languages) == 1 else "")]
+        if len(languages) > 1:
+            sections = [(lang, f"language {language_label(lang)}") for lang in languages]
+            sections.append((None, f"all {len(languages)} languages pooled"))
         for language, what in sections:
             entries = ranked(board.group_entries(group.id, language), sort)
             if not entries:
@@ -212,10 +225,11 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
             console.print(table)
         for reason in group.reasons:
             console.print(f"{group.id} {reason}", style="yellow", soft_wrap=True)
-    unit = "speakers with their utterances" if board.ci_unit == "speaker" else "utterances"
+    unit = "speakers (each with all their utterances)" if board.ci_unit == "speaker" else "utterances"
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
-                  f"over ok values +- half its 95% bootstrap interval over {unit} (seeded; (n k) when k values "
-                  "count), ^ higher is better, v lower is better, failures counted; RTF: medians", soft_wrap=True)
+                  f"over ok values, its 95% bootstrap interval [lo, hi] over {unit} and under it n={unit} "
+                  f"resampled (no interval below {MIN_UNITS}: too few), ^ higher is better, v lower is better, "
+                  "failures counted; RTF: medians", soft_wrap=True)
     if hidden_all:
         console.print(f"hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
                       f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "

@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
 
     from codecarena.console import console, print_quality, print_summary
     from codecarena.machine import describe
+    from codecarena.results.formatting import language_label
     from codecarena.results.summary import summarize
 
     limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
@@ -289,8 +290,8 @@ def run(args: argparse.Namespace) -> int:
         for language in languages if len(languages) > 1 else ():
             groups = {c["codec"]: c["by_language"][language] for c in summary["codecs"] if language in c["by_language"]}
             utterances = max(g["utterances"] for g in groups.values())
-            print_quality({codec: g["metrics"] for codec, g in groups.items()},
-                          title=f"quality, {language} only ({utterances} utterance{'s' if utterances != 1 else ''})")
+            print_quality({codec: g["metrics"] for codec, g in groups.items()}, title=f"quality, "
+                          f"{language_label(language)} only ({utterances} utterance{'s' if utterances != 1 else ''})")
     failed = [r for r in rows if row_problem(r)]
     console.print(f"run directory: {out}")
     if failed:

@@ -33,7 +33,7 @@ from codecarena.runtime.stages import run_stage
 from codecarena.results.record import PlanUserCodec, RunLoadError, load_run
 from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.schema import Row
-from codecarena.results.summary import SUMMARY_VERSION, summarize
+from codecarena.results.summary import SUMMARY_VERSION, SUMMARY_VERSIONS, summarize
 
 # How long after its deadline a timed-out stage may still report: the kill, the exit and the reaping.
 TIMEOUT_SLACK_S = 2.0
@@ -372,7 +372,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
         problems.append(f"{run_files.summary}: missing")
     else:
         version = loaded.summary.get("version")
-        recomputed = json.loads(json.dumps(summarize(rows, version if version in (1, SUMMARY_VERSION) else SUMMARY_VERSION)))
+        recomputed = json.loads(json.dumps(summarize(rows, version if version in SUMMARY_VERSIONS else SUMMARY_VERSION)))
         _diff("summary", loaded.summary, recomputed, problems)
     if replay:
         interpreters = {rid: rec["interpreter"] for rid, rec in record.runtimes.items()

@@ -1,15 +1,34 @@
-"""The bootstrap behind `compare`: the distribution of a mean paired difference, resampling single
-values or whole groups (a speaker with all their utterances), and its percentile interval."""
+"""The bootstrap behind every interval codecarena prints (`compare`'s paired differences, the means of
+summary.json, the leaderboard and the report): the distribution of a mean, resampling single values or
+whole groups (a speaker with all their utterances), and its percentile interval; and the one bound
+below which an interval is not trusted (`MIN_UNITS`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 LEVEL = 0.95
+# Below this many resampling units (utterances, or speakers) a percentile bootstrap interval is too
+# narrow to trust (it undercovers: with 2 units it is the two values' range), so the tables, plots and
+# reports give none, and `compare` flags the one it computes. One bound for every surface. (numpy is
+# imported where it is used, so that the formatters and the console can read this without it.)
+MIN_UNITS = 10
 _CHUNK_DRAWS = 2_000_000  # resample indices drawn per chunk (bounds memory; fixed, so results stay deterministic)
+
+
+def unit_count(n: int, unit: str) -> str:
+    """`n` resampling units as words: "1 utterance", "3 speakers"."""
+    return f"{n} {unit}" + ("" if n == 1 else "s")
+
+
+def few_units_warning(n: int, unit: str) -> str:
+    """The one warning for an interval on fewer than MIN_UNITS resampling units, wherever it is said."""
+    return (f"only {unit_count(n, unit)}, fewer than {MIN_UNITS}: a percentile bootstrap interval on so few is "
+            f"too narrow (it undercovers)")
 
 
 class BootstrapError(ValueError):
@@ -27,6 +46,8 @@ def bootstrap_means(diffs: Sequence[float] | np.ndarray, groups: Sequence[Any] |
     draws come from numpy.random.default_rng(seed) in fixed-size chunks: the same data and seed
     always give the same array.
     """
+    import numpy as np
+
     values = np.asarray(diffs, dtype=np.float64)
     if values.ndim != 1 or values.size == 0:
         raise BootstrapError("bootstrap needs a non-empty 1-D array of differences")
@@ -57,6 +78,8 @@ def bootstrap_means(diffs: Sequence[float] | np.ndarray, groups: Sequence[Any] |
 def percentile_interval(means: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
     """The percentile-method interval: the (1-level)/2 and 1-(1-level)/2 quantiles (numpy's
     default linear interpolation) of the bootstrap distribution."""
+    import numpy as np
+
     if not 0 < level < 1:
         raise BootstrapError(f"confidence level must be in (0, 1), got {level}")
     tail = (1.0 - level) / 2.0

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from codecarena.metrics import outputs
-from codecarena.results.bootstrap import LEVEL, bootstrap_ci
+from codecarena.results.bootstrap import LEVEL, MIN_UNITS, bootstrap_ci, few_units_warning
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
 
-COMPARE_VERSION = 1
-FEW_UNITS = 20  # below this many resampling units the percentile interval is flagged as too narrow
+# 2: `by_language` in every comparison, and the flag of an interval on fewer than MIN_UNITS units
+# (bootstrap.py: the one bound of every surface) in `warning`.
+COMPARE_VERSION = 2
 IDENTICAL = "identical decoded audio: metrics cannot differ"
 
 
@@ -326,10 +327,14 @@ def _metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str,
             better = (low > 0) != scale.lower_is_better
             out["verdict"] = (f"B {'better' if better else 'worse'} than A ({scale.better} is better): interval "
                               "excludes 0")
-    if out["units"] < FEW_UNITS:
-        out["warning"] = (f"only {out['units']} resampling units: the percentile interval is too narrow "
-                          f"(it undercovers), read it as descriptive")
+    if out["units"] < MIN_UNITS:
+        out["warning"] = few_units_warning(out["units"], "speaker" if units is not None else "utterance") + (
+            ": read it as descriptive")
     return out
+
+
+def _decoded_same(pairs: list[tuple[str, Row, Row]]) -> int:
+    return sum(1 for _, ra, rb in pairs if ra.decoded_sha256 and ra.decoded_sha256 == rb.decoded_sha256)
 
 
 def _metric_names(run_a: _Run, rows_a: list[Row], rows_b: list[Row], wanted: list[str] | None) -> list[str]:
@@ -453,10 +458,19 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
             notes.append(f"{codec_a} vs {codec_b}: {len(ref_differs)} utterance(s) not paired because the rows' "
                          f"reference sha256 differ: {', '.join(ref_differs)}")
         payload_same = sum(1 for _, ra, rb in pairs if ra.payload_sha256 and ra.payload_sha256 == rb.payload_sha256)
-        decoded_same = sum(1 for _, ra, rb in pairs if ra.decoded_sha256 and ra.decoded_sha256 == rb.decoded_sha256)
+        decoded_same = _decoded_same(pairs)
         identical = bool(pairs) and decoded_same == len(pairs)
         names = _metric_names(a, [p[1] for p in pairs], [p[2] for p in pairs], metrics)
         stats = [_metric_stats(n, pairs, speakers, identical, resamples, seed) for n in names]
+        # Per language first: a pooled mean can hide a codec that fails one language (and pools word with
+        # character error rates), so each language of the pairs gets its own statistics.
+        languages = sorted({ra.language for _, ra, _ in pairs})
+        by_language = []
+        for language in languages if len(languages) > 1 else ():
+            part = [p for p in pairs if p[1].language == language]
+            same = bool(part) and _decoded_same(part) == len(part)
+            by_language.append({"language": language, "pairs": len(part),
+                                "metrics": [_metric_stats(n, part, speakers, same, resamples, seed) for n in names]})
         comparisons.append({
             "codec_a": codec_a,
             "codec_b": codec_b,
@@ -468,6 +482,7 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
             "provenance": {"a": _public(prov_a), "b": _public(prov_b),
                            "differences": _differences(prov_a, prov_b)},
             "metrics": stats,
+            "by_language": by_language,
         })
 
     run_prov_a, run_prov_b = _run_provenance(a), _run_provenance(b)

@@ -9,7 +9,8 @@ import json
 import re
 from typing import Any
 
-from codecarena.results.formatting import fmt_num, fmt_signed
+from codecarena.results.bootstrap import MIN_UNITS
+from codecarena.results.formatting import fmt_num, fmt_signed, language_label
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -25,10 +26,8 @@ def _short(value: Any, limit: int = 160) -> str:
 
 
 def render_text(result: dict[str, Any], width: int = 160) -> str:
-    """The comparison as readable text (rich tables rendered to a string, no colour)."""
-    from rich import box
-    from rich.table import Table
-
+    """The comparison as readable text (rich tables rendered to a string, no colour); with several
+    languages, each language's table first, then the pooled one."""
     from codecarena.console import make_console
 
     buf = io.StringIO()
@@ -69,36 +68,50 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
                       f"no row in B for {', '.join(missing['missing_in_b']) or '-'}")
         if ident["all_decoded_identical"]:
             con.print("identical decoded audio in every pair: metrics cannot differ, so no bootstrap was run")
-        table = Table(box=box.SIMPLE_HEAD, show_lines=False, title=None)
-        for name, justify in (("metric", "left"), ("n", "right"), ("mean A", "right"), ("mean B", "right"),
-                              ("B - A", "right"), ("95% CI", "right"), ("units", "right"), ("reading", "left")):
-            table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-        for m in comp["metrics"]:
-            ci = "-" if m["ci_low"] is None else f"[{fmt_signed(m['ci_low'])}, {fmt_signed(m['ci_high'])}]"
-            units = "-" if m["units"] is None else str(m["units"])
-            table.add_row(m["metric"], f"{m['n']}/{m['pairs']}", fmt_num(m["mean_a"]), fmt_num(m["mean_b"]),
-                          fmt_signed(m["mean_diff"]), ci, units, m["verdict"])
-        con.print(table)
-        # A reason every metric shares (a failed row) is said once, not once per metric.
-        shared = {(reason, count) for reason, count in (comp["metrics"][0]["dropped"] if comp["metrics"] else {}).items()
-                  if all(m["dropped"].get(reason) == count for m in comp["metrics"])}
-        for reason, count in sorted(shared):
-            con.print(f"every metric: {count} pair(s) dropped: {reason}")
-        for m in comp["metrics"]:
-            for reason, count in m["dropped"].items():
-                if (reason, count) not in shared:
-                    con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}")
-        warnings: dict[str, list[str]] = {}
-        for m in comp["metrics"]:
-            if m.get("warning"):
-                warnings.setdefault(m["warning"], []).append(m["metric"])
-        for warning, names in warnings.items():
-            con.print(f"warning ({', '.join(names)}): {warning}")
+        for part in comp["by_language"]:
+            con.print(f"-- language {language_label(part['language'])}: {part['pairs']} pairs")
+            _print_metrics(con, part["metrics"])
+        if comp["by_language"]:
+            con.print(f"-- all {len(comp['by_language'])} languages pooled: {comp['pairs']} pairs")
+        _print_metrics(con, comp["metrics"])
         con.print("")
         _print_provenance(con, comp["provenance"], f"provenance of {title}")
     con.print("")
     _print_provenance(con, result["provenance"], "run provenance")
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+
+
+def _print_metrics(con: Any, metrics: list[dict[str, Any]]) -> None:
+    """One table of metric differences, then why pairs were dropped and which intervals rest on too few
+    units (flagged in the row too: `units` reads "3 (< 10)")."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_lines=False, title=None)
+    for name, justify in (("metric", "left"), ("n", "right"), ("mean A", "right"), ("mean B", "right"),
+                          ("B - A", "right"), ("95% CI", "right"), ("units", "right"), ("reading", "left")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for m in metrics:
+        ci = "-" if m["ci_low"] is None else f"[{fmt_signed(m['ci_low'])}, {fmt_signed(m['ci_high'])}]"
+        units = "-" if m["units"] is None else str(m["units"]) + (f" (< {MIN_UNITS})" if m.get("warning") else "")
+        table.add_row(m["metric"], f"{m['n']}/{m['pairs']}", fmt_num(m["mean_a"]), fmt_num(m["mean_b"]),
+                      fmt_signed(m["mean_diff"]), ci, units, m["verdict"])
+    con.print(table)
+    # A reason every metric shares (a failed row) is said once, not once per metric.
+    shared = {(reason, count) for reason, count in (metrics[0]["dropped"] if metrics else {}).items()
+              if all(m["dropped"].get(reason) == count for m in metrics)}
+    for reason, count in sorted(shared):
+        con.print(f"every metric: {count} pair(s) dropped: {reason}")
+    for m in metrics:
+        for reason, count in m["dropped"].items():
+            if (reason, count) not in shared:
+                con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}")
+    warnings: dict[str, list[str]] = {}
+    for m in metrics:
+        if m.get("warning"):
+            warnings.setdefault(m["warning"], []).append(m["metric"])
+    for warning, names in warnings.items():
+        con.print(f"warning ({', '.join(names)}): {warning}")
 
 
 def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:

@@ -7,7 +7,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from codecarena.results.bootstrap import MIN_UNITS, few_units_warning, unit_count
+
 MIB = 2**20
+# What a row's empty language reads as, wherever a language is named.
+NO_LANGUAGE = "(no language declared)"
 
 
 def fmt_num(value: float | None, digits: int = 3) -> str:
@@ -35,6 +39,55 @@ def fmt_mib(nbytes: float | None, digits: int = 0) -> str:
 def fmt_cold_warm(stage: dict[str, Any]) -> str:
     """A stage's median cold and warm RTF as `cold/warm`; warm gets a fourth digit, being far smaller."""
     return f"{fmt_num(stage['cold_rtf_median'])}/{fmt_num(stage['warm_rtf_median'], 4)}"
+
+
+def language_label(language: str | None) -> str:
+    """A language as people read it: an empty one is said to be undeclared, never shown as nothing."""
+    return language or NO_LANGUAGE
+
+
+def fmt_interval(ci: list[float] | tuple[float, float], digits: int = 3) -> str:
+    """An interval as `[lo, hi]`: both ends, so an asymmetric interval reads as one (never as +- half)."""
+    return f"[{fmt_num(ci[0], digits)}, {fmt_num(ci[1], digits)}]"
+
+
+def _ci_basis(stats: dict[str, Any]) -> tuple[int, str]:
+    """How many units a mean's interval resamples, and which; a summary before version 3 named neither:
+    its intervals resampled the ok values' utterances."""
+    return stats.get("ci_units", stats["n_ok"]), stats.get("ci_unit", "utterance")
+
+
+def shown_interval(stats: dict[str, Any] | None) -> list[float] | None:
+    """A mean's 95% interval as every surface shows it: None below the bound, whatever computed it."""
+    if not stats or not stats.get("ci95") or _ci_basis(stats)[0] < MIN_UNITS:
+        return None
+    return list(stats["ci95"])
+
+
+def _interval_parts(stats: dict[str, Any]) -> tuple[str | None, str, str]:
+    """A mean's interval as `[lo, hi]` (None below the bound), the units it rests on as words, and its
+    longer reading."""
+    n, unit = _ci_basis(stats)
+    ci = shown_interval(stats)
+    if ci:
+        return (fmt_interval(ci), f"n={unit_count(n, unit)}",
+                f"95% percentile bootstrap interval of the mean, resampling {unit_count(n, unit)}")
+    return (None, f"n={unit_count(n, unit)}: no interval, fewer than {MIN_UNITS}",
+            few_units_warning(n, unit) + ", so none is given; read the mean as descriptive")
+
+
+def interval_text(stats: dict[str, Any] | None) -> str:
+    """What stands beside a mean about its 95% interval: `[lo, hi] n=12 utterances`, or below the bound
+    `n=3 utterances: no interval, fewer than 10`; "" for no mean."""
+    if not stats or stats.get("mean") is None:
+        return ""
+    interval, basis, _ = _interval_parts(stats)
+    return f"{interval} {basis}" if interval else basis
+
+
+def interval_title(stats: dict[str, Any]) -> str:
+    """The longer reading of `interval_text` (a tooltip): what the interval is, or why there is none."""
+    return _interval_parts(stats)[2]
 
 
 def weights_label(weights: str, user_codec: str = "") -> str:
@@ -65,14 +118,22 @@ def metric_cell(stats: dict[str, Any] | None) -> str:
     return fmt_num(stats["mean"]) + (f" {counts}" if counts else "")
 
 
-def metric_ci_cell(stats: dict[str, Any] | None, rows_ok: int | None = None) -> str:
-    """`metric_cell` with the mean's 95% interval as +- half its width, and the number of ok values
-    when it differs from the rows the entry has (`rows_ok`)."""
+def metric_ci_cell(stats: dict[str, Any] | None) -> str:
+    """A terminal table's cell: the mean and its 95% interval as [lo, hi], on the next line `n=12` (the
+    units resampled; the table's heading names them) or `n=3, no interval` below the bound, then the
+    counts."""
     if not stats or stats.get("mean") is None:
         return metric_cell(stats)
-    ci = stats.get("ci95")
-    text = fmt_num(stats["mean"]) + (f" +-{fmt_num((ci[1] - ci[0]) / 2)}" if ci else "")
-    if rows_ok is not None and stats["n_ok"] != rows_ok:
-        text += f" (n {stats['n_ok']})"
+    ci = shown_interval(stats)
+    n, _ = _ci_basis(stats)
     counts = _counts(stats)
-    return text + (f"\n{counts}" if counts else "")
+    return (fmt_num(stats["mean"]) + (f" {fmt_interval(ci)}\nn={n}" if ci else f"\nn={n}, no interval")
+            + (f"\n{counts}" if counts else ""))
+
+
+def metric_ci_text(stats: dict[str, Any] | None) -> str:
+    """`metric_ci_cell` on one line, the units named: `3.214 [3.091, 3.337] n=12 utterances (1 failed)`."""
+    if not stats or stats.get("mean") is None:
+        return metric_cell(stats)
+    counts = _counts(stats)
+    return f"{fmt_num(stats['mean'])} {interval_text(stats)}" + (f" {counts}" if counts else "")

@@ -24,7 +24,7 @@ from codecarena.metrics import outputs
 from codecarena.metrics.declarations import ASR_OUTPUTS
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
-from codecarena.results.summary import mean_ci
+from codecarena.results.summary import mean_ci, resampling_units
 from codecarena.rundir import RUN
 
 # Metric outputs in the order a reader expects them (anything else follows alphabetically), their
@@ -375,6 +375,11 @@ class Leaderboard:
     def group_entries(self, group_id: str, language: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.entries if e["group"] == group_id and e["language"] == language]
 
+    def group_languages(self, group_id: str) -> list[str]:
+        """The languages with entries of their own in a group (sorted; "" is undeclared); none without
+        `by="language"`."""
+        return [lang for lang in self.languages if self.group_entries(group_id, lang)]
+
     def group(self, group_id: str) -> Group:
         return next(g for g in self.groups if g.id == group_id)
 
@@ -443,9 +448,11 @@ def _entries(con: Any, ci_unit: str) -> list[dict[str, Any]]:
         if s["stage"] in ("encode", "decode"):
             entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "peak_rss_bytes_max")}
     for m in metrics:
+        values = list(m["ok_values"] or [])
+        units = list(m["ok_speakers"] or []) if ci_unit == "speaker" else None
         by_key[(m["run_index"], m["codec"])]["metrics"][m["output"]] = {
             **{k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable", "n_suspect", "mean_with_suspect")},
-            "ci95": mean_ci(list(m["ok_values"] or []), list(m["ok_speakers"] or []) if ci_unit == "speaker" else None)}
+            "ci95": mean_ci(values, units), "ci_unit": ci_unit, "ci_units": resampling_units(values, units)}
     for e in entries:
         peaks = [e[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if e[s]["peak_rss_bytes_max"] is not None]
         e["peak_rss_bytes_max"] = max(peaks) if peaks else None

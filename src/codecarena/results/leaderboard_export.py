@@ -14,8 +14,9 @@ from typing import Any
 from codecarena.results.leaderboard import Leaderboard, LeaderboardError
 
 # 2: `language` (empty for the pooled entry; `--by language` adds one entry per language) and each
-# metric's `_ci95_low`/`_ci95_high`.
-EXPORT_VERSION = 2
+# metric's `_ci95_low`/`_ci95_high`. 3: `ci_unit` and each metric's `_ci_units` (the interval is null
+# below bootstrap.MIN_UNITS units).
+EXPORT_VERSION = 3
 
 BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("group", str), ("run", str), ("run_label", str), ("codec", str), ("family", str), ("weights", str),
@@ -24,12 +25,12 @@ BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_peak_rss_bytes_max", int),
     ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_peak_rss_bytes_max", int),
     ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_sampled", int), ("replay_identical", int),
-    ("checks_passed", int),
+    ("checks_passed", int), ("ci_unit", str),
 )
 METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
                                                  ("n_not_applicable", int), ("n_suspect", int),
                                                  ("mean_with_suspect", float), ("ci95_low", float),
-                                                 ("ci95_high", float))
+                                                 ("ci95_high", float), ("ci_units", int))
 
 
 def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:
@@ -46,6 +47,7 @@ def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, 
     for e in board.entries:
         rec: dict[str, Any] = {k: e.get(k) for k, _ in BASE_COLUMNS}
         rec["language"] = e.get("language") or ""  # pooled: empty, which reads back the same from csv
+        rec["ci_unit"] = board.ci_unit
         for stage in ("encode", "decode"):
             for k, v in e[stage].items():
                 rec[f"{stage}_{k}"] = v

@@ -5,8 +5,10 @@ Bitrates are aggregated two ways: the per-utterance mean, and the duration-weigh
 all succeeded count towards rates and costs; failures are listed with their reasons.
 
 Every metric mean carries its 95% confidence interval (`ci95`): a percentile bootstrap over the
-utterances' ok values, in utterance order, with a fixed seed, so the summary re-derives exactly.
-Per-language summaries (`by_language`) have their own means and intervals.
+utterances' ok values, in utterance order, with a fixed seed, so the summary re-derives exactly; with
+fewer than `bootstrap.MIN_UNITS` values there is none (`ci95` null), and `ci_unit` and `ci_units` say
+what was resampled and how many. Per-language summaries (`by_language`) have their own means and
+intervals.
 """
 
 from __future__ import annotations
@@ -14,23 +16,34 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
-from codecarena.results.bootstrap import LEVEL, bootstrap_ci
+from codecarena.results.bootstrap import LEVEL, MIN_UNITS, bootstrap_ci
 from codecarena.results.schema import Row
 
-# 2: every metric's `ci95`, and the `ci` settings. Version 1 summaries (no intervals) still audit.
-SUMMARY_VERSION = 2
+# 2: every metric's `ci95`, and the `ci` settings. 3: no interval below MIN_UNITS values, and each
+# metric's `ci_unit` and `ci_units`. Version 1 (no intervals) and 2 summaries still audit: `summarize`
+# re-derives each in the version it was written in.
+SUMMARY_VERSION = 3
+SUMMARY_VERSIONS = (1, 2, 3)
 CI_RESAMPLES = 2000
 CI_SEED = 0
-CI_SETTINGS = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit": "utterance",
+_CI_V2 = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit": "utterance",
+          "method": "percentile bootstrap of the mean of the ok values, utterances in id order, "
+                    "numpy default_rng(seed); none with fewer than 2 ok values"}
+CI_SETTINGS = {**_CI_V2, "min_units": MIN_UNITS,
                "method": "percentile bootstrap of the mean of the ok values, utterances in id order, "
-                         "numpy default_rng(seed); none with fewer than 2 ok values"}
+                         f"numpy default_rng(seed); none with fewer than {MIN_UNITS} ok values"}
 
 
-def mean_ci(values: list[float], units: list[str] | None = None) -> list[float] | None:
+def resampling_units(values: list[float], units: list[str] | None = None) -> int:
+    """How many units a bootstrap of `values` resamples: the values, or the distinct `units` labels."""
+    return len(values) if units is None else len(set(units))
+
+
+def mean_ci(values: list[float], units: list[str] | None = None, min_units: int = MIN_UNITS) -> list[float] | None:
     """The 95% interval of the mean of `values` (given in utterance order), resampling utterances, or
     the `units` they belong to (one label per value: a speaker with all their utterances); None below
-    2 values or 2 units."""
-    if len(values) < 2 or (units is not None and len(set(units)) < 2):
+    `min_units` units (and always below 2)."""
+    if resampling_units(values, units) < max(2, min_units):
         return None
     return list(bootstrap_ci(values, units, resamples=CI_RESAMPLES, seed=CI_SEED, level=LEVEL))
 
@@ -66,10 +79,11 @@ def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
     }
 
 
-def metric_stats(scored: list[dict[str, Any]], with_ci: bool = True) -> dict[str, Any]:
+def metric_stats(scored: list[dict[str, Any]], version: int = SUMMARY_VERSION) -> dict[str, Any]:
     """Per metric output over several scored rows (in utterance order): mean over ok values with its
-    95% interval, and counts (with reasons) of the rest; suspect values are counted, and averaged in
-    only in `mean_with_suspect`."""
+    95% interval over utterances (from version 2; from version 3 none below MIN_UNITS values, with the
+    unit and how many), and counts (with reasons) of the rest; suspect values are counted, and averaged
+    in only in `mean_with_suspect`."""
     names = list(dict.fromkeys(name for metrics in scored for name in metrics))
     stats: dict[str, Any] = {}
     for name in names:
@@ -80,9 +94,14 @@ def metric_stats(scored: list[dict[str, Any]], with_ci: bool = True) -> dict[str
         for rec in records:
             if rec["status"] == "failed":
                 reasons[rec["error"]] = reasons.get(rec["error"], 0) + 1
+        interval: dict[str, Any] = {}
+        if version == 2:
+            interval = {"ci95": mean_ci(values, min_units=2)}
+        elif version >= 3:
+            interval = {"ci95": mean_ci(values), "ci_unit": "utterance", "ci_units": len(values)}
         stats[name] = {
             "mean": statistics.fmean(values) if values else None,
-            **({"ci95": mean_ci(values)} if with_ci else {}),
+            **interval,
             "n_ok": len(values),
             "n_failed": sum(rec["status"] == "failed" for rec in records),
             "n_not_applicable": sum(rec["status"] == "not_applicable" for rec in records),
@@ -108,9 +127,9 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
         "rows": len(rows),
         "rows_failed": sum(r.status != "ok" for r in rows),
         **_rates(rows),
-        "metrics": metric_stats([r.metrics for r in in_order], ci),
+        "metrics": metric_stats([r.metrics for r in in_order], version),
         "by_language": {lang: {**_rates(sub), **({"utterances": len(sub)} if ci else {}),
-                               "metrics": metric_stats([r.metrics for r in sub], ci)}
+                               "metrics": metric_stats([r.metrics for r in sub], version)}
                         for lang in languages for sub in [[r for r in in_order if r.language == lang]]},
         "encode": _stage_costs(rows, "encode"),
         "decode": _stage_costs(rows, "decode"),
@@ -125,13 +144,13 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
 
 
 def summarize(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]:
-    """The run's summary; `version` 1 re-derives a summary written before the intervals."""
+    """The run's summary; an earlier `version` (SUMMARY_VERSIONS) re-derives a summary written by it."""
     by_codec: dict[str, list[Row]] = {}
     for row in rows:
         by_codec.setdefault(row.codec, []).append(row)
     return {
         "version": version,
         "rows": len(rows),
-        **({"ci": CI_SETTINGS} if version >= 2 else {}),
+        **({"ci": CI_SETTINGS if version >= 3 else _CI_V2} if version >= 2 else {}),
         "codecs": [summarize_codec(group, version) for group in by_codec.values()],
     }

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import codecarena
 from codecarena.results import leaderboard as lb
+from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.report.audio import AUDIO_MODES, AudioStats
 from codecarena.results.report.context import AUTO, Listen, ReportContext, audio_note, listening_heading
 from codecarena.results.report.listening import listening_html
@@ -30,6 +31,7 @@ from codecarena.results.report.provenance import provenance_html
 from codecarena.results.report.sections import (
     by_language_html,
     comparison_html,
+    cost_html,
     declaration_titles,
     failures_html,
     grouping_html,
@@ -72,15 +74,25 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
                         f"<h3>{esc(group.id)}: {esc(group.title)}</h3>")
         for reason in group.reasons:
             lb_parts.append(f'<p class="note">{esc(group.id)} {esc(reason)}.</p>')
+        # Per language first: each language's table and plots open the group; the pooled table follows.
+        languages = by_language_html(ctx, group, titles)
+        if languages:
+            lb_parts.append(languages)
+            lb_parts.append(f'<section class="pooled"><h4>All {len(board.group_languages(group.id))} languages '
+                            'pooled</h4>')
         lb_parts.append(leaderboard_html(board, group, titles))
+        unit = "speakers" if board.ci_unit == "speaker" else "utterances"
         lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '
-                        'over successful values (hover a header for its definition) &plusmn; half its 95% bootstrap '
-                        'interval over utterances (hover for the interval), n: the values averaged; failed and '
-                        'not-applicable values are counted under the mean and listed in <a href="#failures">Failures'
-                        '</a>, never replaced. RTF: medians over completed rows (cold: a fresh process from start to '
-                        'result; warm: the codec call repeated in-process). Click a header to sort.</p>')
-        lb_parts.append(by_language_html(board, group, titles))
-        lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}")
+                        'over successful values (hover a header for its definition), under it its 95% bootstrap '
+                        f'interval [lo, hi] over {unit} and n, the {unit} resampled; with fewer than {MIN_UNITS} no '
+                        'interval is given (hover for why); failed and not-applicable values are counted under the '
+                        'mean and listed in <a href="#failures">Failures</a>, never replaced. RTF: medians over '
+                        'completed rows (cold: a fresh process from start to result; warm: the codec call repeated '
+                        'in-process). Click a header to sort.</p>')
+        if languages:
+            lb_parts.append(f"<h4>Cost</h4>{cost_html(ctx, group)}</section>")
+        else:
+            lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}{cost_html(ctx, group)}")
         lb_parts.append("</section>")
     sections.append('<h2 id="leaderboard">Leaderboard</h2>' + "".join(lb_parts))
     sections.append(comparison_html(ctx))

@@ -3,11 +3,40 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from codecarena.results import leaderboard as lb
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
+from codecarena.results.bootstrap import MIN_UNITS
+from codecarena.results.formatting import (
+    fmt_cold_warm,
+    fmt_kbps,
+    fmt_mib,
+    language_label,
+    metric_ci_text,
+    weights_label,
+)
 from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.plots import PARETO_METRICS
+
+
+def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
+    """One leaderboard as Markdown lines (the headline metrics these entries have), and a blank line."""
+    names = [n for n in PARETO_METRICS if any(n in e["metrics"] for e in entries)]
+    head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
+    head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
+    head += ["dec RTF cold/warm", "enc RTF cold/warm", "peak RSS MiB", "dec model MiB", "replay", "checks"]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|"]
+    for e in entries:
+        cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"], e.get("user_codec") or ""),
+                                                       e["variant"] or "-", fmt_kbps(e["representation_bps"]),
+                                                       fmt_kbps(e["payload_bps"])]
+        cells += [metric_ci_text(e["metrics"].get(n)) for n in names]
+        cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),
+                  fmt_mib(e["decoder_model_bytes"], 2),
+                  f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return lines + [""]
 
 
 def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> str:
@@ -22,30 +51,25 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
                      f"{run.record.git.get('revision') or ''})")
     lines.append("")
     for group in board.groups:
-        entries = board.group_entries(group.id)
-        names = [n for n in PARETO_METRICS if any(n in e["metrics"] for e in entries)]
         lines += [f"## {group.id}: {group.title}", ""]
         for reason in group.reasons:
             lines.append(f"- {reason}")
         if group.reasons:
             lines.append("")
-        multi = len(group.runs) > 1
-        head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
-        head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
-        head += ["dec RTF cold/warm", "enc RTF cold/warm", "peak RSS MiB", "dec model MiB", "replay", "checks"]
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|")
-        for e in entries:
-            cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"], e.get("user_codec") or ""), e["variant"] or "-",
-                                                           fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
-            cells += [metric_ci_cell(e["metrics"].get(n), e["rows_ok"]).replace("\n", " ") for n in names]
-            cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),
-                      fmt_mib(e["decoder_model_bytes"], 2),
-                      f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-        lines.append("")
-    lines.append("Metrics: mean over successful values +- half its 95% bootstrap interval over utterances; failed "
-                 "and not-applicable values are counted, never "
+        # Per language first, then the pooled table (the only one when the group has one language).
+        languages = board.group_languages(group.id)
+        for language in languages if len(languages) > 1 else ():
+            entries = board.group_entries(group.id, language)
+            utterances = max(e["rows"] for e in entries)
+            lines += [f"### Language {language_label(language)}: {utterances} utterance"
+                      f"{'s' if utterances != 1 else ''}", ""]
+            lines += _table(entries, len(group.runs) > 1)
+        if len(languages) > 1:
+            lines += [f"### All {len(languages)} languages pooled", ""]
+        lines += _table(board.group_entries(group.id), len(group.runs) > 1)
+    lines.append(f"Metrics: mean over successful values, its 95% bootstrap interval [lo, hi] and n, the utterances "
+                 f"it resampled; with fewer than {MIN_UNITS} no interval is given (too few: a percentile bootstrap "
+                 "interval on so few is too narrow). Failed and not-applicable values are counted, never "
                  "replaced. kbps: total bits / total seconds of completed rows. RTF: medians. All metric outputs "
                  "are in the HTML report and in `codecarena leaderboard --format csv`.")
     lines.append("")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from codecarena.results import leaderboard as lb
+from codecarena.results.formatting import shown_interval
 
 # Metrics that get a Pareto plot, in this order.
 PARETO_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
@@ -162,9 +163,10 @@ def _in_range(entries: list[dict[str, Any]]) -> tuple[float, float, bool]:
 
 
 def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tuple[str, str]],
-                with_run: bool) -> tuple[bytes | None, str, int]:
-    """PNG of metric vs representation kbps with the frontier and the number of 95% interval bars
-    drawn on it, or None and why it was skipped."""
+                with_run: bool) -> tuple[bytes | None, str, int, int]:
+    """PNG of metric vs representation kbps with the frontier, the number of 95% interval bars drawn
+    on it and the number of points without one (fewer units than the bound), or None and why it was
+    skipped."""
     points = []
     for e in entries:
         stats = e["metrics"].get(metric)
@@ -176,7 +178,7 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
         present = any(metric in e["metrics"] for e in entries)
         why = ("no codec configuration has a successful value" if present
                else "the metric was not computed in these runs")
-        return None, why, 0
+        return None, why, 0, 0
     lower = metric in lb.LOWER_IS_BETTER
     left, right, beyond = _in_range([p[2] for p in points])
     edge = right / 1.25  # where a control beyond the range is drawn
@@ -203,7 +205,7 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
     for i, (x, y, e, stats) in enumerate(shown):
         marker, color = styles[e["family"]]
         synthetic = e["weights"] == "synthetic"
-        ci = stats.get("ci95")
+        ci = shown_interval(stats)
         if ci:
             ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], fmt="none", ecolor=color, elinewidth=0.9,
                         capsize=2.5, alpha=0.8, zorder=2)
@@ -231,7 +233,7 @@ def pareto_plot(entries: list[dict[str, Any]], metric: str, styles: dict[str, tu
     # beyond the last frontier point the best reachable value stays the same: carry the step on
     ax.plot([fx[-1], right], [fy[-1], fy[-1]], color="#444444", linewidth=1.2, alpha=0.8, zorder=1)
     _place_labels(ax, [(x, y) for x, y, _, _ in shown], texts, 7)
-    return _png(fig), "", bars
+    return _png(fig), "", bars, len(shown) - bars
 
 
 def cost_plot(entries: list[dict[str, Any]], styles: dict[str, tuple[str, str]], with_run: bool) -> bytes | None:

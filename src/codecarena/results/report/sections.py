@@ -8,7 +8,16 @@ from typing import Any
 
 from codecarena.results import compare, compare_text
 from codecarena.results import leaderboard as lb
-from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num
+from codecarena.results.bootstrap import MIN_UNITS
+from codecarena.results.formatting import (
+    fmt_kbps,
+    fmt_mib,
+    fmt_num,
+    interval_text,
+    interval_title,
+    language_label,
+    shown_interval,
+)
 from codecarena.results.report.context import ReportContext
 from codecarena.results.report.markup import code, data_uri, esc, num_td, weights_pill
 from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
@@ -71,11 +80,11 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                 cells.append('<td data-v="">-</td>')
                 continue
             subs = []
-            ci = stats.get("ci95")
-            if ci:
-                subs.append(f'<span class="sub ci" title="95% bootstrap interval of the mean over {stats["n_ok"]} '
-                            f'utterances: {fmt_num(ci[0])} to {fmt_num(ci[1])}">&plusmn;{fmt_num((ci[1] - ci[0]) / 2)}'
-                            f' n={stats["n_ok"]}</span>')
+            if stats["mean"] is not None:
+                # The interval as [lo, hi] with the units it rests on, or, below the bound, why there is none.
+                withheld = "" if shown_interval(stats) else " none"
+                subs.append(f'<span class="sub ci{withheld}" title="{esc(interval_title(stats))}">'
+                            f'{esc(interval_text(stats))}</span>')
             if stats.get("n_suspect"):
                 subs.append(f'<span class="sub warn" title="mean with them: {fmt_num(stats["mean_with_suspect"])}">'
                             f'{stats["n_suspect"]} suspect</span>')
@@ -103,57 +112,74 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         failed = " failed-row" if doubtful else ""
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
-    lang = f' data-language="{esc(language)}"' if language else ""
+    lang = f' data-language="{esc(language)}"' if language is not None else ""
     toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in lb.COLUMN_GROUPS)
     return (f'<div class="columns">columns: {toggles}</div>'
             f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
             f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
 
 
-def by_language_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str]) -> str:
-    """One leaderboard per language of the group's rows, folded under the pooled one."""
-    languages = [lang for lang in board.languages if board.group_entries(group.id, lang)]
+def by_language_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]) -> str:
+    """With several languages, one open section per language, first: its leaderboard (its own means
+    and intervals) and its Pareto plots; "" with one language, whose numbers are the pooled ones."""
+    board = ctx.board
+    languages = board.group_languages(group.id)
     if len(languages) < 2:
         return ""
     parts = []
     for lang in languages:
         utterances = max(e["rows"] for e in board.group_entries(group.id, lang))
-        parts.append(f"<h5>Language {esc(lang)} ({utterances} utterances)</h5>{leaderboard_html(board, group, titles, lang)}")
-    return (f'<details class="by-language"><summary>By language: '
-            f'{esc(", ".join(languages))} (each with its own means and intervals)</summary>{"".join(parts)}</details>')
+        label = language_label(lang)
+        parts.append(f'<section class="language" data-language="{esc(lang)}"><h4>Language {esc(label)}: '
+                     f'{utterances} utterance{"s" if utterances != 1 else ""}</h4>'
+                     f'{leaderboard_html(board, group, titles, lang)}'
+                     f'<h5>Pareto plots, {esc(label)}</h5>{plots_html(ctx, group, lang)}</section>')
+    return "".join(parts)
 
 
-def plots_html(ctx: ReportContext, group: lb.Group) -> str:
-    entries = ctx.board.group_entries(group.id)
+def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None) -> str:
+    """The Pareto plots of a group's entries over one language (None: pooled)."""
+    entries = ctx.board.group_entries(group.id, language)
     with_run = len(group.runs) > 1
+    where = group.id if language is None else f"{group.id} {language_label(language)}"
     figures = []
     for metric in PARETO_METRICS:
-        png, why, bars = pareto_plot(entries, metric, ctx.styles, with_run)
+        png, why, bars, without = pareto_plot(entries, metric, ctx.styles, with_run)
         if png is None:
-            ctx.skipped_plots.append((group.id, metric, why))
+            ctx.skipped_plots.append((where, metric, why))
             continue
         label = lb.metric_label(metric)
         direction = "lower" if metric in lb.LOWER_IS_BETTER else "higher"
         # data-intervals counts the bars actually drawn, so a reader (or a browser test) can tell a plot
-        # with intervals from one whose means had none (a single utterance, say).
-        bars_note = f" Bars: 95% bootstrap interval of the mean, on {bars} points." if bars else ""
-        figures.append(f'<figure data-metric="{esc(metric)}" data-intervals="{bars}"><img class="plot" '
+        # with intervals from one whose means had none (fewer utterances than the bound, say).
+        unit = "speakers" if ctx.board.ci_unit == "speaker" else "utterances"
+        bars_note = (f" Bars: 95% bootstrap interval of the mean over {unit}, on {bars} points." if bars else "")
+        if without:
+            bars_note += (f" No bar on {without} point{'s' if without != 1 else ''}: fewer than {MIN_UNITS} "
+                          f"{unit}, too few for an interval.")
+        lang = "" if language is None else f' data-language="{esc(language)}"'
+        figures.append(f'<figure data-metric="{esc(metric)}"{lang} data-intervals="{bars}"><img class="plot" '
                        f'alt="{esc(label)} vs kbps" src="{data_uri(png, "image/png")}"><figcaption>{esc(label)} '
-                       f'({direction} is better) vs representation kbps; outlined points and the step line are the '
-                       f'Pareto frontier.{bars_note}</figcaption></figure>')
-    skipped = [(m, why) for g, m, why in ctx.skipped_plots if g == group.id]
+                       f'({direction} is better) vs representation kbps'
+                       f'{"" if language is None else ", " + esc(language_label(language))}; outlined points and '
+                       f'the step line are the Pareto frontier.{esc(bars_note)}</figcaption></figure>')
+    skipped = [(m, why) for g, m, why in ctx.skipped_plots if g == where]
     note = ""
     if skipped:
         note = ('<p class="note">Plots skipped: ' + "; ".join(f"{esc(lb.metric_label(m))} ({esc(why)})"
                                                              for m, why in skipped) + ".</p>")
-    cost = cost_plot(entries, ctx.styles, with_run)
-    cost_html = ""
-    if cost is not None:
-        cost_html = (f'<figure class="wide" data-metric="cost"><img class="plot" alt="cost vs kbps" '
-                     f'src="{data_uri(cost, "image/png")}"><figcaption>Cost vs representation kbps: median cold '
-                     f'and warm real-time factor (hollow: encode, filled: decode; log scale, lower is faster) and '
-                     f'peak RSS; a dashed edge and "(synthetic)" mark synthetic weights.</figcaption></figure>')
-    return f'<div class="plots">{"".join(figures)}</div>{note}<div class="plots">{cost_html}</div>'
+    return f'<div class="plots">{"".join(figures)}</div>{note}'
+
+
+def cost_html(ctx: ReportContext, group: lb.Group) -> str:
+    """The cost plot of a group's entries (costs are not split by language)."""
+    cost = cost_plot(ctx.board.group_entries(group.id), ctx.styles, len(group.runs) > 1)
+    if cost is None:
+        return ""
+    return (f'<div class="plots"><figure class="wide" data-metric="cost"><img class="plot" alt="cost vs kbps" '
+            f'src="{data_uri(cost, "image/png")}"><figcaption>Cost vs representation kbps: median cold '
+            f'and warm real-time factor (hollow: encode, filled: decode; log scale, lower is faster) and '
+            f'peak RSS; a dashed edge and "(synthetic)" mark synthetic weights.</figcaption></figure></div>')
 
 
 def failures_html(ctx: ReportContext) -> tuple[str, int]:
