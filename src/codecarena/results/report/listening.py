@@ -13,7 +13,7 @@ from urllib.parse import quote
 import numpy as np
 
 from codecarena.results import leaderboard as lb
-from codecarena.results.formatting import fmt_kbps, fmt_num
+from codecarena.results.formatting import fmt_kbps, fmt_num, language_label
 from codecarena.results.report.audio import embed_audio, read_audio, spectrogram_db, spectrogram_png
 from codecarena.results.report.context import AUTO, ReportContext
 from codecarena.results.report.markup import data_uri, esc
@@ -59,6 +59,41 @@ def _row_metric_line(row: Row) -> str:
             parts.append(f'<span title="{esc(rec["error"])}">{esc(label)} n/a</span>')
     bits = [f"{fmt_kbps(row.representation_bps, 2)} kbps"] if row.representation_bps else []
     return " · ".join(bits + [p if p.startswith("<") else esc(p) for p in parts])
+
+
+def _asr_texts(row: Row) -> dict[str, str]:
+    """What the recogniser heard, as the row's ASR records hold it (every one holds both transcripts of
+    the utterance, and the transcript when one was scored against): hypothesis, reference_hypothesis,
+    transcript; {} without ASR."""
+    for rec in row.metrics.values():
+        details = rec.get("details") or {}
+        if isinstance(details.get("hypothesis"), str):
+            return {k: details[k] for k in ("hypothesis", "reference_hypothesis", "transcript")
+                    if isinstance(details.get(k), str)}
+    return {}
+
+
+def _said_html(pairs: list[tuple[str, str]]) -> str:
+    """Texts on a card (transcripts, what a conversion did), each under its label; long ones scroll."""
+    if not pairs:
+        return ""
+    return '<dl class="said">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs) + "</dl>"
+
+
+def _reference_texts(run: lb.RunInfo, row: Row) -> list[tuple[str, str]]:
+    """The reference card's story: how the reference was made from the input file, the transcript (the
+    plan's pin, else what the ASR records were scored against) and what the recogniser heard in it."""
+    conversions = row.reference_conversions
+    pairs = [("input", "not recorded (a row before version 4)" if conversions is None else
+              "; ".join(conversions) if conversions else "the input file's own bytes, unchanged")]
+    texts = _asr_texts(row)
+    pinned = {r.id: r.transcript for r in run.plan.references or ()}.get(row.utterance)
+    transcript = pinned if pinned is not None else texts.get("transcript")
+    if texts or transcript is not None:
+        pairs.append(("transcript", "none declared" if transcript is None else transcript))
+    if "reference_hypothesis" in texts:
+        pairs.append(("recognised in the reference", texts["reference_hypothesis"]))
+    return pairs
 
 
 def listening_html(ctx: ReportContext, group: lb.Group) -> str:
@@ -116,9 +151,9 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
                 continue
             db = spectrogram_db(*read_audio(path))
             top_db = float(db.max()) if top_db is None else top_db
-            cards.append(_card(ctx, "reference", f"{fmt_num(r.duration_s, 2)} s · {esc(r.language or '-')} · "
+            cards.append(_card(ctx, "reference", f"{fmt_num(r.duration_s, 2)} s · {esc(language_label(r.language))} · "
                                f'<span class="mono" title="{esc(sha)}">{esc(sha[:10])}</span>', db, top_db,
-                               path, "ref"))
+                               path, "ref", _said_html(_reference_texts(run, r))))
         for e, r in versions:
             title = e["codec"] + (f" @{e['run_label']}" if multi_run else "")
             if r.decoded is None or r.status != "ok":
@@ -137,10 +172,12 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
             if not r.checks_passed:
                 flags.append(f'<span class="bad">checks failed: {esc(r.error)}</span>')
             meta = _row_metric_line(r) + ("<br>" + " ".join(flags) if flags else "")
-            cards.append(_card(ctx, title, meta, db, top_db, path, "dec"))
+            heard = _asr_texts(r).get("hypothesis")
+            said = _said_html([("recognised", heard)] if heard is not None else [])
+            cards.append(_card(ctx, title, meta, db, top_db, path, "dec", said))
         lang = versions[0][1].language
         out.append(f'<div class="utt" data-utterance="{esc(utt)}"><h4>{esc(utt)} '
-                   f'<span class="muted">({esc(lang or "no language")}, {fmt_num(versions[0][1].duration_s, 2)} s)'
+                   f'<span class="muted">({esc(language_label(lang))}, {fmt_num(versions[0][1].duration_s, 2)} s)'
                    f'</span></h4><div class="cards">{"".join(cards)}</div></div>')
     embedded = set(shown)
     linked = [u for u in utterances if u not in embedded]
@@ -170,7 +207,7 @@ def _links_html(ctx: ReportContext, entries: list[dict[str, Any]], rows: dict[tu
         first_run, _, first_row = present[0]
         links = [link(first_run, first_row.reference, "reference")]
         links += [link(run, r.decoded, codec) for run, codec, r in present]
-        items.append(f'<li data-utterance="{esc(utt)}">{esc(utt)} <span class="muted">({esc(first_row.language or "-")})'
+        items.append(f'<li data-utterance="{esc(utt)}">{esc(utt)} <span class="muted">({esc(language_label(first_row.language))})'
                      f'</span>: {" · ".join(links)}</li>')
     return (f'<details class="not-listened"><summary>{len(items)} utterances not embedded: their files in the run '
             f'folder</summary><ul>{"".join(items)}</ul></details>')
@@ -217,7 +254,7 @@ def _failed_card(cls: str, title: str, why: str) -> str:
 
 
 def _card(ctx: ReportContext, title: str, meta_html: str, db: np.ndarray, top_db: float, path: Path,
-          kind: str) -> str:
+          kind: str, said_html: str = "") -> str:
     png = spectrogram_png(db, top_db)
     player = ""
     if ctx.audio_mode != "none":
@@ -225,4 +262,5 @@ def _card(ctx: ReportContext, title: str, meta_html: str, db: np.ndarray, top_db
                   f'src="{embed_audio(path, ctx.audio_mode, ctx.audio)}"></audio>')
     cls = "card ref" if kind == "ref" else "card"
     return (f'<div class="{cls}"><h5>{esc(title)}</h5><div class="m">{meta_html}</div>'
-            f'<img class="spec" alt="spectrogram of {esc(title)}" src="{data_uri(png, "image/png")}">{player}</div>')
+            f'<img class="spec" alt="spectrogram of {esc(title)}" src="{data_uri(png, "image/png")}">{player}'
+            f'{said_html}</div>')

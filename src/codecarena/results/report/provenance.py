@@ -52,6 +52,40 @@ def _limits_text(run: lb.RunInfo) -> str:
                      for mem, poll, timeout in seen)
 
 
+def _inputs_html(run: lb.RunInfo) -> str:
+    """How each reference was made from its input file (conversions, grouped: the same chain once, with
+    the utterances it made), and the input files the run skipped, each with why (run.json)."""
+    made: dict[tuple[str, ...] | None, list[str]] = {}
+    seen: set[str] = set()
+    for row in run.rows:
+        if row.utterance not in seen:
+            seen.add(row.utterance)
+            chain = None if row.reference_conversions is None else tuple(row.reference_conversions)
+            made.setdefault(chain, []).append(row.utterance)
+    body = []
+    for chain, utterances in made.items():
+        how = ("not recorded (rows before version 4)" if chain is None else
+               "; ".join(chain) if chain else "the input file's own bytes, unchanged")
+        shown = ", ".join(utterances[:12]) + (f" and {len(utterances) - 12} more" if len(utterances) > 12 else "")
+        body.append(f'<tr><td class="wrap">{esc(how)}</td><td>{len(utterances)}</td>'
+                    f'<td class="wrap mono">{esc(shown)}</td></tr>')
+    skipped = run.record.skipped_inputs
+    if skipped is None:
+        skipped_html = '<p class="note">Skipped input files: not recorded (run.json before version 3).</p>'
+    elif not skipped:
+        skipped_html = '<p class="note">Skipped input files: none.</p>'
+    else:
+        skipped_html = (f'<div class="scroll"><table class="provenance skipped"><thead><tr><th class="l">skipped '
+                        f'input ({len(skipped)})</th><th class="l">why</th></tr></thead><tbody>'
+                        + "".join(f'<tr><td class="wrap mono">{esc(item.get("file"))}</td>'
+                                  f'<td class="wrap">{esc(item.get("reason"))}</td></tr>' for item in skipped)
+                        + "</tbody></table></div>")
+    return ('<h4>Inputs: how each reference was made, and what was skipped</h4><div class="scroll">'
+            '<table class="provenance inputs"><thead><tr><th class="l">how the reference was made from the input '
+            'file</th><th>utterances</th><th class="l">which</th></tr></thead><tbody>' + "".join(body)
+            + f"</tbody></table></div>{skipped_html}")
+
+
 def provenance_html(board: lb.Leaderboard) -> str:
     parts = []
     for run in board.runs:
@@ -81,7 +115,7 @@ def provenance_html(board: lb.Leaderboard) -> str:
         packages = env.get("packages") or {}
         pkg = ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))
         pairs.append(("packages", esc(pkg)))
-        parts.append(f'<h3 id="prov-{run.index}">{esc(run.label)}</h3>{kv(pairs)}')
+        parts.append(f'<h3 id="prov-{run.index}">{esc(run.label)}</h3>{kv(pairs)}{_inputs_html(run)}')
         # codecs: spec, config, registry entry, checkpoint identity, variant, weights, runtime
         runtimes = r.runtimes
         codec_rows = []
@@ -127,8 +161,8 @@ def provenance_html(board: lb.Leaderboard) -> str:
             for d in decls:
                 versions = ", ".join(f"{k} {v}" for k, v in (d.get("versions") or {}).items())
                 files = "".join(_model_file(f) for f in d.get("model_files") or [] if isinstance(f, dict))
-                mrows.append(f'<tr><td class="l">{esc(d.get("name"))}</td><td class="l">{esc(", ".join(d.get("outputs") or []))}</td>'
-                             f'<td class="l">{esc(versions)}</td><td class="wrap">{esc(d.get("description"))}{files}</td></tr>')
+                mrows.append(f'<tr><td class="l">{esc(d.get("name"))}</td><td class="wrap">{esc(", ".join(d.get("outputs") or []))}</td>'
+                             f'<td class="wrap">{esc(versions)}</td><td class="wrap">{esc(d.get("description"))}{files}</td></tr>')
             parts.append('<h4>Metrics</h4><div class="scroll"><table class="provenance"><thead><tr><th class="l">metric</th>'
                          '<th class="l">outputs</th><th class="l">versions</th><th class="l">how</th></tr></thead><tbody>'
                          + "".join(mrows) + "</tbody></table></div>")
