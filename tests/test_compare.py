@@ -40,7 +40,7 @@ def sha(text: str) -> str:
 
 def make_row(codec: str, utt: str, values: dict[str, float | None], *, decoded: str = "same",
              payload: str = "same", weights: str = "none", sample_rate: int = 16000, status: str = "ok",
-             error: str = "", ref_sha: str | None = None) -> dict[str, Any]:
+             error: str = "", ref_sha: str | None = None, language: str = "en") -> dict[str, Any]:
     family, _, config = codec.partition(":")
     metrics = {name: ({"value": v, "status": "ok", "error": None, "details": {}} if v is not None else
                       {"value": None, "status": "failed", "error": "synthetic failure", "details": {}})
@@ -48,7 +48,7 @@ def make_row(codec: str, utt: str, values: dict[str, float | None], *, decoded: 
     row = {
         "version": 1, "codec": codec, "family": family, "config": {"config": config.split(",")[0]},
         "registry": family, "checkpoint": {}, "runtime": {"executable": "/py", "python": "3.11.7", "numpy": "2.4.6"},
-        "weights": weights, "variant": "", "utterance": utt, "language": "en", "sample_rate": sample_rate,
+        "weights": weights, "variant": "", "utterance": utt, "language": language, "sample_rate": sample_rate,
         "num_samples": 16000, "duration_s": 1.0, "reference": f"/ref/{utt}.wav",
         "reference_sha256": ref_sha or sha(utt), "reference_resampled_from": None,
         "payload": f"payloads/{utt}.ccap", "payload_bytes": 100, "payload_sha256": sha(f"{payload}:{codec}:{utt}"),
@@ -331,6 +331,54 @@ def test_provenance_lists_every_difference(tmp_path: Path) -> None:
                            "runtime package torch": ("2.1", None)}
     text = render_text(result)
     assert "run provenance: 2 differences" in text and "runtime package torch" in text
+
+
+# ------------------------------------------------------------------------------ few units, languages
+
+
+def test_an_interval_on_fewer_units_than_the_bound_is_flagged_in_its_row(tmp_path: Path) -> None:
+    few = compare_runs(*paired_runs(tmp_path / "few", [3.0, 3.2, 3.1], [2.5, 2.9, 2.4]), resamples=500)
+    m = metric_of(few, "pesq_wb")
+    warning = ("only 3 utterances, fewer than 10: a percentile bootstrap interval on so few is too narrow "
+               "(it undercovers): read it as descriptive")
+    assert m["units"] == 3 and m["ci_low"] is not None and m["warning"] == warning
+    text = render_text(few)
+    row = next(line for line in text.splitlines() if line.startswith("  pesq_wb"))
+    assert f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}]" in row and "3 (< 10)" in row
+    assert f"warning (pesq_wb): {warning}" in text
+    # At the bound (the same for every surface) the interval stands unflagged.
+    rng = np.random.default_rng(3)
+    a = rng.uniform(2, 4, size=10)
+    enough = compare_runs(*paired_runs(tmp_path / "enough", list(a), list(a - 0.3 + rng.normal(0, 0.1, 10))),
+                          resamples=500)
+    m = metric_of(enough, "pesq_wb")
+    assert m["units"] == 10 and m["warning"] is None
+    assert "warning" not in render_text(enough) and "(< 10)" not in render_text(enough)
+
+
+def test_compare_splits_by_language_each_language_first(tmp_path: Path) -> None:
+    language = {"u1": "en", "u2": "en", "u3": "en", "u4": "zh", "u5": "zh", "u6": ""}
+    a = {u: 3.0 + i / 10 for i, u in enumerate(language)}
+    b = {"u1": 2.9, "u2": 3.0, "u3": 3.1, "u4": 1.0, "u5": 1.2, "u6": 3.4}
+    rows_a = [make_row("opus:6k", u, {"pesq_wb": a[u]}, decoded="a", language=language[u]) for u in language]
+    rows_b = [make_row("opus:6k", u, {"pesq_wb": b[u]}, decoded="b", language=language[u]) for u in language]
+    result = compare_runs(write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b), resamples=500)
+    comp = result["comparisons"][0]
+    assert [(p["language"], p["pairs"]) for p in comp["by_language"]] == [("", 1), ("en", 3), ("zh", 2)]
+    for part in comp["by_language"]:
+        (m,) = part["metrics"]
+        utts = [u for u in language if language[u] == part["language"]]
+        assert m["mean_diff"] == pytest.approx(np.mean([b[u] - a[u] for u in utts]))
+        assert m["n"] == len(utts)
+    assert metric_of(result, "pesq_wb")["mean_diff"] == pytest.approx(np.mean([b[u] - a[u] for u in language]))
+    text = render_text(result)
+    order = ["-- language (no language declared): 1 pairs", "-- language en: 3 pairs", "-- language zh: 2 pairs",
+             "-- all 3 languages pooled: 6 pairs"]
+    assert [text.index(line) for line in order] == sorted(text.index(line) for line in order)
+    assert "-- language :" not in text
+    # One language: the pooled table alone.
+    one = compare_runs(*paired_runs(tmp_path / "one", [3.0, 3.1], [2.0, 2.2]), resamples=100)
+    assert one["comparisons"][0]["by_language"] == [] and "-- " not in render_text(one)
 
 
 # ------------------------------------------------------------------------------ (6) speaker blocks

@@ -38,6 +38,8 @@ from codecarena.files import write_json
 from codecarena.results.store import append_row
 from codecarena.results.summary import summarize
 
+# The bound below which no interval is printed (bootstrap.MIN_UNITS, docs/report.md), as the docs declare it.
+MIN_UNITS = 10
 MODELS = Path(os.environ.get("CODECARENA_MODELS", REPO.parent / "shared" / "models"))
 CHROMIUM = "/usr/bin/chromium"
 
@@ -69,12 +71,17 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
              utterances: tuple[str, ...] = ("utt_a", "utt_b", "utt_c"), fail: tuple[str, str] | None = None,
              audio: bool = True, seed: int = 0, suspect: tuple[str, str] | None = None,
              languages: dict[str, str] | None = None, speakers: dict[str, str] | None = None,
-             silent: tuple[str, str] | None = None, replay_differs: tuple[str, str] | None = None) -> Path:
+             silent: tuple[str, str] | None = None, replay_differs: tuple[str, str] | None = None,
+             conversions: dict[str, list[str]] | None = None, heard: bool = False,
+             skipped_inputs: list[dict[str, str]] | None = None, metric_declarations: list[dict[str, Any]] = ()
+             ) -> Path:
     """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
     wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed;
     `suspect`: (codec, utterance) whose PESQ-WB is suspect; `languages`: utterance -> language (default en);
     `silent`: (codec, utterance) whose decoded audio failed the silence check; `replay_differs`:
-    (codec, utterance) whose replay decoded other bytes."""
+    (codec, utterance) whose replay decoded other bytes; `conversions`: utterance -> how its reference was
+    made (rows then carry version 4's fields); `heard`: dWER records carry ASR texts ("transcript of U",
+    "reference heard U", "CODEC heard U"); `skipped_inputs` and `metric_declarations` go into run.json."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -109,6 +116,9 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                          _metric(None, "not_applicable", "no reference transcript") if j == 0 else
                          _metric(float(rng.uniform(0, 0.5)))),
             }
+            if heard and not failed:
+                metrics["dwer"]["details"] = {"hypothesis": f"{codec} heard {utt}", "transcript": f"transcript of {utt}",
+                                              "reference_hypothesis": f"reference heard {utt}"}
             stages = [_stage("encode", float(rng.uniform(0.05, 0.2)), float(rng.uniform(1e-4, 1e-2)),
                              int(rng.integers(30, 90)) * 2**20),
                       _stage("decode", float(rng.uniform(0.05, 0.2)), None if j == 1 else float(rng.uniform(1e-4, 1e-2)),
@@ -145,8 +155,8 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 row.update(silent=True, checks_passed=False, error="checks failed: decoded audio is silent")
             if replay_differs == (codec, utt):
                 row.update(replay_sha256="0" * 64, replay_identical=False)
-            if speakers is not None:  # the fields version 4 added
-                row.update(speaker=speakers.get(utt, ""), reference_conversions=[])
+            if speakers is not None or conversions is not None:  # the fields version 4 added
+                row.update(speaker=(speakers or {}).get(utt, ""), reference_conversions=(conversions or {}).get(utt, []))
             rows.append(parse_row(json.loads(json.dumps(row))))
     for row in rows:
         append_row(run_dir, row)
@@ -156,7 +166,8 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
         "command": ["codecarena", "run", "--out", str(run_dir)], "created_at": "2026-11-30T00:00:00+00:00",
         "environment": {"python": "3.11.7", "executable": sys.executable, "os": os_name, "cpu": cpu,
                         "cpu_count": cpu_count, "memory_bytes": 2**34, "packages": {"numpy": np.__version__}},
-        "metrics": [], "runtimes": {f: {"registry": f, "environment": "main", "interpreter": sys.executable,
+        **({"skipped_inputs": skipped_inputs} if skipped_inputs is not None else {}),
+        "metrics": list(metric_declarations), "runtimes": {f: {"registry": f, "environment": "main", "interpreter": sys.executable,
                                         "packages": ["numpy==2"], "packages_sha256": "b" * 64}
                                     for _, f, _, _ in codecs},
         "plan": {"set": set_name, "manifest_sha256": manifest, "utterances": [[u, "c" * 64] for u in utterances],
@@ -331,10 +342,11 @@ def test_leaderboard_export_round_trip(tmp_path: Path, fmt: str) -> None:
 
 
 def test_intervals_and_languages_agree_between_summary_and_leaderboard(tmp_path: Path) -> None:
-    utterances = tuple(f"utt_{i}" for i in range(8))
+    # 16 English utterances and 8 Mandarin: the pooled and English means have intervals, the Mandarin none.
+    utterances = tuple(f"utt_{i:02d}" for i in range(24))
     languages = {u: "zh" if i % 3 == 0 else "en" for i, u in enumerate(utterances)}
     run_dir = make_run(tmp_path, "a", CODECS, utterances=utterances, languages=languages, audio=False,
-                       fail=("opus:6k", "utt_4"))
+                       fail=("opus:6k", "utt_04"))
     summary = json.loads((run_dir / "summary.json").read_text())
     board = lb.compute([run_dir], by="language")
     assert board.languages == ["en", "zh"]
@@ -347,8 +359,11 @@ def test_intervals_and_languages_agree_between_summary_and_leaderboard(tmp_path:
                 got = entry["metrics"][name]
                 assert (got["n_ok"], got["ci95"]) == (stats["n_ok"], stats["ci95"]), (c["codec"], language, name)
                 assert _same(got["mean"], stats["mean"])
+            assert all(stats["ci95"] is None and stats["ci_units"] == stats["n_ok"] < MIN_UNITS
+                       for stats in c["by_language"]["zh"]["metrics"].values())
         for name, stats in c["metrics"].items():
-            if stats["n_ok"] >= 2:
+            assert (stats["ci_unit"], stats["ci_units"]) == ("utterance", stats["n_ok"])
+            if stats["n_ok"] >= MIN_UNITS:
                 low, high = stats["ci95"]
                 rows = [r for r in rows_of_run(run_dir) if r["codec"] == c["codec"]]
                 values = [r["metrics"][name]["value"] for r in rows if r["metrics"][name]["status"] == "ok"]
@@ -370,15 +385,17 @@ def test_intervals_and_languages_agree_between_summary_and_leaderboard(tmp_path:
 def test_speaker_intervals_resample_speakers_with_their_utterances(tmp_path: Path) -> None:
     from codecarena.results.bootstrap import bootstrap_ci
 
-    utterances = tuple(f"utt_{i}" for i in range(6))
-    speakers = {u: f"s{i // 2}" for i, u in enumerate(utterances)}  # three speakers, two utterances each
+    utterances = tuple(f"utt_{i:02d}" for i in range(24))
+    speakers = {u: f"s{i // 2:02d}" for i, u in enumerate(utterances)}  # twelve speakers, two utterances each
     run_dir = make_run(tmp_path, "a", CODECS[:1], utterances=utterances, audio=False, speakers=speakers)
     by_utterance = lb.compute([run_dir])
     by_speaker = lb.compute([run_dir], ci_unit="speaker")
     rows = sorted(rows_of_run(run_dir), key=lambda r: r["utterance"])
     values = [r["metrics"]["stoi"]["value"] for r in rows]
     labels = [f"speaker:{r['speaker']}" for r in rows]
-    assert [r["speaker"] for r in rows] == ["s0", "s0", "s1", "s1", "s2", "s2"]
+    assert [r["speaker"] for r in rows][:6] == ["s00", "s00", "s01", "s01", "s02", "s02"]
+    assert (by_speaker.entries[0]["metrics"]["stoi"]["ci_unit"], by_speaker.entries[0]["metrics"]["stoi"]["ci_units"]) == (
+        "speaker", 12)
     # The same bootstrap the compare command uses, called with the speakers as groups.
     assert by_speaker.entries[0]["metrics"]["stoi"]["ci95"] == list(bootstrap_ci(values, labels, resamples=2000,
                                                                                    seed=0))
@@ -397,7 +414,7 @@ def test_leaderboard_ranks_fits_the_width_and_says_what_it_hid(tmp_path: Path,
 
     from codecarena import console as console_module
 
-    run_dir = make_run(tmp_path, "a", CODECS, audio=False)
+    run_dir = make_run(tmp_path, "a", CODECS, audio=False, utterances=tuple(f"utt_{i:02d}" for i in range(12)))
     board = lb.compute([run_dir])
     means = {e["codec"]: e["metrics"]["pesq_wb"]["mean"] for e in board.entries}
     best_first = sorted(means, key=lambda c: -means[c])
@@ -420,7 +437,7 @@ def test_leaderboard_ranks_fits_the_width_and_says_what_it_hid(tmp_path: Path,
         entry = next(e for e in board.entries if e["codec"] == codec)
         low, high = entry["metrics"]["pesq_wb"]["ci95"]
         row = next(line for line in table if codec in line)
-        assert f"{mean:.3f} +-{(high - low) / 2:.3f}" in row
+        assert f"{mean:.3f} [{low:.3f}, {high:.3f}]" in row
     hidden = next(line for line in lines if line.startswith("hidden to fit 90 columns"))
     assert "--columns" in hidden and "dec_model" in hidden
 
@@ -451,8 +468,10 @@ def test_a_100_column_terminal_shows_the_quality_columns(tmp_path: Path, monkeyp
     for codec, *_ in CODECS:
         values = [r["metrics"] for r in rows_of_run(run_dir) if r["codec"] == codec]
         line = next(line for line in lines if line.startswith(f" {codec} "))
+        below = lines[lines.index(line) + 1]
         for metric in ("pesq_wb", "stoi"):
-            assert f"{np.mean([m[metric]['value'] for m in values]):.3f} +-" in line, (metric, line)
+            assert f"{np.mean([m[metric]['value'] for m in values]):.3f}" in line, (metric, line)
+            assert below.count("n=3, no") >= 2, below  # three utterances: no interval, said under each mean
     hidden = [line for line in lines if line.startswith("hidden to fit 100 columns")]
     assert "dWER" in header or (len(hidden) == 1 and "dWER" in hidden[0] and "dwer" in hidden[0])
 
@@ -535,19 +554,220 @@ def test_a_failed_check_or_a_differing_replay_marks_the_whole_row(tmp_path: Path
     assert '<tr class="lb-row" data-codec="pcm:16"' in page
 
 
-def test_report_breaks_results_down_by_language_with_intervals(tmp_path: Path) -> None:
+def test_a_multilingual_report_opens_per_language(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     utterances = ("utt_a", "utt_b", "utt_c", "utt_d")
-    run_dir = make_run(tmp_path, "a", CODECS, utterances=utterances, audio=False,
-                       languages={"utt_c": "zh", "utt_d": "zh"})
-    page = report.write_report([run_dir], tmp_path / "report.html", audio="none").read_text()
-    assert page.count('<table class="leaderboard sortable" data-group="G1">') == 1  # the pooled table
-    assert page.count('data-language="en"') == page.count('data-language="zh"') == 1
-    assert "Language zh (2 utterances)" in page
+    run_dir = make_run(tmp_path, "a", CODECS, utterances=utterances, languages={"utt_c": "zh", "utt_d": "zh"})
+    out = report.write_report([run_dir], tmp_path / "report.html", audio="none")
+    page = out.read_text()
+    group = page[page.index('<section class="group"'):page.index('<h2 id="listening"')]
+    # Open sections, one per language, before the pooled table; each with its table and its own plots.
+    assert "<details" not in group
+    tables = re.findall(r'<table class="leaderboard sortable" data-group="G1"( data-language="(\w+)")?>', group)
+    assert [lang for _, lang in tables] == ["en", "zh", ""]
+    assert group.index("Language en: 2 utterances") < group.index("Language zh: 2 utterances") < group.index(
+        "All 2 languages pooled")
+    for lang in ("en", "zh"):
+        for metric in ("pesq_wb", "stoi", "dwer"):
+            assert group.count(f'<figure data-metric="{metric}" data-language="{lang}"') == 1, (metric, lang)
+    assert group.count('data-metric="cost"') == 1
+    # A plot per language, drawn from that language's means alone.
+    board = lb.compute([run_dir], by="language")
+    zh = {e["codec"]: e["metrics"]["pesq_wb"]["mean"] for e in board.entries if e["language"] == "zh"}
+    rows = [r for r in rows_of_run(run_dir) if r["language"] == "zh"]
+    assert zh == {c: pytest.approx(np.mean([r["metrics"]["pesq_wb"]["value"] for r in rows if r["codec"] == c]))
+                  for c, *_ in CODECS}
+    # report.md: each language's table first, then the pooled one.
+    md = out.with_suffix(".md").read_text()
+    assert md.index("### Language en: 2 utterances") < md.index("### Language zh: 2 utterances") < md.index(
+        "### All 2 languages pooled")
+    assert md.count("| opus:6k |") == 3
+    # The terminal leaderboard splits by language without being asked, per language first.
+    parser = argparse.ArgumentParser()
+    leaderboard_command.add_parser(parser.add_subparsers(dest="command"))
+    assert leaderboard_command.run(parser.parse_args(["leaderboard", str(run_dir)])) == 0
+    text = capsys.readouterr().out
+    headings = [line for line in text.splitlines() if line.startswith("G1: ")]
+    assert [h.split(";")[0].rsplit(" - ", 1)[1] for h in headings] == ["language en", "language zh",
+                                                                        "all 2 languages pooled"]
+    # An export keeps the shape it was asked for: per-language records only with --by language.
+    assert leaderboard_command.run(parser.parse_args(["leaderboard", str(run_dir), "--format", "csv"])) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1 + len(CODECS)
+
+
+def test_an_undeclared_language_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = make_run(tmp_path, "a", CODECS[:2], languages={"utt_a": "", "utt_b": ""})
+    out = report.write_report([run_dir], tmp_path / "report.html", audio="none")
+    page = out.read_text()
+    assert "Language (no language declared): 2 utterances" in page
+    assert page.count('data-language=""') >= 1 and "Language : " not in page
+    assert "utt_a <span class=\"muted\">((no language declared), " in page  # the listening section's heading
+    assert "### Language (no language declared): 2 utterances" in out.with_suffix(".md").read_text()
+    parser = argparse.ArgumentParser()
+    leaderboard_command.add_parser(parser.add_subparsers(dest="command"))
+    assert leaderboard_command.run(parser.parse_args(["leaderboard", str(run_dir)])) == 0
+    text = capsys.readouterr().out
+    assert " - language (no language declared);" in text and " - language ;" not in text
+    # A single undeclared language is the pooled table, named.
+    alone = make_run(tmp_path, "b", CODECS[:1], languages=dict.fromkeys(("utt_a", "utt_b", "utt_c"), ""))
+    assert leaderboard_command.run(parser.parse_args(["leaderboard", str(alone)])) == 0
+    assert " - language (no language declared);" in capsys.readouterr().out
+    from codecarena.results import formatting
+
+    assert getattr(formatting, "NO_LANGUAGE", None) == "(no language declared)"  # the one wording
+
+
+def _terminal(monkeypatch: pytest.MonkeyPatch, width: int = 250) -> io.StringIO:
+    """Every console codecarena prints through, into a buffer of `width` columns."""
+    from codecarena import console as console_module
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(console_module, "console", console_module.make_console(file=buffer, width=width))
+    return buffer
+
+
+def test_no_surface_prints_an_interval_on_fewer_units_than_the_bound(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena.console import print_quality
+    from codecarena.results import bootstrap
+
+    # Three utterances: three values per mean, and every surface says there is no interval, and why.
+    run_dir = make_run(tmp_path, "a", CODECS, speakers={"utt_a": "s1", "utt_b": "s1", "utt_c": "s1"})
     summary = json.loads((run_dir / "summary.json").read_text())
-    low, high = summary["codecs"][0]["by_language"]["zh"]["metrics"]["stoi"]["ci95"]
-    assert f"95% bootstrap interval of the mean over 2 utterances: {low:.3f} to {high:.3f}" in page
-    for box in COLUMN_TOGGLES:
-        assert f'data-toggle="{box}"' in page
+    assert summary["version"] == 3 and summary["ci"]["min_units"] == MIN_UNITS
+    stoi = summary["codecs"][0]["metrics"]["stoi"]
+    assert (stoi["ci95"], stoi["ci_unit"], stoi["ci_units"]) == (None, "utterance", 3)
+    buffer = _terminal(monkeypatch)
+    print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
+    board = lb.compute([run_dir])
+    leaderboard_command.print_table(board)
+    terminal = buffer.getvalue()
+    assert terminal.count("n=3, no") >= 3 * 2 * 2  # PESQ-WB and STOI of three codecs, in both tables
+    assert "+-" not in terminal and not re.search(r"\[\d", terminal)
+    out = report.write_report([run_dir], tmp_path / "report.html", audio="none")
+    page, md = out.read_text(), out.with_suffix(".md").read_text()
+    body = page[page.index("<main>"):page.index("<script>")]
+    assert "&plusmn;" not in body and not re.search(r"\[\d", body) and not re.search(r"\[\d", md)
+    withheld = ('<span class="sub ci none" title="only 3 utterances, fewer than 10: a percentile bootstrap interval '
+                'on so few is too narrow (it undercovers), so none is given; read the mean as descriptive">'
+                "n=3 utterances: no interval, fewer than 10</span>")
+    assert page.count(withheld) == 3 * 2  # PESQ-WB and STOI of every codec (dWER has 2 values)
+    assert md.count("n=3 utterances: no interval, fewer than 10") == 3 * 2
+    # The plots draw no bar, and say why.
+    assert page.count('data-intervals="0"') == 3
+    assert "No bar on 3 points: fewer than 10 utterances, too few for an interval." in page
+    # The export has no interval either, and says on how many units.
+    _, records = leaderboard_export.flatten(board)
+    assert {(r["stoi_ci95_low"], r["stoi_ci95_high"], r["stoi_ci_units"], r["ci_unit"]) for r in records} == {
+        (None, None, 3, "utterance")}
+    # --ci-unit speaker with one speaker: no interval, and the reason, instead of a silent gap.
+    by_speaker = lb.compute([run_dir], ci_unit="speaker")
+    assert by_speaker.entries[0]["metrics"]["stoi"]["ci_units"] == 1
+    buffer.truncate(0)
+    buffer.seek(0)
+    leaderboard_command.print_table(by_speaker)
+    assert "n=1, no" in buffer.getvalue() and "interval [lo, hi] over speakers" in buffer.getvalue()
+    from codecarena.results.formatting import interval_text
+
+    assert interval_text(by_speaker.entries[0]["metrics"]["stoi"]) == "n=1 speaker: no interval, fewer than 10"
+    assert getattr(bootstrap, "MIN_UNITS", None) == MIN_UNITS  # the one declared bound
+
+
+def test_an_interval_prints_as_lo_hi_with_its_units(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena.console import print_quality
+    from codecarena.results.formatting import metric_ci_cell
+
+    # The interval the issue saw printed as "2.797 +-3.579": both ends, never half the width.
+    stats = {"mean": 2.797, "ci95": [0.308, 7.467], "ci_unit": "utterance", "ci_units": 12, "n_ok": 12,
+             "n_failed": 0, "n_not_applicable": 0}
+    assert metric_ci_cell(stats) == "2.797 [0.308, 7.467]\nn=12"
+    # Twelve utterances, the last one far off: an asymmetric interval on every surface as [lo, hi].
+    utterances = tuple(f"utt_{i:02d}" for i in range(12))
+    run_dir = make_run(tmp_path, "a", CODECS, utterances=utterances, audio=False)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    buffer = _terminal(monkeypatch)
+    print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
+    board = lb.compute([run_dir])
+    leaderboard_command.print_table(board)
+    terminal = buffer.getvalue()
+    out = report.write_report([run_dir], tmp_path / "report.html", audio="none")
+    page, md = out.read_text(), out.with_suffix(".md").read_text()
+    for c in summary["codecs"]:
+        stats = c["metrics"]["pesq_wb"]
+        values = sorted(r["metrics"]["pesq_wb"]["value"] for r in rows_of_run(run_dir) if r["codec"] == c["codec"])
+        low, high = stats["ci95"]
+        assert values[0] <= low < np.mean(values) < high <= values[-1]
+        both = f"{stats['mean']:.3f} [{low:.3f}, {high:.3f}]"
+        assert terminal.count(both) == 2, (both, terminal)
+        assert f"{both} n=12 utterances" in md
+        assert (f'<td data-v="{stats["mean"]!r}">{stats["mean"]:.3f}<span class="sub ci" title="95% percentile '
+                f'bootstrap interval of the mean, resampling 12 utterances">[{low:.3f}, {high:.3f}] n=12 utterances'
+                "</span>") in page
+    assert "+-" not in terminal + md and "&plusmn;" not in page
+    assert page.count('data-intervals="3"') == 3  # a bar on every point of the three plots
+
+
+def test_summaries_of_earlier_versions_re_derive_with_their_own_intervals(tmp_path: Path) -> None:
+    from codecarena.results import audit, summary
+
+    run_dir = make_run(tmp_path, "a", CODECS[:1], audio=False)
+    rows = [parse_row(r) for r in rows_of_run(run_dir)]
+    v2, v3 = summarize(rows, 2), summarize(rows)
+    # Version 2 gave an interval from 2 values on and named no unit; version 3 withholds it below the bound.
+    old, new = v2["codecs"][0]["metrics"]["stoi"], v3["codecs"][0]["metrics"]["stoi"]
+    values = [r.metrics["stoi"]["value"] for r in rows]
+    assert min(values) <= old["ci95"][0] < old["ci95"][1] <= max(values) and "ci_units" not in old
+    assert new["ci95"] is None and new["ci_units"] == 3
+    assert "min_units" not in v2["ci"] and v3["ci"]["min_units"] == MIN_UNITS
+    assert "ci95" not in summarize(rows, 1)["codecs"][0]["metrics"]["stoi"]
+    # The audit re-derives a summary in any of these versions (the one it was written in).
+    assert summary.SUMMARY_VERSIONS == (1, 2, 3) and audit.SUMMARY_VERSIONS is summary.SUMMARY_VERSIONS
+
+
+LONG_VERSION = "faster_whisper " + "1.0.3+" + "x" * 200  # one unbroken string, like the 1,274 px one seen
+
+
+def test_the_report_tells_the_whole_story_of_an_input(tmp_path: Path) -> None:
+    mp3 = ["decoded MP3 MPEG_LAYER_III (libsndfile), 44100 Hz, 2 channels", "downmixed 2 channels to mono (their mean)",
+           "resampled 44100 -> 16000 Hz (soxr VHQ)", "written as 16-bit PCM wav"]
+    skipped = [{"file": "notes.txt", "reason": "not audio: no decoder recognises it"},
+               {"file": "cut.ogg", "reason": "truncated Ogg: the last page is missing"}]
+    run_dir = make_run(tmp_path, "a", CODECS[:2], conversions={"utt_a": mp3}, heard=True, skipped_inputs=skipped,
+                       metric_declarations=[{"name": "asr", "outputs": ["dwer"], "versions": {"asr": LONG_VERSION},
+                                             "description": "Whisper transcripts"}])
+    page = report.write_report([run_dir], tmp_path / "report.html", audio="none").read_text()
+    provenance = page[page.index('<h2 id="provenance">'):]
+    # Conversions and skipped files, in provenance: one line per way a reference was made, with its utterances.
+    assert ('<tr><td class="wrap">' + "; ".join(mp3).replace(">", "&gt;") + '</td><td>1</td><td class="wrap mono">'
+            "utt_a</td></tr>") in provenance
+    assert ("<tr><td class=\"wrap\">the input file&#x27;s own bytes, unchanged</td><td>2</td><td class=\"wrap mono\">"
+            "utt_b, utt_c</td></tr>") in provenance
+    for item in skipped:
+        assert f'<td class="wrap mono">{item["file"]}</td><td class="wrap">{item["reason"]}</td>' in provenance
+    # The long version string sits in a cell that wraps, and every provenance cell may wrap anywhere.
+    assert f'<td class="wrap">asr {LONG_VERSION}</td>' in provenance
+    assert "table.provenance td { white-space: normal; overflow-wrap: anywhere; }" in page
+    # Each utterance's cards: the reference's conversions, transcript and what the recogniser heard in
+    # it; on every decoded card what it heard in the decoded audio.
+    listening = page[page.index('<h2 id="listening">'):page.index('<h2 id="failures">')]
+    utt_a = listening[listening.index('data-utterance="utt_a"'):listening.index('data-utterance="utt_b"')]
+    reference = utt_a[utt_a.index('<div class="card ref'):]
+    reference = reference[:reference.index("</dl>")]
+    assert ("<dt>input</dt><dd>" + esc_html("; ".join(mp3)) + "</dd><dt>transcript</dt><dd>transcript of utt_a</dd>"
+            "<dt>recognised in the reference</dt><dd>reference heard utt_a</dd>") in reference
+    for codec, *_ in CODECS[:2]:
+        assert f"<dt>recognised</dt><dd>{codec} heard utt_a</dd>" in utt_a
+    utt_b = listening[listening.index('data-utterance="utt_b"'):]
+    assert "<dt>input</dt><dd>the input file&#x27;s own bytes, unchanged</dd>" in utt_b
+    # A run that records no skipped inputs (run.json before version 3) says so rather than "none".
+    older = report.write_report([make_run(tmp_path, "b", CODECS[:1])], tmp_path / "b.html", audio="none").read_text()
+    assert "Skipped input files: not recorded (run.json before version 3)." in older
+    assert "<dt>input</dt><dd>not recorded (a row before version 4)</dd>" in older
+
+
+def esc_html(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
 
 
 COLUMN_TOGGLES = ("rate", "quality", "content", "cost", "checks")
@@ -796,6 +1016,11 @@ def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
                     setTimeout(done, 15000); })));
                 return els.map(a => a.error ? -1 : a.duration); }""")
             assert min(durations) > 1.0, durations
+            # The cards say what the recogniser heard: in the reference, and in every decoded version.
+            said = page.locator("div.card dl.said").evaluate_all("ds => ds.map(d => d.innerText)")
+            assert sum("recognised in the reference" in t for t in said) == n_refs
+            assert sum(t.startswith("recognised") for t in said) == n_decoded
+            _assert_provenance_fits(page)
             # sorting by a header works (the only script on the page)
             page.locator("table.leaderboard th", has_text="repr kbps").click()
             first = page.locator("table.leaderboard tr.lb-row").first.get_attribute("data-codec")
@@ -841,14 +1066,28 @@ def test_report_in_headless_chromium_by_language_with_a_failed_configuration(bil
         context, page = _chromium_page(pw, tmp_path / "chromium-profile", messages, outside)
         try:
             page.goto(out.as_uri(), wait_until="load")
-            assert page.locator("details.by-language table.leaderboard[data-language='en']").count() == 1
-            assert page.locator("details.by-language table.leaderboard[data-language='zh']").count() == 1
-            # opus:6k's three utterances give it an interval; pcm:16 has one too (of zero width)
-            for metric in ("pesq_wb", "stoi"):
-                figure = page.locator(f"figure[data-metric='{metric}']")
-                assert figure.get_attribute("data-intervals") == "2"
-                assert "Bars: 95% bootstrap interval of the mean" in figure.locator("figcaption").inner_text()
-                assert figure.locator("img.plot").evaluate("i => i.naturalWidth") > 100
+            # The report opens per language: the group's first tables are English's and Mandarin's, shown
+            # (nothing folded), then the pooled one.
+            tables = page.locator("section.group table.leaderboard")
+            assert tables.evaluate_all("ts => ts.map(t => t.dataset.language ?? null)") == ["en", "zh", None]
+            assert all(tables.nth(i).is_visible() for i in range(3))
+            assert page.locator("details.by-language").count() == 0
+            headings = page.locator("section.language h4").all_inner_texts()
+            assert headings == ["Language en: 2 utterances", "Language zh: 1 utterance"]
+            # Rate-quality plots per language; none pooled across languages. Two English utterances and one
+            # Mandarin are fewer than the bound: no bars, and the caption says why.
+            for language, n in (("en", 2), ("zh", 1)):
+                for metric in ("pesq_wb", "stoi"):
+                    figure = page.locator(f"figure[data-metric='{metric}'][data-language='{language}']")
+                    assert figure.is_visible()
+                    assert figure.get_attribute("data-intervals") == "0"
+                    caption = figure.locator("figcaption").inner_text()
+                    assert "No bar on" in caption and "fewer than 10 utterances" in caption, caption
+                    assert figure.locator("img.plot").evaluate("i => i.naturalWidth") > 100
+            assert page.locator("figure[data-metric='pesq_wb']:not([data-language])").count() == 0
+            cells = page.locator("table.leaderboard[data-language='en'] span.sub.ci").all_inner_texts()
+            assert cells and all(t.startswith("n=2 utterances: no interval, fewer than 10") for t in cells), cells
+            _assert_provenance_fits(page)
             pooled = page.locator("table.leaderboard:not([data-language])")
             box = pooled.locator("xpath=..")  # the scrolling div around the table
             widths = box.evaluate("d => [d.scrollWidth, d.clientWidth]")
@@ -874,6 +1113,44 @@ def test_report_in_headless_chromium_by_language_with_a_failed_configuration(bil
     assert messages == []
     assert outside == []
     assert shot.stat().st_size > 10_000
+
+
+def _assert_provenance_fits(page: Any) -> None:
+    """No provenance table is wider than the box it scrolls in, and no cell reaches past it."""
+    sizes = page.locator("table.provenance").evaluate_all(
+        "ts => ts.map(t => [t.getBoundingClientRect().width, t.parentElement.clientWidth, "
+        "Math.max(...Array.from(t.querySelectorAll('td')).map(c => c.getBoundingClientRect().right)) - "
+        "t.parentElement.getBoundingClientRect().right])")
+    assert sizes and all(width <= box + 1 and overhang <= 1 for width, box, overhang in sizes), sizes
+
+
+@pytest.mark.slow
+def test_long_provenance_strings_wrap_in_headless_chromium(tmp_path: Path) -> None:
+    _need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    run_dir = make_run(tmp_path, "a", CODECS, heard=True, conversions={"utt_a": ["resampled 44100 -> 16000 Hz "
+                                                                                  "(soxr VHQ)"]},
+                       skipped_inputs=[{"file": "x" * 300 + ".wav", "reason": "not audio"}],
+                       metric_declarations=[{"name": "asr", "outputs": ["dwer"], "versions": {"asr": LONG_VERSION},
+                                             "description": "Whisper transcripts"}])
+    out = report.write_report([run_dir], tmp_path / "report.html")
+    messages: list[str] = []
+    outside: list[str] = []
+    with sync_playwright() as pw:
+        context, page = _chromium_page(pw, tmp_path / "chromium-profile", messages, outside)
+        try:
+            page.goto(out.as_uri(), wait_until="load")
+            _assert_provenance_fits(page)
+            versions = page.locator("table.provenance td", has_text=LONG_VERSION[:40])
+            assert versions.count() == 1 and versions.bounding_box()["height"] > 30  # wrapped onto several lines
+            said = page.locator("div[data-utterance='utt_a'] div.card dl.said").all_inner_texts()
+            assert any("transcript of utt_a" in t and "reference heard utt_a" in t for t in said)
+            assert sum("heard utt_a" in t for t in said) == 1 + len(CODECS)
+            page.screenshot(path=str(_artifacts(tmp_path) / "report-provenance.png"), full_page=True)
+        finally:
+            context.close()
+    assert messages == [] and outside == []
 
 
 def test_a_suspect_value_is_counted_kept_out_of_the_mean_and_shown(tmp_path: Path,
