@@ -6,7 +6,10 @@ all succeeded count towards rates and costs; failures are listed with their reas
 
 Every metric mean carries its 95% confidence interval (`ci95`): a percentile bootstrap over the
 utterances' ok values, in utterance order, with a fixed seed, so the summary re-derives exactly.
-Per-language summaries (`by_language`) have their own means and intervals.
+Per-language summaries (`by_language`) have their own means and intervals. An error rate (WER, CER
+and their kin) also has its corpus rate, total errors over total reference tokens, from the counts
+each row records; it counts each language's own words or characters, so it is summarised only per
+language, and a word error rate only for a language written with spaces (metrics/outputs.py).
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
+from codecarena.metrics import outputs
 from codecarena.results.bootstrap import LEVEL, bootstrap_ci
 from codecarena.results.schema import Row
 
-# 2: every metric's `ci95`, and the `ci` settings. Version 1 summaries (no intervals) still audit.
-SUMMARY_VERSION = 2
+# 2: every metric's `ci95`, and the `ci` settings. 3: error rates summarised only per language (and a
+# word error rate only for a language written with spaces), with their corpus rates. Summaries of
+# every earlier version still audit: each re-derives in its own version.
+SUMMARY_VERSION = 3
 CI_RESAMPLES = 2000
 CI_SEED = 0
 CI_SETTINGS = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit": "utterance",
@@ -66,11 +72,28 @@ def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
     }
 
 
-def metric_stats(scored: list[dict[str, Any]], with_ci: bool = True) -> dict[str, Any]:
+def _corpus(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """An error rate's total errors, total reference tokens and their ratio over the ok records; None
+    where an ok record does not carry its counts (rows scored before they were recorded)."""
+    ok = [rec for rec in records if rec["status"] == "ok"]
+    counts = [c for c in map(outputs.error_counts, ok) if c is not None]
+    if not ok or len(counts) != len(ok):
+        return {"corpus_rate": None, "corpus_errors": None, "corpus_tokens": None}
+    errors, tokens = sum(e for e, _ in counts), sum(t for _, t in counts)
+    return {"corpus_rate": errors / tokens, "corpus_errors": errors, "corpus_tokens": tokens}
+
+
+def metric_stats(scored: list[dict[str, Any]], with_ci: bool = True, languages: Iterable[str] | None = None,
+                 ) -> dict[str, Any]:
     """Per metric output over several scored rows (in utterance order): mean over ok values with its
     95% interval, and counts (with reasons) of the rest; suspect values are counted, and averaged in
-    only in `mean_with_suspect`."""
+    only in `mean_with_suspect`. With `languages` (those of the rows; summary version 3), an error rate
+    gets its corpus rate, and an output whose mean would mean nothing over them (an error rate over
+    several languages, a word error rate of a language written without spaces) is left out."""
     names = list(dict.fromkeys(name for metrics in scored for name in metrics))
+    if languages is not None:
+        languages = set(languages)
+        names = [name for name in names if outputs.summarised(name, languages)]
     stats: dict[str, Any] = {}
     for name in names:
         records = [metrics[name] for metrics in scored if name in metrics]
@@ -89,6 +112,7 @@ def metric_stats(scored: list[dict[str, Any]], with_ci: bool = True) -> dict[str
             "n_suspect": len(suspect),
             "mean_with_suspect": statistics.fmean(values + suspect) if values or suspect else None,
             "failure_reasons": reasons,
+            **(_corpus(records) if languages is not None and name in outputs.ERROR_RATES else {}),
         }
     return stats
 
@@ -97,6 +121,7 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
     first = rows[0]
     languages = sorted({r.language for r in rows})
     ci = version >= 2
+    per_language = version >= 3
     # The bootstrap resamples values by position: utterance order makes the interval independent of
     # the order rows finished in.
     in_order = sorted(rows, key=lambda r: r.utterance) if ci else rows
@@ -108,9 +133,9 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
         "rows": len(rows),
         "rows_failed": sum(r.status != "ok" for r in rows),
         **_rates(rows),
-        "metrics": metric_stats([r.metrics for r in in_order], ci),
+        "metrics": metric_stats([r.metrics for r in in_order], ci, languages if per_language else None),
         "by_language": {lang: {**_rates(sub), **({"utterances": len(sub)} if ci else {}),
-                               "metrics": metric_stats([r.metrics for r in sub], ci)}
+                               "metrics": metric_stats([r.metrics for r in sub], ci, [lang] if per_language else None)}
                         for lang in languages for sub in [[r for r in in_order if r.language == lang]]},
         "encode": _stage_costs(rows, "encode"),
         "decode": _stage_costs(rows, "decode"),
@@ -125,7 +150,8 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
 
 
 def summarize(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]:
-    """The run's summary; `version` 1 re-derives a summary written before the intervals."""
+    """The run's summary; an earlier `version` re-derives a summary written in it (1: before the
+    intervals; 2: before the corpus rates and the per-language error rates)."""
     by_codec: dict[str, list[Row]] = {}
     for row in rows:
         by_codec.setdefault(row.codec, []).append(row)
