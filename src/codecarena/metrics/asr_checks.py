@@ -66,12 +66,12 @@ BOUNDS = (
     Bound("LOG_PROB_BOUND", LOG_PROB_BOUND, "Whisper's logprob_threshold, the second half of its no-speech rule"),
 )
 
-POLICY = (f"values a recogniser failure made -> suspect with the reason: the reference audio's own error rate above "
-          f"{REFERENCE_ERROR_BOUND:g} or its transcript looping (every output); the decoded audio's transcript "
-          f"compressing above {COMPRESSION_RATIO_BOUND:g}:1, repeating an n-gram of up to {REPEAT_MAX_TOKENS} tokens "
-          f"{REPEAT_COPIES} times in a row, holding more than {LENGTH_RATIO_BOUND:g} times the tokens of the text "
-          f"scored against, or text where Whisper's no-speech probability is above {NO_SPEECH_BOUND:g} with an "
-          f"average log-probability below {LOG_PROB_BOUND:g} (the outputs that read it); bounds in validity_bounds")
+POLICY = (f"values a recogniser failure made -> suspect with the reason: a transcript compressing above "
+          f"{COMPRESSION_RATIO_BOUND:g}:1, repeating an n-gram of up to {REPEAT_MAX_TOKENS} tokens {REPEAT_COPIES} "
+          f"times in a row or holding more than {LENGTH_RATIO_BOUND:g} times the tokens of the text scored against; "
+          f"the decoded audio's: the outputs that read it, also for text where Whisper's no-speech probability is "
+          f"above {NO_SPEECH_BOUND:g} with an average log-probability below {LOG_PROB_BOUND:g}; the reference audio's, "
+          f"or its own error rate above {REFERENCE_ERROR_BOUND:g}: every output; bounds in validity_bounds")
 
 
 # The outputs that read the decoded audio's transcript; ref_wer and ref_cer read only the reference's.
