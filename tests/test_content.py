@@ -347,6 +347,21 @@ def test_a_mandarin_loop_is_suspect_and_mandarin_has_no_word_error_rate() -> Non
     assert records["ref_cer"]["status"] == "ok" and records["ref_cer"]["value"] == 0.0
 
 
+def test_the_loop_codec2_1200_made_whisper_base_write_on_a_smoke_clip_is_suspect() -> None:
+    """Measured (2026-12, `codecarena run --data-dir SMOKE --codec codec2:1200 --metrics asr`): on
+    zh_aishell1_BAC009S0002W0124 Whisper base wrote 深 213 times after the words, a CER of 12.06 that
+    was ok before the checks and dominated the codec's Mandarin mean (0.385 without it, 3.303 with it)."""
+    transcript = "自六月底呼和浩特市率先宣布取消限购后"
+    heard = "自日六月底呼吼好特使" + "深" * 213
+    records = asr_records(heard, "自6月底,呼吼吼特使率先宣布取消相课后", "zh", transcript, (("number", "六月"),),
+                          {}).records
+    for name in ("cer", "dcer", "critical_survived"):
+        assert records[name]["status"] == "suspect", name
+        assert records[name]["error"].startswith(LOOP_REASON.format("深", 213))
+    assert records["cer"]["value"] > 12 and records["cer"]["details"]["reference_tokens"] == len(transcript)
+    assert records["ref_cer"]["status"] == "ok"
+
+
 def test_a_short_loop_is_caught_by_the_repetition_test_alone() -> None:
     transcript = "he said yes to the offer"
     five = asr_records("he said yes yes yes yes yes to the offer", transcript, "en", transcript, (), {}).records
