@@ -381,6 +381,104 @@ def test_compare_splits_by_language_each_language_first(tmp_path: Path) -> None:
     assert one["comparisons"][0]["by_language"] == [] and "-- " not in render_text(one)
 
 
+# ------------------------------------------------------------------------------ content metrics: suspect values
+# and languages (the summary and the leaderboard too: they share the rules with compare)
+
+CAT = "THE CAT SAT DOWN"
+LOOP = "Ring-link-link-link-link-link-link-link-link"  # against RING THE BELL TWICE: WER 2.0, a loop
+
+
+def asr_row(codec: str, utt: str, language: str, hypothesis: str, transcript: str, decoded: str) -> dict[str, Any]:
+    """A row whose ASR records the real metric code made (the reference audio heard as said)."""
+    from codecarena.metrics.content import asr_records
+
+    row = make_row(codec, utt, {"pesq_wb": 3.0}, decoded=decoded)
+    row["language"] = language
+    row["metrics"].update(asr_records(hypothesis, transcript, language, transcript, (), {"model": "test"}).records)
+    parse_row(row)
+    return row
+
+
+def test_suspect_asr_values_are_counted_apart_and_left_out_of_means_and_verdicts(tmp_path: Path) -> None:
+    """A recogniser loop in one of B's utterances: B's mean WER is that of the other three, the
+    loop is counted apart, and compare drops its pair with the reason (as for PESQ's suspect values)."""
+    from codecarena.results import leaderboard
+    from codecarena.results.summary import summarize
+
+    said = {"u1": CAT, "u2": CAT, "u3": CAT, "u4": "RING THE BELL TWICE"}
+    rows_a = [asr_row("opus:6k", u, "en", t, t, "a") for u, t in said.items()]
+    rows_b = [asr_row("opus:6k", u, "en", "the dog sat down", t, "b") for u, t in said.items() if u != "u4"]
+    rows_b.append(asr_row("opus:6k", "u4", "en", LOOP, said["u4"], "b"))
+    assert rows_b[-1]["metrics"]["wer"]["status"] == "suspect"
+    run_a, run_b = write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b)
+
+    wer = summarize(load_run(run_b).rows)["codecs"][0]["metrics"]["wer"]
+    assert (wer["mean"], wer["n_ok"], wer["n_suspect"]) == (0.25, 3, 1)
+    assert wer["mean_with_suspect"] == (0.25 * 3 + 2.0) / 4
+    # The corpus rate beside the mean: 3 errors in 12 reference words of the ok values.
+    assert (wer["corpus_rate"], wer["corpus_errors"], wer["corpus_tokens"]) == (0.25, 3, 12)
+    older = load_run(run_b).rows
+    del older[0].metrics["wer"]["details"]["errors"]  # as a row scored before the counts were recorded
+    assert summarize(older)["codecs"][0]["metrics"]["wer"]["corpus_rate"] is None
+    (entry,) = leaderboard.compute([run_b]).entries
+    assert {k: entry["metrics"]["wer"][k] for k in ("mean", "n_suspect", "corpus_rate", "corpus_tokens")} == {
+        "mean": 0.25, "n_suspect": 1, "corpus_rate": 0.25, "corpus_tokens": 12}
+
+    verdict = metric_of(compare_runs(run_a, run_b, resamples=500), "wer")
+    assert (verdict["n"], verdict["mean_a"], verdict["mean_b"]) == (3, 0.0, 0.25)
+    (dropped,) = verdict["dropped"]
+    assert dropped.startswith("B: suspect (the ASR of the decoded audio repeats 'link' 8 times in a row")
+
+
+def test_error_rates_are_never_pooled_across_languages(tmp_path: Path) -> None:
+    """English WERs and Mandarin CERs count different things: the summary, the leaderboard and compare
+    give error rates per language only, and Mandarin no WER at all."""
+    from codecarena.results import leaderboard
+    from codecarena.results.summary import summarize
+
+    def rows(decoded: str, zh_heard: str) -> list[dict[str, Any]]:
+        return [asr_row("opus:6k", "e1", "en", "the dog sat down", CAT, decoded),
+                asr_row("opus:6k", "e2", "en", "the cat sat", CAT, decoded),
+                asr_row("opus:6k", "z1", "zh", zh_heard, "今天天气很好", decoded),
+                asr_row("opus:6k", "z2", "zh", "六月一日", "六月一日", decoded)]
+
+    run_a, run_b = write_run(tmp_path / "A", rows("a", "今天天气很好")), write_run(tmp_path / "B", rows("b", "今天天气好"))
+    error_rates = {"wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer"}
+    codec = summarize(load_run(run_b).rows)["codecs"][0]
+    assert not error_rates & set(codec["metrics"]) and {"pesq_wb", "critical_survived"} <= set(codec["metrics"])
+    assert error_rates <= set(codec["by_language"]["en"]["metrics"])
+    zh = codec["by_language"]["zh"]["metrics"]
+    assert set(zh) & error_rates == {"cer", "ref_cer", "dcer"}
+    # 今天天气好 for 今天天气很好: one deletion in 10 characters said (6 + 4).
+    assert (zh["cer"]["corpus_errors"], zh["cer"]["corpus_tokens"], zh["cer"]["corpus_rate"]) == (1, 10, 0.1)
+    assert zh["cer"]["mean"] == (1 / 6 + 0) / 2
+    # A summary written in version 2 (before this rule) still re-derives as it was written.
+    assert "wer" in summarize(load_run(run_b).rows, 2)["codecs"][0]["metrics"]
+
+    board = leaderboard.compute([run_b], by="language")
+    by_language = {e["language"]: e["metrics"] for e in board.entries}
+    assert not error_rates & set(by_language[None])
+    assert error_rates <= set(by_language["en"]) and set(by_language["zh"]) & error_rates == {"cer", "ref_cer", "dcer"}
+    assert by_language["zh"]["cer"]["corpus_rate"] == 0.1 and by_language["en"]["wer"]["corpus_rate"] == 2 / 8
+
+    result = compare_runs(run_a, run_b, resamples=500)
+    assert {m["metric"] for m in result["comparisons"][0]["metrics"]} == {"pesq_wb", "critical_survived"}
+    (note,) = [n for n in result["notes"] if "not compared over the languages 'en', 'zh'" in n]
+    assert set(note.split(": ")[1].split(" not compared")[0].split(", ")) == {"wer", "cer", "dwer", "dcer"}
+    with pytest.raises(CompareError, match="dcer not compared over the languages 'en', 'zh'"):
+        compare_runs(run_a, run_b, metrics=["dcer"], resamples=500)
+
+
+def test_the_audit_checks_an_error_rate_against_its_counts() -> None:
+    from codecarena.results.audit import error_count_problems
+
+    row = parse_row(asr_row("opus:6k", "u1", "en", "the dog sat down", CAT, "a"))
+    assert error_count_problems(row, "opus:6k u1") == []
+    row.metrics["wer"]["value"] = 0.1
+    assert error_count_problems(row, "opus:6k u1") == [
+        "opus:6k u1: wer is 0.1, but its counts say 1 errors in 4 reference tokens"]
+
+
 # ------------------------------------------------------------------------------ (6) speaker blocks
 
 

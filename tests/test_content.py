@@ -303,6 +303,154 @@ def test_manifest_entities_occur_in_their_transcripts() -> None:
 
 
 # --------------------------------------------------------------------------- #
+# Error counts and the validity checks of the ASR outputs (metrics/asr_checks.py)
+# --------------------------------------------------------------------------- #
+
+LOOP_REASON = "the ASR of the decoded audio repeats {!r} {} times in a row (5 or more: a recogniser loop)"
+
+
+def test_error_rates_record_their_counts() -> None:
+    records = asr_records("the dog sat down", "the cat sat down", "en", "the cat sat down", (), {}).records
+    # One substitution in four words; in characters "dog" for "cat" is three of 16 ("the cat sat down").
+    assert (records["wer"]["details"]["errors"], records["wer"]["details"]["reference_tokens"]) == (1, 4)
+    assert (records["cer"]["details"]["errors"], records["cer"]["details"]["reference_tokens"]) == (3, 16)
+    assert records["wer"]["value"] == 0.25 and records["cer"]["value"] == 3 / 16
+    assert (records["ref_wer"]["details"]["errors"], records["ref_wer"]["details"]["reference_tokens"]) == (0, 4)
+    assert (records["dwer"]["details"]["errors"], records["dwer"]["details"]["reference_tokens"]) == (1, 4)
+    assert "errors" not in records["critical_survived"]["details"]
+
+
+def test_an_english_recogniser_loop_is_suspect_with_its_reason() -> None:
+    """The loop of the run that called for the checks: Whisper wrote "ring-link-link-link..."."""
+    records = asr_records("Ring-link-link-link-link-link-link-link-link", "Ring the bell twice.", "en",
+                          "RING THE BELL TWICE", (("number", "twice"),), {}).records
+    # ring, then three substitutions and five insertions for four reference words: 8 / 4.
+    for name in ("wer", "dwer"):
+        assert records[name]["status"] == "suspect" and records[name]["value"] == 2.0
+        assert LOOP_REASON.format("link", 8) in records[name]["error"]
+    assert records["cer"]["status"] == records["dcer"]["status"] == records["critical_survived"]["status"] == "suspect"
+    # The reference's own ASR is fine: its values stay ok.
+    assert records["ref_wer"] == {**records["ref_wer"], "status": "ok", "value": 0.0, "error": None}
+    assert records["ref_cer"]["status"] == "ok"
+
+
+def test_a_mandarin_loop_is_suspect_and_mandarin_has_no_word_error_rate() -> None:
+    records = asr_records("金王 金王 金王 金王 金王 金王 金王 金王", "今天天气很好", "zh", "今天天气很好", (), {}).records
+    # Six characters said, sixteen heard, none in common: six substitutions and ten insertions.
+    for name in ("cer", "dcer"):
+        assert records[name]["status"] == "suspect" and records[name]["value"] == pytest.approx(16 / 6)
+        assert LOOP_REASON.format("金王", 8) in records[name]["error"]
+    for name in ("wer", "ref_wer", "dwer"):
+        assert records[name]["status"] == "not_applicable" and records[name]["value"] is None
+        assert records[name]["error"] == ("language 'zh' is written without spaces between words: no word error rate "
+                                          "(its error rates are cer, ref_cer and dcer)")
+    assert records["ref_cer"]["status"] == "ok" and records["ref_cer"]["value"] == 0.0
+
+
+def test_the_loop_codec2_1200_made_whisper_base_write_on_a_smoke_clip_is_suspect() -> None:
+    """Measured (2026-12, `codecarena run --data-dir SMOKE --codec codec2:1200 --metrics asr`): on
+    zh_aishell1_BAC009S0002W0124 Whisper base wrote 深 213 times after the words, a CER of 12.06 that
+    was ok before the checks and dominated the codec's Mandarin mean (0.385 without it, 3.303 with it)."""
+    transcript = "自六月底呼和浩特市率先宣布取消限购后"
+    heard = "自日六月底呼吼好特使" + "深" * 213
+    records = asr_records(heard, "自6月底,呼吼吼特使率先宣布取消相课后", "zh", transcript, (("number", "六月"),),
+                          {}).records
+    for name in ("cer", "dcer", "critical_survived"):
+        assert records[name]["status"] == "suspect", name
+        assert records[name]["error"].startswith(LOOP_REASON.format("深", 213))
+    assert records["cer"]["value"] > 12 and records["cer"]["details"]["reference_tokens"] == len(transcript)
+    assert records["ref_cer"]["status"] == "ok"
+
+
+def test_a_short_loop_is_caught_by_the_repetition_test_alone() -> None:
+    transcript = "he said yes to the offer"
+    five = asr_records("he said yes yes yes yes yes to the offer", transcript, "en", transcript, (), {}).records
+    # Four insertions in six words; too short for the compression ratio, not twice the transcript.
+    assert five["wer"]["value"] == 4 / 6
+    assert five["wer"]["status"] == "suspect" and five["wer"]["error"] == LOOP_REASON.format("yes", 5)
+    four = asr_records("he said yes yes yes yes to the offer", transcript, "en", transcript, (), {}).records
+    assert four["wer"]["status"] == "ok" and four["wer"]["error"] is None
+
+
+def test_a_clean_hypothesis_and_a_repetition_that_was_said_stay_ok() -> None:
+    clean = asr_records("the cat sat on the mat", "THE CAT SAT ON A MAT", "en", "THE CAT SAT ON A MAT", (), {})
+    assert {name: r["status"] for name, r in clean.records.items()} == {
+        "wer": "ok", "cer": "ok", "ref_wer": "ok", "ref_cer": "ok", "dwer": "ok", "dcer": "ok",
+        "critical_survived": "not_applicable"}
+    assert clean.records["wer"]["value"] == 1 / 6
+    said = asr_records("No, no, no, no, no.", "no no no no no", "en", "NO NO NO NO NO", (), {}).records
+    assert said["wer"]["status"] == "ok" and said["wer"]["value"] == 0.0
+
+
+def test_a_hypothesis_far_longer_than_the_transcript_is_suspect() -> None:
+    records = asr_records("Thank you for watching, please subscribe.", "hello there", "en", "HELLO THERE", (),
+                          {}).records
+    assert records["wer"]["value"] == 3.0  # two substitutions, four insertions, two words said
+    assert records["wer"]["status"] == "suspect"
+    assert records["wer"]["error"] == ("the ASR of the decoded audio has 6 tokens, 3.0 times the 2 of the transcript "
+                                       "(more than 2 times: inserted text)")
+
+
+def test_text_where_whisper_heard_no_speech_is_suspect_but_an_empty_transcript_is_scored() -> None:
+    from codecarena.metrics.asr_checks import Segment
+
+    silent = (Segment(no_speech_prob=0.93, avg_logprob=-1.4, compression_ratio=0.8),)
+    records = asr_records("you", "one two three", "en", "ONE TWO THREE", (), {}, silent).records
+    assert records["wer"]["status"] == "suspect" and records["wer"]["value"] == 1.0
+    assert records["wer"]["error"] == ("Whisper judged the decoded audio not speech (no_speech_prob 0.93 above 0.6, "
+                                       "avg_logprob -1.40 below -1: its own rule for a silent window), yet wrote text")
+    assert records["wer"]["details"]["whisper"] == [{"no_speech_prob": 0.93, "avg_logprob": -1.4,
+                                                     "compression_ratio": 0.8}]
+    assert records["ref_wer"]["status"] == "ok"
+    # Whisper's rule needs both: a confident text is kept, whatever its no-speech probability.
+    confident = (Segment(no_speech_prob=0.93, avg_logprob=-0.4, compression_ratio=0.8),)
+    assert asr_records("you", "one two three", "en", "ONE TWO THREE", (), {}, confident).records["wer"]["status"] == "ok"
+    # Nothing written: every word lost, an honest 1.0.
+    empty = asr_records("", "one two three", "en", "ONE TWO THREE", (), {}, silent).records["wer"]
+    assert (empty["status"], empty["value"]) == ("ok", 1.0)
+
+
+def test_a_reference_the_recogniser_cannot_read_makes_every_value_of_the_utterance_suspect() -> None:
+    unreadable = asr_records("a b c d", "a x y z", "en", "A B C D", (("number", "a"),), {}).records
+    reason = ("the reference audio's own ASR has ref_wer 0.75 against the transcript (above 0.5): the recogniser "
+              "cannot read this voice")
+    for name, record in unreadable.items():
+        assert record["status"] == "suspect" and record["error"] == reason, name
+    assert unreadable["wer"]["value"] == 0.0 and unreadable["ref_wer"]["value"] == 0.75
+    at_bound = asr_records("a b c d", "a b y z", "en", "A B C D", (), {}).records
+    assert at_bound["ref_wer"]["value"] == 0.5 and at_bound["wer"]["status"] == "ok"
+    # Mandarin's floor is its character error rate: two of three characters misheard.
+    zh = asr_records("六月一", "六日二", "zh", "六月一", (), {}).records
+    assert zh["cer"]["status"] == "suspect" and "ref_cer 0.667" in zh["cer"]["error"]
+
+
+def test_compression_ratio_is_whispers_and_a_long_loop_exceeds_its_threshold() -> None:
+    from faster_whisper.transcribe import get_compression_ratio
+
+    from codecarena.metrics.asr_checks import COMPRESSION_RATIO_BOUND, compression_ratio
+
+    loop = "Ring" + "-link" * 60
+    for text in ("Ring the bell twice.", "金王 金王 金王", loop, "自6月底,呼吼吼特使"):
+        assert compression_ratio(text) == get_compression_ratio(text)
+    assert compression_ratio(loop) > COMPRESSION_RATIO_BOUND == 2.4
+    assert compression_ratio("") == 0.0
+    records = asr_records(loop, "ring the bell twice", "en", None, (), {}).records
+    assert records["dwer"]["status"] == "suspect"
+    assert f"compresses {get_compression_ratio(loop):.2f}:1 (above 2.4" in records["dwer"]["error"]
+
+
+def test_longest_repeat() -> None:
+    from codecarena.metrics.asr_checks import longest_repeat
+
+    assert longest_repeat(list("ababab") + ["c"]) == (["a", "b"], 3)
+    assert longest_repeat(["x", "y", "y", "y", "z"]) == (["y"], 3)
+    assert longest_repeat(["x"]) == (["x"], 1) and longest_repeat([]) == ([], 0)
+    nine = [str(i) for i in range(9)]
+    assert longest_repeat(nine * 5)[1] == 1  # a period longer than REPEAT_MAX_TOKENS (8) is not looked for
+    assert longest_repeat(nine[:8] * 5) == (nine[:8], 5)
+
+
+# --------------------------------------------------------------------------- #
 # ASR model location and Transcriber
 # --------------------------------------------------------------------------- #
 
@@ -374,6 +522,23 @@ def test_critical_entity_survives_on_reference_audio(transcriber: Transcriber) -
     assert entity_survived("EIGHTEEN THIRTEEN", hypothesis, "en"), hypothesis
     # The ASR of the reference audio against itself: dWER 0, the baseline of every codec.
     assert word_error_rate(hypothesis, hypothesis, "en") == 0.0
+
+
+@pytest.mark.slow
+def test_whisper_writing_text_for_noise_is_suspect(transcriber: Transcriber) -> None:
+    """A codec that turns a clip into noise: tiny.en writes "you" (measured: no_speech_prob 0.95,
+    avg_logprob -1.3), text its own rule would skip as silence. The reference's values stay ok."""
+    entry = next(e for e in english_clips() if e["id"] == "en_ljspeech_LJ002-0020")
+    speech, rate = load(entry)
+    noise = np.random.default_rng(0).normal(0.0, 0.0316, speech.size)  # -30 dBFS, not silent
+    heard = transcriber.hear(noise, rate)
+    assert heard.text and len(heard.segments) == 1, heard
+    records = asr_records(heard.text, transcriber.transcribe(speech, rate), "en", entry["transcript"], (), {},
+                          heard.segments).records
+    for name in ("wer", "cer", "dwer", "dcer"):
+        assert records[name]["status"] == "suspect", (name, records[name])
+        assert records[name]["error"].startswith("Whisper judged the decoded audio not speech (no_speech_prob ")
+    assert records["ref_wer"]["status"] == "ok" and records["ref_wer"]["value"] == 0.0
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from conftest import SHORT_CLIPS, need_mirror
 
 CLIP = SHORT_CLIPS[0]
 DECLARED = {"name", "outputs", "needs", "packages", "modules", "models", "failure_policy", "description",
-            "max_audio_s", "min_audio_s", "input_checks", "rescore_tolerance", "scales"}
+            "max_audio_s", "min_audio_s", "input_checks", "rescore_tolerance", "scales", "validity_bounds"}
 
 
 @pytest.fixture(scope="module")
@@ -146,20 +146,26 @@ def test_a_metric_that_raises_or_cannot_load_fails_alone(speech: np.ndarray, mon
 def test_asr_without_a_transcript_scores_the_rest_and_transcribes_each_reference_once(
         speech: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
     heard: list[int] = []
-    transcribe = content.Transcriber.transcribe
+    hear = content.Transcriber.hear
 
-    def counted(self: content.Transcriber, audio: np.ndarray, sample_rate: int) -> str:
+    def counted(self: content.Transcriber, audio: np.ndarray, sample_rate: int) -> content.Heard:
         heard.append(audio.size)
-        return transcribe(self, audio, sample_rate)
+        return hear(self, audio, sample_rate)
 
-    monkeypatch.setattr(content.Transcriber, "transcribe", counted)
+    monkeypatch.setattr(content.Transcriber, "hear", counted)
     scorer = Scorer(("asr",))
     utt = UtteranceInfo("u", "en", None, ())
     first = scorer.score(utt, speech, speech, 16000)
     second = scorer.score(utt, speech, speech[::-1].copy(), 16000)  # another codec's row of the utterance
     assert len(heard) == 3  # the reference once, each decoded signal once
-    texts = first["dwer"]["details"]
-    assert set(texts) == {"hypothesis", "reference_hypothesis", "normalizer", "asr"} and texts["hypothesis"]
+    texts = first["critical_survived"]["details"]  # what every output's details hold
+    assert set(texts) == {"hypothesis", "reference_hypothesis", "normalizer", "asr", "checks", "whisper"}
+    tokens = len(content.normalize_text(texts["reference_hypothesis"], "en").split())
+    assert first["dwer"]["details"] == {**texts, "errors": 0, "reference_tokens": tokens}
+    assert texts["hypothesis"] and texts["checks"] == "asr-checks-1"
+    # What Whisper reported of the decoded audio's one segment (one window, no timestamps).
+    (segment,) = texts["whisper"]
+    assert set(segment) == {"no_speech_prob", "avg_logprob", "compression_ratio"}
     assert texts["normalizer"] == "en-1" and texts["asr"]["model"] == "tiny.en"
     for output in ("wer", "cer", "ref_wer", "ref_cer"):
         assert first[output] == {"value": None, "status": "not_applicable", "error": "no reference transcript",
@@ -191,9 +197,9 @@ def test_reference_side_work_is_done_once_per_reference_across_scorers_and_resum
 
     heard: list[int] = []
     embedded: list[int] = []
-    transcribe, embed = content.Transcriber.transcribe, speaker.SpeakerSimilarity.embed
-    monkeypatch.setattr(content.Transcriber, "transcribe",
-                        lambda self, audio, rate: heard.append(audio.size) or transcribe(self, audio, rate))
+    hear, embed = content.Transcriber.hear, speaker.SpeakerSimilarity.embed
+    monkeypatch.setattr(content.Transcriber, "hear",
+                        lambda self, audio, rate: heard.append(audio.size) or hear(self, audio, rate))
     monkeypatch.setattr(speaker.SpeakerSimilarity, "embed",
                         lambda self, audio, rate: embedded.append(audio.size) or embed(self, audio, rate))
     reference = tmp_path / "reference.wav"

@@ -105,6 +105,16 @@ def primary_language(language: str) -> str:
     return language.strip().lower().replace("_", "-").split("-")[0]
 
 
+# Languages whose writing puts no spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Burmese,
+# Tibetan, Cantonese): a word error rate is not defined for them without a word segmenter, so their
+# content scores are character error rates only (metrics/outputs.py, `counts_words`).
+WRITTEN_WITHOUT_SPACES = frozenset(("zh", "ja", "th", "lo", "km", "my", "bo", "yue"))
+
+
+def written_with_spaces(language: str) -> bool:
+    return primary_language(language) not in WRITTEN_WITHOUT_SPACES
+
+
 def default_choice(language: str) -> str | None:
     """The catalogue model a language gets when the user names none; None: no model covers it."""
     if language == "en":

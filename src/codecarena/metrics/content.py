@@ -7,8 +7,9 @@ knows, or a user's folder); every file of the model is verified before it loads.
 
 Outputs (``ASR_OUTPUTS`` in the metric declarations):
 
-* ``wer``: word error rate of the ASR of the decoded audio against the reference transcript
-  (Mandarin has no spaces: its tokens are characters, and Latin words inside it, see mandarin.py).
+* ``wer``: word error rate of the ASR of the decoded audio against the reference transcript; only
+  for a language written with spaces (Mandarin has none: its ``wer``, ``ref_wer`` and ``dwer`` are
+  not applicable, its character error rates are its scores).
 * ``cer``: character error rate of the same pair.
 * ``ref_wer``, ``ref_cer``: the WER and CER of the ASR of the *reference* (unprocessed) audio against
   the transcript: the floor any codec's ``wer``/``cer`` is measured against.
@@ -18,6 +19,10 @@ Outputs (``ASR_OUTPUTS`` in the metric declarations):
 * ``critical_survived``: the share of the critical entities of a clip (numbers, negations) that
   occur in the ASR of the decoded audio, with each entity's outcome and matched span in the details
   (see ``entity_outcome``).
+
+Every error rate's record keeps its counts (errors, reference tokens), from which summaries add up
+corpus rates. Values a recogniser failure made (a loop, text where Whisper heard no speech, a
+reference voice it cannot read) are suspect, with their reasons: codecarena/metrics/asr_checks.py.
 
 Every text is normalized with ``normalize_text`` before it is scored; both sides of every
 comparison go through the same normalizer, and every record names the normalizer's version
@@ -87,7 +92,9 @@ without_timestamps True, and no segment is ever skipped or re-decoded by a
 heuristic: compression_ratio_threshold, log_prob_threshold and no_speech_threshold
 are all None (with a single temperature they could only make Whisper drop a window
 it judged silent; a codec that turns speech into noise should be scored on whatever
-Whisper hears, and an empty transcript scores WER 1.0 anyway). Segment texts are
+Whisper hears, and an empty transcript scores WER 1.0 anyway). The same thresholds
+judge the transcript afterwards instead (metrics/asr_checks.py): text Whisper wrote where it
+heard no speech, or that loops, is kept and marked suspect. Segment texts are
 stripped and joined with one space. Audio must be 16 kHz, mono, float, finite and at
 most 30 s long (one Whisper window): with without_timestamps=True a full window can
 lose whole utterances, so longer audio raises ValueError instead of being scored wrongly.
@@ -101,6 +108,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import jiwer
@@ -111,6 +119,9 @@ from codecarena.files import sha256_json
 from codecarena.metrics import mandarin
 from codecarena.metrics.asr_models import AsrModel
 from codecarena.metrics.asr_models import primary_language as _primary_language
+from codecarena.metrics.asr_models import written_with_spaces
+from codecarena.metrics.asr_checks import (CHECKS, DECODED_OUTPUTS, Segment, Text, distrust, no_speech,
+                                           reference_error, text_problems)
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S as MAX_AUDIO_S
 from codecarena.metrics.records import Record, Records, Scored, failure_reason, result
 
@@ -243,23 +254,51 @@ def _normalized_pair(reference: str, hypothesis: str, language: str) -> tuple[st
     return ref, normalize_text(hypothesis, language)
 
 
-def word_error_rate(reference: str, hypothesis: str, language: str) -> float:
-    """jiwer WER of the normalized texts; for Chinese the tokens are characters (a CER).
+@dataclass(frozen=True)
+class Errors:
+    """The edit distance of a hypothesis from its reference, in tokens (words or characters)."""
+
+    errors: int  # substitutions + deletions + insertions
+    reference_tokens: int
+
+    @property
+    def rate(self) -> float:
+        """errors / reference_tokens: jiwer's WER and CER to the last bit ((S+D+I) / (H+S+D))."""
+        return self.errors / self.reference_tokens
+
+
+def _errors(output: Any) -> Errors:
+    return Errors(output.substitutions + output.deletions + output.insertions,
+                  output.hits + output.substitutions + output.deletions)
+
+
+def word_errors(reference: str, hypothesis: str, language: str) -> Errors:
+    """jiwer's word alignment of the normalized texts; for Chinese the tokens are characters and
+    Latin words (mandarin.tokens).
 
     Raises ValueError("empty reference transcript") when the reference normalizes to
-    nothing. An empty hypothesis scores 1.0 (every reference word deleted).
+    nothing. An empty hypothesis has every reference word deleted.
     """
     ref, hyp = _normalized_pair(reference, hypothesis, language)
-    return float(jiwer.wer(" ".join(_tokens(ref, language)), " ".join(_tokens(hyp, language))))
+    return _errors(jiwer.process_words(" ".join(_tokens(ref, language)), " ".join(_tokens(hyp, language))))
+
+
+def char_errors(reference: str, hypothesis: str, language: str) -> Errors:
+    """jiwer's character alignment of the normalized texts (English keeps one space between words,
+    Mandarin none). Raises ValueError("empty reference transcript") when the reference normalizes to
+    nothing."""
+    ref, hyp = _normalized_pair(reference, hypothesis, language)
+    return _errors(jiwer.process_characters(_characters(ref, language), _characters(hyp, language)))
+
+
+def word_error_rate(reference: str, hypothesis: str, language: str) -> float:
+    """The WER of `word_errors`; an empty hypothesis scores 1.0."""
+    return word_errors(reference, hypothesis, language).rate
 
 
 def char_error_rate(reference: str, hypothesis: str, language: str) -> float:
-    """jiwer CER of the normalized texts (English keeps one space between words, Mandarin none).
-
-    Raises ValueError("empty reference transcript") when the reference normalizes to nothing.
-    """
-    ref, hyp = _normalized_pair(reference, hypothesis, language)
-    return float(jiwer.cer(_characters(ref, language), _characters(hyp, language)))
+    """The CER of `char_errors`."""
+    return char_errors(reference, hypothesis, language).rate
 
 
 def _find(needle: list[str], haystack: list[str]) -> int | None:
@@ -340,33 +379,77 @@ def entity_outcome(kind: str, text: str, hypothesis: str, reference_hypothesis: 
     return outcome
 
 
-def _scored(score: Callable[[], float], **details: Any) -> Record:
+# --------------------------------------------------------------------------- #
+# Validity checks: values a recogniser's own failure made (metrics/asr_checks.py)
+# --------------------------------------------------------------------------- #
+
+@dataclass(frozen=True)
+class Heard:
+    """A transcript and what Whisper reported of each of its segments."""
+
+    text: str
+    segments: tuple[Segment, ...] = ()
+
+
+def _check_tokens(text: str, language: str) -> list[str]:
+    """What the length and repetition checks count: the scoring tokens (words; Mandarin's characters
+    and Latin words), or the characters of another language written without spaces."""
+    normalized = normalize_text(text, language)
+    if _primary_language(language) != "zh" and not written_with_spaces(language):
+        return list(normalized.replace(" ", ""))
+    return _tokens(normalized, language)
+
+
+def _checked(text: str, language: str) -> Text:
+    return Text(text, _check_tokens(text, language), "" if not written_with_spaces(language) else " ")
+
+
+def _rate(count: Callable[[], Errors], **details: Any) -> Record:
+    """An error rate's record: the rate, and its counts in the details (summaries add them up)."""
     try:
-        return result(float(score()), **details)
+        counted = count()
     except Exception as exc:
         return result(error=failure_reason(exc), **details)
+    return result(counted.rate, **details, errors=counted.errors, reference_tokens=counted.reference_tokens)
 
 
 def asr_records(hypothesis: str, reference_hypothesis: str, language: str, transcript: str | None,
-                critical: tuple[tuple[str, str], ...], asr: dict[str, Any]) -> Scored:
+                critical: tuple[tuple[str, str], ...], asr: dict[str, Any],
+                segments: tuple[Segment, ...] = ()) -> Scored:
     """The ASR outputs of one utterance from the transcripts of its decoded and its reference audio:
     WER, CER and the reference's WER and CER against `transcript` (none without one), dWER and dCER,
-    and the share of the critical entities that the decoded audio's transcript kept. Every output's
-    details hold both transcripts, the normalizer's version and `asr` (the model's identity and the
-    language), and those scored against the transcript also `transcript`."""
+    and the share of the critical entities that the decoded audio's transcript kept. A language written
+    without spaces gets no word error rate (not_applicable, its character error rates are its scores).
+
+    Every error rate's details hold its counts (`errors`, `reference_tokens`); every output's details
+    hold both transcripts, the normalizer's version, `asr` (the model's identity and the language),
+    `checks` and `whisper` (`segments`: what Whisper reported of each segment of the decoded audio), and those
+    scored against the transcript also `transcript`. The validity checks (above) make values suspect,
+    with their reasons: a reference the recogniser cannot read, all of them; a decoded audio's
+    transcript that loops, runs far longer than what was said or is text where Whisper heard no
+    speech, those that read it."""
     texts = {"hypothesis": hypothesis, "reference_hypothesis": reference_hypothesis,
-             "normalizer": normalizer_version(language), "asr": asr}
+             "normalizer": normalizer_version(language), "asr": asr, "checks": CHECKS,
+             "whisper": [asdict(segment) for segment in segments]}
+    no_words = (f"language {_primary_language(language)!r} is written without spaces between words: no word "
+                "error rate (its error rates are cer, ref_cer and dcer)")
+
+    def word_rate(reference: str, heard: str, **details: Any) -> Record:
+        if not written_with_spaces(language):
+            return result(status="not_applicable", error=no_words, **details)
+        return _rate(lambda: word_errors(reference, heard, language), **details)
+
     out: Records = {}
     if transcript is not None:
         # The transcript scored against goes into the row, so that `audit --rescore` can recompute
         # WER and CER from the run directory alone.
         said = {**texts, "transcript": transcript}
-        out["wer"] = _scored(lambda: word_error_rate(transcript, hypothesis, language), **said)
-        out["cer"] = _scored(lambda: char_error_rate(transcript, hypothesis, language), **said)
-        out["ref_wer"] = _scored(lambda: word_error_rate(transcript, reference_hypothesis, language), **said)
-        out["ref_cer"] = _scored(lambda: char_error_rate(transcript, reference_hypothesis, language), **said)
-    out["dwer"] = _scored(lambda: word_error_rate(reference_hypothesis, hypothesis, language), **texts)
-    out["dcer"] = _scored(lambda: char_error_rate(reference_hypothesis, hypothesis, language), **texts)
+        out["wer"] = word_rate(transcript, hypothesis, **said)
+        out["cer"] = _rate(lambda: char_errors(transcript, hypothesis, language), **said)
+        out["ref_wer"] = word_rate(transcript, reference_hypothesis, **said)
+        out["ref_cer"] = _rate(lambda: char_errors(transcript, reference_hypothesis, language), **said)
+    out["dwer"] = word_rate(reference_hypothesis, hypothesis, **texts)
+    out["dcer"] = _rate(lambda: char_errors(reference_hypothesis, hypothesis, language), **texts)
     if critical:
         try:
             entities = [entity_outcome(kind, text, hypothesis, reference_hypothesis, transcript, language)
@@ -379,6 +462,16 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
     else:
         out["critical_survived"] = result(status="not_applicable", error="no critical entities in this utterance",
                                           **texts)
+    floor = "ref_wer" if written_with_spaces(language) else "ref_cer"
+    reference = reference_error(floor, out.get(floor)) + text_problems(
+        "the reference audio", _checked(reference_hypothesis, language),
+        _checked(transcript, language) if transcript is not None else None, "the transcript")
+    said, said_name = ((transcript, "the transcript") if transcript is not None
+                       else (reference_hypothesis, "the reference audio's ASR"))
+    decoded = (text_problems("the decoded audio", _checked(hypothesis, language), _checked(said, language), said_name)
+               + no_speech(hypothesis, segments))
+    distrust(out, ("ref_wer", "ref_cer"), reference)
+    distrust(out, DECODED_OUTPUTS, reference + decoded)
     return Scored(out, texts)
 
 
@@ -461,6 +554,10 @@ class Transcriber:
 
     def transcribe(self, audio: np.ndarray, sample_rate: int) -> str:
         """Transcript of mono float audio at 16 kHz (other rates raise ValueError)."""
+        return self.hear(audio, sample_rate).text
+
+    def hear(self, audio: np.ndarray, sample_rate: int) -> Heard:
+        """The transcript of `transcribe`, with what Whisper reported of each segment."""
         if int(sample_rate) != ASR_SAMPLE_RATE:
             raise ValueError(f"ASR needs {ASR_SAMPLE_RATE} Hz audio, got {sample_rate} Hz; resample first")
         samples = np.asarray(audio)
@@ -477,10 +574,12 @@ class Transcriber:
             raise ValueError("ASR got audio with NaN or infinite samples")
         samples = np.ascontiguousarray(samples, dtype=np.float32)
         start = time.perf_counter()
-        segments, _info = self._model.transcribe(samples, **self._decode_options)
+        segments = list(self._model.transcribe(samples, **self._decode_options)[0])
         texts = [segment.text.strip() for segment in segments]
         if log.isEnabledFor(logging.INFO):
             log.info("transcribed %.2f s of audio (float32 sha256 %s) in %.2f s (whisper %s, %s)",
                      samples.size / ASR_SAMPLE_RATE, hashlib.sha256(samples.tobytes()).hexdigest()[:16],
                      time.perf_counter() - start, self.model.name, self.language)
-        return " ".join(text for text in texts if text)
+        return Heard(" ".join(text for text in texts if text),
+                     tuple(Segment(float(s.no_speech_prob), float(s.avg_logprob), float(s.compression_ratio))
+                           for s in segments))

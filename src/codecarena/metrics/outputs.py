@@ -1,13 +1,18 @@
 """Every metric output's scale: its label, which end is better, its range and unit.
 
 The one place tables, rankings, plots and run.json learn a metric's direction; the order here is
-the order readers expect the columns in.
+the order readers expect the columns in, and which means exist at all: an error rate counts each
+language's own words or characters, so it is never averaged across languages, and a word error rate
+is not defined for a language written without spaces (`summarised`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from codecarena.metrics.asr_models import primary_language, written_with_spaces
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,12 @@ class Scale:
     unit: str = ""
     # Computed from the reference alone (the ASR floor): the same for every codec, so never compared.
     codec_independent: bool = False
+    # Errors per reference token (word or character): rows record both counts (details `errors`,
+    # `reference_tokens`), summaries add the corpus rate, and the unit is the language's own, so a
+    # mean over two languages is never formed.
+    error_rate: bool = False
+    # Counts words: not defined for a language written without spaces between words.
+    counts_words: bool = False
 
     @property
     def lower_is_better(self) -> bool:
@@ -49,15 +60,42 @@ SCALES: tuple[Scale, ...] = (
     Scale("f0_corr", "F0 corr", "higher", -1.0, 1.0),
     Scale("gpe", "GPE", "lower", 0.0, 1.0, "share of frames"),
     Scale("vde", "VDE", "lower", 0.0, 1.0, "share of frames"),
-    Scale("wer", "WER", "lower", 0.0, None, "errors per reference word"),
-    Scale("cer", "CER", "lower", 0.0, None, "errors per reference character"),
-    Scale("ref_wer", "ref WER", "lower", 0.0, None, "errors per reference word", codec_independent=True),
-    Scale("ref_cer", "ref CER", "lower", 0.0, None, "errors per reference character", codec_independent=True),
-    Scale("dwer", "dWER", "lower", 0.0, None, "errors per reference word"),
-    Scale("dcer", "dCER", "lower", 0.0, None, "errors per reference character"),
+    Scale("wer", "WER", "lower", 0.0, None, "errors per reference word", error_rate=True, counts_words=True),
+    Scale("cer", "CER", "lower", 0.0, None, "errors per reference character", error_rate=True),
+    Scale("ref_wer", "ref WER", "lower", 0.0, None, "errors per reference word", codec_independent=True,
+          error_rate=True, counts_words=True),
+    Scale("ref_cer", "ref CER", "lower", 0.0, None, "errors per reference character", codec_independent=True,
+          error_rate=True),
+    Scale("dwer", "dWER", "lower", 0.0, None, "errors per reference word", error_rate=True, counts_words=True),
+    Scale("dcer", "dCER", "lower", 0.0, None, "errors per reference character", error_rate=True),
     Scale("critical_survived", "critical survived", "higher", 0.0, 1.0, "share of entities"),
 )
 BY_NAME = {s.name: s for s in SCALES}
 ORDER = tuple(s.name for s in SCALES)
 LOWER_IS_BETTER = frozenset(s.name for s in SCALES if s.lower_is_better)
 LABELS = {s.name: s.label for s in SCALES}
+ERROR_RATES = frozenset(s.name for s in SCALES if s.error_rate)
+
+
+def summarised(name: str, languages: Iterable[str]) -> bool:
+    """Whether a mean of `name` over rows of these languages means something: an error rate only over
+    one language (primary subtags: "en-US" is "en"), and a word error rate only for a language written
+    with spaces."""
+    scale = BY_NAME.get(name)
+    if scale is None or not scale.error_rate:
+        return True
+    distinct = {primary_language(language) for language in languages}
+    if len(distinct) != 1:
+        return False
+    return not scale.counts_words or written_with_spaces(distinct.pop())
+
+
+def error_counts(record: dict[str, Any]) -> tuple[int, int] | None:
+    """An error rate record's counts (details `errors`, `reference_tokens`), or None when it does not
+    hold a usable pair (rows scored before the counts were recorded)."""
+    details = record.get("details")
+    counts = (details.get("errors"), details.get("reference_tokens")) if isinstance(details, dict) else (None, None)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+        return None
+    errors, tokens = counts
+    return (errors, tokens) if errors >= 0 and tokens > 0 else None

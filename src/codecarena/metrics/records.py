@@ -35,6 +35,15 @@ def failure_reason(exc: BaseException) -> str:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """A bound of a metric's validity check, as its declaration records it: name, value and why."""
+
+    name: str
+    value: float
+    why: str
+
+
+@dataclass(frozen=True)
 class Scored:
     """What a metric's scoring function returns."""
 

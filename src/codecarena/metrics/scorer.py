@@ -250,5 +250,5 @@ class Scorer:
 
     def _asr(self, transcriber: Transcriber, reference: np.ndarray, sample_rate: int, reference_sha256: str) -> Asr:
         heard = self._results.get("asr_transcript", reference_sha256, transcriber.identity,
-                                  lambda: transcriber.transcribe(reference, sample_rate))
+                                  lambda: transcriber.hear(reference, sample_rate).text)
         return Asr(transcriber, heard)

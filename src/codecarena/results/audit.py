@@ -19,6 +19,7 @@ import soundfile as sf
 
 from codecarena.codecs.base import to_int16
 from codecarena.files import sha256_file
+from codecarena.metrics import outputs
 from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
                                                    value_sha256)
 from codecarena.registry import user_units
@@ -208,6 +209,7 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
     if (row.weights == "user") != (row.checkpoint.get("pinned_by") == "user"):
         problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
                         f"{'pinned by user' if row.checkpoint.get('pinned_by') == 'user' else 'not pinned by user'}")
+    problems += error_count_problems(row, where)
     if row.status == "ok":
         problems += _audit_ok_row(row, run, where)
     else:
@@ -216,6 +218,21 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
         for what in ("reference", "payload", "decoded"):
             if getattr(row, what) is not None:
                 _in_run(run, getattr(row, what), what, where, problems)
+    return problems
+
+
+def error_count_problems(row: Row, where: str) -> list[str]:
+    """An error rate that records its counts (details `errors`, `reference_tokens`) must be their
+    ratio: the summary's corpus rates add the counts, the means the values."""
+    problems = []
+    for name, record in row.metrics.items():
+        details = record["details"] if isinstance(record.get("details"), dict) else {}
+        if record["status"] not in ("ok", "suspect") or not {"errors", "reference_tokens"} & details.keys():
+            continue
+        counts = outputs.error_counts(record)
+        if counts is None or record["value"] != counts[0] / counts[1]:
+            problems.append(f"{where}: {name} is {record['value']!r}, but its counts say {details.get('errors')!r} "
+                            f"errors in {details.get('reference_tokens')!r} reference tokens")
     return problems
 
 

@@ -461,6 +461,18 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
         decoded_same = _decoded_same(pairs)
         identical = bool(pairs) and decoded_same == len(pairs)
         names = _metric_names(a, [p[1] for p in pairs], [p[2] for p in pairs], metrics)
+        languages = sorted({ra.language for _, ra, _ in pairs})
+        # An error rate counts each language's own words or characters: no mean difference is formed
+        # over several languages, nor a word error rate for a language written without spaces.
+        unpooled = [n for n in names if pairs and not outputs.summarised(n, languages)]
+        if unpooled:
+            why = (f"{', '.join(unpooled)} not compared over the languages {', '.join(map(repr, languages))}: an "
+                   "error rate counts each language's own words or characters, and a language written without "
+                   "spaces has no word error rate")
+            if metrics is not None:
+                raise CompareError(f"{codec_a} vs {codec_b}: {why}")
+            notes.append(f"{codec_a} vs {codec_b}: {why}")
+            names = [n for n in names if n not in unpooled]
         stats = [_metric_stats(n, pairs, speakers, identical, resamples, seed) for n in names]
         # Per language first: a pooled mean can hide a codec that fails one language (and pools word with
         # character error rates), so each language of the pairs gets its own statistics.

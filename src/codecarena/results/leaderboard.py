@@ -223,7 +223,7 @@ def _row_schema() -> Any:
     stage = pa.struct([("name", pa.string()), ("ok", pa.bool_()), ("cold_rtf", pa.float64()),
                        ("warm_rtf", pa.float64()), ("peak_rss_bytes", pa.int64())])
     metric = pa.struct([("output", pa.string()), ("value", pa.float64()), ("status", pa.string()),
-                        ("error", pa.string())])
+                        ("error", pa.string()), ("errors", pa.int64()), ("reference_tokens", pa.int64())])
     return pa.schema([
         ("run_index", pa.int32()), ("run", pa.string()), ("run_label", pa.string()),
         ("set", pa.string()), ("manifest_sha256", pa.string()), ("cpu", pa.string()),
@@ -281,7 +281,9 @@ def export_rows(runs: list[RunInfo], path: Path, membership: dict[tuple[int, str
                 "stages": [{"name": s.name, "ok": s.ok, "cold_rtf": s.cold_rtf, "warm_rtf": s.warm_rtf,
                             "peak_rss_bytes": s.peak_rss_bytes} for s in row.stages],
                 "metrics": [{"output": name, "value": rec.get("value"), "status": rec.get("status"),
-                             "error": rec.get("error")} for name, rec in row.metrics.items()],
+                             "error": rec.get("error"),
+                             **dict(zip(("errors", "reference_tokens"), outputs.error_counts(rec) or (None, None)))}
+                            for name, rec in row.metrics.items()],
             })
     table = pa.Table.from_pylist(records, schema=_row_schema())
     path = Path(path)
@@ -311,7 +313,8 @@ SELECT run_index, codec,
        count(*) FILTER (WHERE replay_sampled) AS replay_sampled,
        count(*) FILTER (WHERE replay_identical) AS replay_identical,
        count(*) FILTER (WHERE checks_passed) AS checks_passed,
-       max(decoder_model_bytes) AS decoder_model_bytes
+       max(decoder_model_bytes) AS decoder_model_bytes,
+       list_sort(list(DISTINCT language)) AS languages
 FROM rows
 GROUP BY run_index, codec
 ORDER BY run_index, codec_order
@@ -338,7 +341,10 @@ SELECT run_index, codec, m.output AS output,
          / nullif(count(*) FILTER (WHERE m.status IN ('ok', 'suspect')), 0) AS mean_with_suspect,
        list(m.value ORDER BY utterance) FILTER (WHERE m.status = 'ok') AS ok_values,
        list(CASE WHEN speaker <> '' THEN 'speaker:' || speaker ELSE 'utterance:' || utterance END ORDER BY utterance)
-         FILTER (WHERE m.status = 'ok') AS ok_speakers
+         FILTER (WHERE m.status = 'ok') AS ok_speakers,
+       count(*) FILTER (WHERE m.status = 'ok' AND (m.errors IS NULL OR m.reference_tokens IS NULL)) AS n_uncounted,
+       sum(m.errors) FILTER (WHERE m.status = 'ok') AS corpus_errors,
+       sum(m.reference_tokens) FILTER (WHERE m.status = 'ok') AS corpus_tokens
 FROM (SELECT run_index, codec, utterance, speaker, unnest(metrics) AS m FROM rows)
 GROUP BY run_index, codec, m.output
 """
@@ -448,16 +454,31 @@ def _entries(con: Any, ci_unit: str) -> list[dict[str, Any]]:
         if s["stage"] in ("encode", "decode"):
             entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "peak_rss_bytes_max")}
     for m in metrics:
+        entry = by_key[(m["run_index"], m["codec"])]
+        # An error rate counts each language's own words or characters: no mean over several languages,
+        # and no word error rate for a language written without spaces (as in summary.json).
+        if not outputs.summarised(m["output"], entry["languages"]):
+            continue
         values = list(m["ok_values"] or [])
         units = list(m["ok_speakers"] or []) if ci_unit == "speaker" else None
-        by_key[(m["run_index"], m["codec"])]["metrics"][m["output"]] = {
+        entry["metrics"][m["output"]] = {
             **{k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable", "n_suspect", "mean_with_suspect")},
-            "ci95": mean_ci(values, units), "ci_unit": ci_unit, "ci_units": resampling_units(values, units)}
+            "ci95": mean_ci(values, units), "ci_unit": ci_unit, "ci_units": resampling_units(values, units),
+            **(_corpus(m) if m["output"] in outputs.ERROR_RATES else {})}
     for e in entries:
         peaks = [e[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if e[s]["peak_rss_bytes_max"] is not None]
         e["peak_rss_bytes_max"] = max(peaks) if peaks else None
         e["metrics"] = dict(sorted(e["metrics"].items(), key=lambda kv: metric_sort_key(kv[0])))
     return entries
+
+
+def _corpus(m: dict[str, Any]) -> dict[str, Any]:
+    """An error rate's total errors over total reference tokens of its ok values (None where a row
+    does not record its counts), as summary.json's `corpus_rate`."""
+    counted = not m["n_uncounted"] and m["corpus_tokens"]
+    return {"corpus_rate": m["corpus_errors"] / m["corpus_tokens"] if counted else None,
+            "corpus_errors": int(m["corpus_errors"]) if counted else None,
+            "corpus_tokens": int(m["corpus_tokens"]) if counted else None}
 
 
 SORT_BY_RATE = "kbps"

@@ -8,7 +8,10 @@ Every metric mean carries its 95% confidence interval (`ci95`): a percentile boo
 utterances' ok values, in utterance order, with a fixed seed, so the summary re-derives exactly; with
 fewer than `bootstrap.MIN_UNITS` values there is none (`ci95` null), and `ci_unit` and `ci_units` say
 what was resampled and how many. Per-language summaries (`by_language`) have their own means and
-intervals.
+intervals. An error rate (WER, CER and their kin) also has its corpus rate, total errors over total
+reference tokens, from the counts each row records; it counts each language's own words or
+characters, so it is summarised only per language, and a word error rate only for a language written
+with spaces (metrics/outputs.py).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
+from codecarena.metrics import outputs
 from codecarena.results.bootstrap import LEVEL, MIN_UNITS, bootstrap_ci
 from codecarena.results.schema import Row
 
 # 2: every metric's `ci95`, and the `ci` settings. 3: no interval below MIN_UNITS values, and each
-# metric's `ci_unit` and `ci_units`. Version 1 (no intervals) and 2 summaries still audit: `summarize`
-# re-derives each in the version it was written in.
+# metric's `ci_unit` and `ci_units`; error rates summarised only per language (and a word error rate
+# only for a language written with spaces), with their corpus rates. Version 1 (no intervals) and 2
+# summaries still audit: `summarize` re-derives each in the version it was written in.
 SUMMARY_VERSION = 3
 SUMMARY_VERSIONS = (1, 2, 3)
 CI_RESAMPLES = 2000
@@ -79,12 +84,29 @@ def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
     }
 
 
-def metric_stats(scored: list[dict[str, Any]], version: int = SUMMARY_VERSION) -> dict[str, Any]:
+def _corpus(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """An error rate's total errors, total reference tokens and their ratio over the ok records; None
+    where an ok record does not carry its counts (rows scored before they were recorded)."""
+    ok = [rec for rec in records if rec["status"] == "ok"]
+    counts = [c for c in map(outputs.error_counts, ok) if c is not None]
+    if not ok or len(counts) != len(ok):
+        return {"corpus_rate": None, "corpus_errors": None, "corpus_tokens": None}
+    errors, tokens = sum(e for e, _ in counts), sum(t for _, t in counts)
+    return {"corpus_rate": errors / tokens, "corpus_errors": errors, "corpus_tokens": tokens}
+
+
+def metric_stats(scored: list[dict[str, Any]], version: int = SUMMARY_VERSION,
+                 languages: Iterable[str] | None = None) -> dict[str, Any]:
     """Per metric output over several scored rows (in utterance order): mean over ok values with its
     95% interval over utterances (from version 2; from version 3 none below MIN_UNITS values, with the
     unit and how many), and counts (with reasons) of the rest; suspect values are counted, and averaged
-    in only in `mean_with_suspect`."""
+    in only in `mean_with_suspect`. With `languages` (those of the rows; from version 3), an error rate
+    gets its corpus rate, and an output whose mean would mean nothing over them (an error rate over
+    several languages, a word error rate of a language written without spaces) is left out."""
     names = list(dict.fromkeys(name for metrics in scored for name in metrics))
+    if languages is not None:
+        languages = set(languages)
+        names = [name for name in names if outputs.summarised(name, languages)]
     stats: dict[str, Any] = {}
     for name in names:
         records = [metrics[name] for metrics in scored if name in metrics]
@@ -108,6 +130,7 @@ def metric_stats(scored: list[dict[str, Any]], version: int = SUMMARY_VERSION) -
             "n_suspect": len(suspect),
             "mean_with_suspect": statistics.fmean(values + suspect) if values or suspect else None,
             "failure_reasons": reasons,
+            **(_corpus(records) if languages is not None and name in outputs.ERROR_RATES else {}),
         }
     return stats
 
@@ -116,6 +139,7 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
     first = rows[0]
     languages = sorted({r.language for r in rows})
     ci = version >= 2
+    per_language = version >= 3
     # The bootstrap resamples values by position: utterance order makes the interval independent of
     # the order rows finished in.
     in_order = sorted(rows, key=lambda r: r.utterance) if ci else rows
@@ -127,9 +151,10 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
         "rows": len(rows),
         "rows_failed": sum(r.status != "ok" for r in rows),
         **_rates(rows),
-        "metrics": metric_stats([r.metrics for r in in_order], version),
+        "metrics": metric_stats([r.metrics for r in in_order], version, languages if per_language else None),
         "by_language": {lang: {**_rates(sub), **({"utterances": len(sub)} if ci else {}),
-                               "metrics": metric_stats([r.metrics for r in sub], version)}
+                               "metrics": metric_stats([r.metrics for r in sub], version,
+                                                       [lang] if per_language else None)}
                         for lang in languages for sub in [[r for r in in_order if r.language == lang]]},
         "encode": _stage_costs(rows, "encode"),
         "decode": _stage_costs(rows, "decode"),
