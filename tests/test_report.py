@@ -1173,3 +1173,17 @@ def test_a_suspect_value_is_counted_kept_out_of_the_mean_and_shown(tmp_path: Pat
     page = report.write_report([a], tmp_path / "out" / "report.html").read_text()
     assert "1 suspect</span>" in page and SUSPECT_REASON in page and "suspect (kept out of the mean)" in page
     assert "1 suspect" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_an_error_rate_shows_its_corpus_rate_beside_its_mean() -> None:
+    """Issue 30: the corpus rate (total errors over total reference tokens) beside the mean of the
+    per-utterance rates, on the terminal, report.md and HTML surfaces; other outputs show none."""
+    from codecarena.results.formatting import metric_ci_cell, metric_ci_text
+
+    stats = {"mean": 0.31, "ci95": None, "ci_unit": "utterance", "ci_units": 4, "n_ok": 4, "n_failed": 0,
+             "n_not_applicable": 0, "n_suspect": 0, "mean_with_suspect": 0.31, "failure_reasons": {},
+             "corpus_rate": 31 / 104, "corpus_errors": 31, "corpus_tokens": 104}
+    assert "corpus 0.298 (31/104)" in metric_ci_cell(stats).splitlines()
+    assert "; corpus 0.298 (31/104)" in metric_ci_text(stats)
+    plain = {k: v for k, v in stats.items() if not k.startswith("corpus")}
+    assert "corpus" not in metric_ci_cell(plain) + metric_ci_text(plain)

@@ -10,6 +10,7 @@ from codecarena.results import compare, compare_text
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import (
+    corpus_text,
     fmt_kbps,
     fmt_mib,
     fmt_num,
@@ -85,6 +86,9 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                 withheld = "" if shown_interval(stats) else " none"
                 subs.append(f'<span class="sub ci{withheld}" title="{esc(interval_title(stats))}">'
                             f'{esc(interval_text(stats))}</span>')
+            if corpus_text(stats):
+                subs.append(f'<span class="sub" title="total errors over total reference tokens">'
+                            f'{esc(corpus_text(stats))}</span>')
             if stats.get("n_suspect"):
                 subs.append(f'<span class="sub warn" title="mean with them: {fmt_num(stats["mean_with_suspect"])}">'
                             f'{stats["n_suspect"]} suspect</span>')
