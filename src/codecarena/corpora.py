@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codecarena.audio_input import printable
+from codecarena.choices import CORPUS_LAYOUTS
 from codecarena.datasets import (
     AUDIO_SUFFIXES,
     DatasetError,
@@ -28,7 +29,6 @@ from codecarena.datasets import (
 from codecarena.files import sha256_file
 from codecarena.rundir import unsafe_id_reason
 
-CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")
 # AISHELL-1 utterance ids: BAC009 + speaker S0002 + W + 4-digit index.
 _AISHELL_ID = re.compile(r"^[A-Z]{3}\d{3}(S\d{4})W\d{4}$")
 

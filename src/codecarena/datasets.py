@@ -25,6 +25,7 @@ import soundfile as sf
 import soxr
 
 from codecarena.arena import ARENA_RATE
+from codecarena.choices import CHANNEL_CHOICES
 from codecarena.audio_input import (
     AudioFacts,
     AudioInputError,
@@ -103,7 +104,6 @@ def default_cache_dir() -> Path:
     return cache_home() / "data" / "smoke"
 
 
-CHANNEL_CHOICES = ("mix", "left", "right", "each")
 # Text beside the audio of an input folder (transcripts, manifests, notes): read as metadata where the
 # folder's conventions say so, never probed as audio.
 METADATA_SUFFIXES = (".txt", ".json", ".jsonl", ".csv", ".tsv", ".md", ".lab", ".textgrid", ".scp", ".yaml",

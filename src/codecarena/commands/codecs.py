@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS
-
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     subparsers.add_parser("codecs", help="list the codec specs codecarena accepts")
@@ -15,6 +13,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from codecarena.console import console
+    from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS
 
     for family in FAMILIES.values():
         origin = "  (user codec: codecarena codec show " + family.name + ")" if family.origin == "user" else ""

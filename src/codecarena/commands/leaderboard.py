@@ -8,24 +8,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
 from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_ci_cell, weights_label
-from codecarena.results.leaderboard import (
-    BY_CHOICES,
-    CI_UNITS,
-    COLUMN_GROUPS,
-    LOWER_IS_BETTER,
-    SORT_BY_RATE,
-    Leaderboard,
-    LeaderboardError,
-    compute,
-    metric_group,
-    metric_label,
-    ranked,
-)
-from codecarena.results.leaderboard_export import write_export
-from codecarena.results.store import StoreError
+
+if TYPE_CHECKING:
+    from codecarena.results.leaderboard import Leaderboard
 
 # What the terminal table shows by default (the Pareto metrics); --all-metrics shows every output.
 HEADLINE_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
@@ -57,6 +46,10 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
+    from codecarena.results.leaderboard import LeaderboardError, compute
+    from codecarena.results.leaderboard_export import write_export
+    from codecarena.results.store import StoreError
+
     try:
         board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet, by=args.by, ci_unit=args.ci_unit)
     except StoreError as exc:
@@ -95,6 +88,8 @@ def _rtf(entry: dict[str, Any], kind: str, digits: int) -> str:
 
 
 def metric_column(name: str) -> Column:
+    from codecarena.results.leaderboard import LOWER_IS_BETTER, metric_group, metric_label
+
     arrow = " v" if name in LOWER_IS_BETTER else " ^"
     return Column(name, metric_label(name).replace(" ", "\n") + arrow,
                   lambda e: metric_ci_cell(e["metrics"].get(name), e["rows_ok"]),
@@ -124,6 +119,8 @@ def all_columns(board: Leaderboard) -> list[Column]:
 def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics: bool, sort: str) -> list[Column]:
     """The columns asked for (codec always first), else the defaults: identity, rates, the headline
     metrics (and the sort metric), costs and checks. Raises LeaderboardError on an unknown name."""
+    from codecarena.results.leaderboard import LeaderboardError
+
     columns = all_columns(board)
     known = {c.key for c in columns}
     multi_run = len(board.runs) > 1
@@ -181,6 +178,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
 
     from codecarena.console import console as default_console
     from codecarena.console import make_console
+    from codecarena.results.leaderboard import LOWER_IS_BETTER, LeaderboardError, metric_label, ranked
 
     if sort != SORT_BY_RATE and sort not in board.metric_names:
         raise LeaderboardError(f"--sort {sort}: no such metric in these runs (metrics: "

@@ -9,19 +9,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codecarena import selection
 from codecarena.arena import ARENA_RATE
+from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS
 from codecarena.commands.common import CliError, add_metric_args
-from codecarena.corpora import CORPUS_LAYOUTS
-from codecarena.datasets import CHANNEL_CHOICES, EvalSet
-from codecarena.files import sha256_json
-from codecarena.pipeline import Executor, RunOptions, execute, plan_of, planned
-from codecarena.results.schema import Row
-from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
-from codecarena.specs import parse_spec
+from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from rich.text import Text
+
+    from codecarena.datasets import EvalSet
+    from codecarena.pipeline import Executor
+    from codecarena.results.schema import Row
 
 DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
 
@@ -186,9 +184,14 @@ def _executor(args: argparse.Namespace) -> Executor:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from codecarena import selection
     from codecarena.console import console, print_quality, print_summary
+    from codecarena.files import sha256_json
     from codecarena.machine import describe
+    from codecarena.pipeline import RunOptions, execute, plan_of, planned
     from codecarena.results.summary import summarize
+    from codecarena.runtime.limits import parse_limits
+    from codecarena.specs import parse_spec
 
     limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
     out_arg = _out_dir(args.out) if args.out is not None else None
