@@ -28,14 +28,19 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run = subparsers.add_parser("run", help="encode, decode and replay every codec x utterance into a run directory")
     source = run.add_mutually_exclusive_group()
     source.add_argument("--set", default="smoke", choices=["smoke"], help="built-in evaluation set")
-    source.add_argument("--input", type=Path,
-                        help="evaluate a folder of audio files instead (any format libsndfile or FFmpeg reads, "
-                             "recognised by content: wav, flac, mp3, ogg, m4a, ...)")
+    source.add_argument("--input", type=Path, metavar="FOLDER|FILE",
+                        help="evaluate your own audio instead: a folder of audio files (with an optional "
+                             "manifest.json giving each its language, speaker and transcript; see README) or one "
+                             "file; any format libsndfile or FFmpeg reads, recognised by content: wav, flac, mp3, "
+                             "ogg, m4a, ...")
     run.add_argument("--channels", default="mix", choices=CHANNEL_CHOICES,
                      help="multichannel --input files: mix (the mean of the channels, default), left, right, or "
                           "each (one utterance per channel, ids <id>__ch<k>); recorded per utterance")
     run.add_argument("--language", default="",
                      help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
+    run.add_argument("--language-from-folders", action="store_true",
+                     help="a plain --input folder: each file's language is the name of its first folder "
+                          "(en/a.wav, zh/b.wav); a first folder not named like a language code is an error")
     run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
     run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
     run.add_argument("--models-dir", type=Path,
@@ -199,8 +204,10 @@ def run(args: argparse.Namespace) -> int:
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
         raise CliError(f"the same codec configuration is given twice: {canon}")
+    if args.language_from_folders and args.input is None:
+        raise CliError("--language-from-folders reads the folders of --input")
     evalset = selection.evaluation_set(args.input, args.corpus, args.language, args.data_dir, not args.no_download,
-                                       args.limit, args.shard, args.channels)
+                                       args.limit, args.shard, args.channels, args.language_from_folders)
     if args.add and args.out is None:
         raise CliError("--add needs --out, the run directory to add codec configurations to")
     if args.cold_sample < 0:
