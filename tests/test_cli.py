@@ -46,7 +46,7 @@ def test_damaged_wavs_in_an_input_folder_are_listed_and_skipped(tmp_path: Path) 
         in result.stdout
     assert "  cut.wav: truncated: data chunk declares" in result.stdout
     assert "  noise.wav: unreadable audio (libsndfile:" in result.stdout
-    assert "set input:in (1 utterances" in result.stdout
+    assert "set input:in (1 utterance," in result.stdout
     skipped = json.loads((out / "run.json").read_text())["skipped_inputs"]
     assert [s["file"] for s in skipped] == ["cut.wav", "noise.wav"]
     assert skipped[0]["reason"].startswith("truncated: data chunk declares")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
-from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_ci_cell, weights_label
+from codecarena.results.formatting import count, fmt_kbps, fmt_mib, fmt_rtf, metric_ci_cell, weights_label
 
 if TYPE_CHECKING:
     from codecarena.results.leaderboard import Leaderboard
@@ -67,9 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(result if isinstance(result, str) else "")
     else:
-        print(f"wrote {args.out} ({len(board.pooled)} codec configurations, {len(board.entries)} records, "
-              f"{len(board.groups)} group(s))",
-              file=sys.stderr)
+        print(f"wrote {args.out} ({count(len(board.pooled), 'codec configuration')}, "
+              f"{count(len(board.entries), 'record')}, {count(len(board.groups), 'group')})", file=sys.stderr)
     return 0
 
 
@@ -80,11 +79,6 @@ class Column:
     cell: Callable[[dict[str, Any]], str]
     group: str  # id, rate, quality, content, cost or checks: --columns takes these names too
     left: bool = False
-
-
-def _rtf(entry: dict[str, Any], kind: str, digits: int) -> str:
-    return (f"{fmt_num(entry['encode'][f'{kind}_rtf_median'], digits)}/"
-            f"{fmt_num(entry['decode'][f'{kind}_rtf_median'], digits)}")
 
 
 def metric_column(name: str) -> Column:
@@ -107,8 +101,8 @@ def all_columns(board: Leaderboard) -> list[Column]:
         Column("kbps", "repr\nkbps", lambda e: fmt_kbps(e["representation_bps"]), "rate"),
         Column("payload_kbps", "payload\nkbps", lambda e: fmt_kbps(e["payload_bps"]), "rate"),
         *[metric_column(n) for n in board.metric_names],
-        Column("rtf_warm", "RTF warm\nenc/dec", lambda e: _rtf(e, "warm", 4), "cost"),
-        Column("rtf_cold", "RTF cold\nenc/dec", lambda e: _rtf(e, "cold", 3), "cost"),
+        Column("rtf_warm", "RTF warm\nenc/dec", lambda e: fmt_rtf(e, "warm"), "cost"),
+        Column("rtf_cold", "RTF cold\nenc/dec", lambda e: fmt_rtf(e, "cold"), "cost"),
         Column("peak_rss", "peak RSS\nMiB", lambda e: fmt_mib(e["peak_rss_bytes_max"]), "cost"),
         Column("dec_model", "dec model\nMiB", lambda e: fmt_mib(e["decoder_model_bytes"], 2), "cost"),
         Column("replay", "replay", lambda e: f"{e['replay_identical']}/{e['replay_sampled']}", "checks"),
@@ -147,18 +141,21 @@ def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
     return max(len(text) for text in words + [column.cell(e).split("\n")[0] for e in entries])
 
 
-# When the terminal is too narrow, columns are hidden in this order (first hidden first).
-_HIDE_FIRST = ("dec_model", "rtf_cold", "peak_rss", "payload_kbps", "replay", "rtf_warm", "checks")
+# When the terminal is too narrow, columns are hidden in this order (first hidden first): costs, then
+# metrics from the last; the replay and checks columns, which say whether a row's numbers hold, last.
+_HIDE_FIRST = ("dec_model", "rtf_cold", "peak_rss", "payload_kbps", "rtf_warm")
+_HIDE_LAST = ("replay", "checks")
 
 
 def fit_columns(columns: list[Column], entries: list[dict[str, Any]], width: int,
                 keep: set[str]) -> tuple[list[Column], list[Column]]:
-    """The columns that fit `width` without truncating any value, and those hidden to make them fit:
-    costs first, then metrics from the last; `keep` (codec, the sort column) is never hidden."""
+    """The columns that fit `width` without truncating any value, and those hidden to make them fit
+    (in the order of `_HIDE_FIRST`, the metrics from the last, `_HIDE_LAST`); `keep` (codec, the sort
+    column) is never hidden."""
     def need(column: Column) -> int:
         return value_width(column, entries) + 2  # rich's padding between columns
     shown = list(columns)
-    order = [*_HIDE_FIRST, *(c.key for c in reversed(columns) if c.group in ("quality", "content"))]
+    order = [*_HIDE_FIRST, *(c.key for c in reversed(columns) if c.group in ("quality", "content")), *_HIDE_LAST]
     hidden: list[Column] = []
     for key in order:
         if sum(need(c) for c in shown) <= width:
@@ -197,7 +194,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                 continue
             heading = Text.assemble((group.id, "bold"), f": {group.title}" + (f" - {what}" if what else ""),
                                     f"; {order}")
-            console.print(heading, soft_wrap=True)
+            console.print(heading)
             shown, hidden = fit_columns(chosen, entries, console.width, {"codec", sort})
             hidden_all.update({c.key: c.header.replace("\n", " ") for c in hidden})
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -209,15 +206,15 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                 table.add_row(*[c.cell(e) for c in shown])
             console.print(table)
         for reason in group.reasons:
-            console.print(f"{group.id} {reason}", style="yellow", soft_wrap=True)
+            console.print(f"{group.id} {reason}", style="yellow")
     unit = "speakers with their utterances" if board.ci_unit == "speaker" else "utterances"
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
                   f"over ok values +- half its 95% bootstrap interval over {unit} (seeded; (n k) when k values "
-                  "count), ^ higher is better, v lower is better, failures counted; RTF: medians", soft_wrap=True)
+                  "count), ^ higher is better, v lower is better, failures counted; RTF: medians")
     if hidden_all:
         console.print(f"hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
                       f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "
-                      f"{', '.join(COLUMN_GROUPS)}) or widen the terminal (COLUMNS=200)", style="yellow", soft_wrap=True)
+                      f"{', '.join(COLUMN_GROUPS)}) or widen the terminal (COLUMNS=200)", style="yellow")
     for run_info in board.runs:
         for note in run_info.notes:
-            console.print(f"{run_info.label}: {note}", style="yellow", soft_wrap=True)
+            console.print(f"{run_info.label}: {note}", style="yellow")

@@ -147,6 +147,14 @@ def input_notes(evalset: EvalSet) -> list[Text]:
     return lines
 
 
+def describe_set(evalset: EvalSet, configurations: int, out: Path) -> str:
+    """The line that opens a run: the set, how many codec configurations, where it goes."""
+    from codecarena.results.formatting import count
+
+    return (f"set {evalset.name} ({count(len(evalset.utterances), 'utterance')}, {evalset.source}); "
+            f"{count(configurations, 'codec configuration')}; run directory {out}")
+
+
 def eta_s(elapsed_s: float, computed: int, remaining: int) -> float | None:
     """Seconds left at the pace of the rows computed in this session; resumed rows are read back in
     an instant and would make the pace look faster than it is. None before the first computed row."""
@@ -194,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.files import sha256_json
     from codecarena.machine import describe
     from codecarena.pipeline import RunOptions, execute, plan_of, planned
+    from codecarena.results.formatting import count
     from codecarena.results.summary import summarize
     from codecarena.runtime.limits import parse_limits
     from codecarena.specs import parse_spec
@@ -249,10 +258,9 @@ def run(args: argparse.Namespace) -> int:
     if args.add and earlier is not None:
         had = len(earlier.plan.codecs)
         added = [s.canonical for s in followed.codecs[had:]]
-        console.print(f"adding {len(added)} codec configurations ({', '.join(added)}) to the {had} of the run in {out}"
-                      if added else f"no codec configuration to add: resuming the {had} of the run in {out}")
-    console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
-                  f"{total // max(1, len(evalset.utterances))} codec configurations; run directory {out}")
+        console.print(f"adding {count(len(added), 'codec configuration')} ({', '.join(added)}) to the {had} of the "
+                      f"run in {out}" if added else f"no codec configuration to add: resuming the {had} of the run in {out}")
+    console.print(describe_set(evalset, len(followed.codecs), out))
     for line in input_notes(evalset):
         console.print(line, soft_wrap=True)
     started = time.monotonic()

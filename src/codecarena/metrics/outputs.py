@@ -61,3 +61,8 @@ BY_NAME = {s.name: s for s in SCALES}
 ORDER = tuple(s.name for s in SCALES)
 LOWER_IS_BETTER = frozenset(s.name for s in SCALES if s.lower_is_better)
 LABELS = {s.name: s.label for s in SCALES}
+
+
+def sort_key(name: str) -> tuple[int, str]:
+    """Outputs in the order above; any other after them, alphabetically."""
+    return (ORDER.index(name), name) if name in ORDER else (len(ORDER), name)

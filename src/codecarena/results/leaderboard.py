@@ -49,7 +49,7 @@ def metric_label(name: str) -> str:
 
 
 def metric_sort_key(name: str) -> tuple[int, str]:
-    return (METRIC_ORDER.index(name), name) if name in METRIC_ORDER else (len(METRIC_ORDER), name)
+    return outputs.sort_key(name)
 
 
 def weights_class(weights: str) -> str:

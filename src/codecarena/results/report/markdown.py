@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codecarena.results import leaderboard as lb
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
+from codecarena.results.formatting import RTF_KINDS, fmt_kbps, fmt_mib, fmt_rtf, metric_ci_cell, weights_label
 from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.plots import PARETO_METRICS
 
@@ -32,14 +32,15 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         multi = len(group.runs) > 1
         head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
         head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
-        head += ["dec RTF cold/warm", "enc RTF cold/warm", "peak RSS MiB", "dec model MiB", "replay", "checks"]
+        head += [f"RTF {kind} enc/dec" for kind in RTF_KINDS] + ["peak RSS MiB", "dec model MiB", "replay", "checks"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|")
         for e in entries:
             cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"], e.get("user_codec") or ""), e["variant"] or "-",
                                                            fmt_kbps(e["representation_bps"]), fmt_kbps(e["payload_bps"])]
             cells += [metric_ci_cell(e["metrics"].get(n), e["rows_ok"]).replace("\n", " ") for n in names]
-            cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),
+            cells += [fmt_rtf(e, kind) for kind in RTF_KINDS]
+            cells += [fmt_mib(e["peak_rss_bytes_max"]),
                       fmt_mib(e["decoder_model_bytes"], 2),
                       f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
