@@ -506,7 +506,8 @@ def test_input_can_be_one_audio_file(tmp_path: Path) -> None:
     assert (s.name, s.source) == ("input:clip.wav", f"input {(tmp_path / 'clip.wav').resolve()}")
     (u,) = s.utterances
     assert (u.id, u.language, u.transcript, u.num_samples, u.converted) == ("clip", "en", None, 16000, False)
-    assert s.manifest_sha256 != evaluation_set(tmp_path / "clip.wav", "auto", "", None, False, None, None).manifest_sha256
+    plain = evaluation_set(tmp_path / "clip.wav", "auto", "", None, False, None, None)
+    assert s.manifest_sha256 != plain.manifest_sha256  # --language is part of the set's identity
     # Only this file is read: not its neighbours, nor a manifest beside it.
     (tmp_path / "manifest.json").write_text(json.dumps([{"file": "other.wav"}]), encoding="utf-8")
     assert [u.id for u in evaluation_set(tmp_path / "clip.wav", "plain", "", None, False, None, None).utterances] \
@@ -564,7 +565,8 @@ def test_the_readme_manifest_example_reads_as_it_says(tmp_path: Path) -> None:
     by_id = {u.id: u for u in load_input_dir(tmp_path).utterances}
     assert sorted(by_id) == ["en__door", "take3", "zh_weather"]
     assert (by_id["en__door"].language, by_id["en__door"].speaker) == ("en", "anna")
-    assert by_id["zh_weather"].critical == (("number", "六月"),) and by_id["zh_weather"].transcript == "今天六月底天气不好"
+    assert by_id["zh_weather"].critical == (("number", "六月"),)
+    assert by_id["zh_weather"].transcript == "今天六月底天气不好"
     assert (by_id["take3"].language, by_id["take3"].license, by_id["take3"].transcript) == ("", "CC-BY-4.0", None)
 
 

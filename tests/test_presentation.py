@@ -79,8 +79,9 @@ def test_the_rtf_columns_read_in_one_order_on_every_surface(tmp_path: Path, monk
 
 def test_the_terminal_leaderboard_fits_80_columns_and_hides_replay_and_checks_last(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    run_dir = make_run(tmp_path, "a", CODECS, audio=False, cpu="A long processor name of the kind /proc/cpuinfo "
-                       "gives, Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz", os_name="Linux-6.1.0-28-amd64-x86_64-with-glibc2.36")
+    run_dir = make_run(tmp_path, "a", CODECS, audio=False,
+                       cpu="A long processor name of the kind /proc/cpuinfo gives, Intel(R) Xeon(R) Platinum 8480+",
+                       os_name="Linux-6.1.0-28-amd64-x86_64-with-glibc2.36")
     buffer = _captured(monkeypatch, 80)
     leaderboard_command.print_table(lb.compute([run_dir]), sort="pesq_wb")
     lines = buffer.getvalue().splitlines()
@@ -103,7 +104,8 @@ def test_a_dsp_codec_against_a_neural_one_is_a_note_not_an_override(tmp_path: Pa
                                                 decoded="b", sample_rate=16000) for i, u in enumerate(utts)])
     result = compare_runs(run_a, run_b, pair="opus:6k=lyra:6000", resamples=200)
     assert result["pairing_overridden"] is False and result["overrides"] == []
-    assert "opus:6k vs lyra:6000: weights kinds differ (none vs real): two different codecs" in " ".join(result["notes"])
+    notes = " ".join(result["notes"])
+    assert "opus:6k vs lyra:6000: weights kinds differ (none vs real): two different codecs" in notes
     assert "OVERRIDDEN" not in render_text(result)
     # Synthetic weights measure the pipeline, not the codec: against real ones they stay an override.
     run_c = write_run(tmp_path / "C", [make_row("dac:16khz", u, {"pesq_wb": 2.0}, weights="synthetic", decoded="c")

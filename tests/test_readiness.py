@@ -51,7 +51,8 @@ def test_a_neural_family_needs_its_runtime_then_its_weights(tmp_path: Path) -> N
     state = readiness(FAMILIES["encodec"])
     assert (state.runs, state.commands) == ("", ("codecarena env create encodec", "codecarena fetch encodec"))
     assert state.problems[0] == "its isolated runtime is not built"
-    assert state.problems[1].startswith(f"model files not in {tmp_path / 'cache' / 'codecarena' / 'models' / 'encodec'}")
+    cache = tmp_path / "cache" / "codecarena" / "models"
+    assert state.problems[1].startswith(f"model files not in {cache / 'encodec'}")
     _build_runtime(tmp_path, "encodec")
     state = readiness(FAMILIES["encodec"])
     assert (state.runs, state.commands) == ("synthetic", ("codecarena fetch encodec",))

@@ -151,7 +151,8 @@ def test_registry_show_says_an_entry_whole(capsys: pytest.CaptureFixture[str]) -
             cli.main(["registry", "show", name])
         assert exited.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("encodec: EnCodec 24 kHz (family encodec, codec)\n  roles: frontier_teacher, low_bit_teacher\n")
+    assert out.startswith("encodec: EnCodec 24 kHz (family encodec, codec)\n"
+                          "  roles: frontier_teacher, low_bit_teacher\n")
     assert "[NON-COMMERCIAL]" in out and "encodec_24khz-d7cc33bc.th: 93171529 bytes, sha256 d7cc33bc" in out
     assert "\nfish_s2_codec: " in out and "pins complete: no: checkpoint is partial (partial = true)" in out
     with pytest.raises(SystemExit) as exited:

@@ -244,7 +244,7 @@ def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shar
     chosen = detect_layout(root) if layout == "auto" else layout
     if language_from_folders and chosen != "plain":
         raise DatasetError(f"{printable(str(root))}: --language-from-folders reads plain folders, and this is a "
-                           f"{chosen} corpus, which declares its own languages (--corpus plain reads it as a plain one)")
+                           f"{chosen} corpus, which declares its own languages (--corpus plain reads it as plain)")
     try:
         if chosen == "kaldi":
             return load_kaldi(root, limit, shard)

@@ -112,8 +112,9 @@ def shown(entry: Entry) -> list[str]:
     if checkpoint is not None:
         lines.append(f"  weights: {checkpoint.license}{' [NON-COMMERCIAL]' if checkpoint.non_commercial else ''}; "
                      f"revision {checkpoint.revision}{'; gated' if checkpoint.gated else ''}")
-        lines += [f"    {f.name}: {f'{f.bytes} bytes' if f.bytes else 'size never published (the sha256 is its identity)'}"
-                  f", sha256 {f.sha256}, {f.side}"
+        lines += [f"    {f.name}: "
+                  + (f"{f.bytes} bytes" if f.bytes else "size never published (the sha256 is its identity)")
+                  + f", sha256 {f.sha256}, {f.side}"
                   + (f", configurations {', '.join(f.configs)}" if f.configs else "") + f"; {f.url}"
                   for f in checkpoint.files]
     elif entry.partial_checkpoint is not None:

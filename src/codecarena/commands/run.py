@@ -258,8 +258,9 @@ def run(args: argparse.Namespace) -> int:
     if args.add and earlier is not None:
         had = len(earlier.plan.codecs)
         added = [s.canonical for s in followed.codecs[had:]]
-        console.print(f"adding {count(len(added), 'codec configuration')} ({', '.join(added)}) to the {had} of the "
-                      f"run in {out}" if added else f"no codec configuration to add: resuming the {had} of the run in {out}")
+        console.print(f"adding {count(len(added), 'codec configuration')} ({', '.join(added)}) to the {had} of "
+                      f"the run in {out}" if added else
+                      f"no codec configuration to add: resuming the {had} of the run in {out}")
     console.print(describe_set(evalset, len(followed.codecs), out))
     for line in input_notes(evalset):
         console.print(line, soft_wrap=True)

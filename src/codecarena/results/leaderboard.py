@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
+from codecarena.choices import BY_CHOICES, CI_UNITS, SORT_BY_RATE
 from codecarena.metrics import outputs
 from codecarena.metrics.declarations import ASR_OUTPUTS
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run

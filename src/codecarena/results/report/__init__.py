@@ -19,9 +19,10 @@ from importlib import resources
 from pathlib import Path
 
 import codecarena
+from codecarena.choices import AUDIO_MODES
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import count
-from codecarena.results.report.audio import AUDIO_MODES, AudioStats
+from codecarena.results.report.audio import AudioStats
 from codecarena.results.report.context import AUTO, Listen, ReportContext, audio_note, listening_heading
 from codecarena.results.report.listening import listening_html
 from codecarena.results.report.markdown import markdown_summary

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from codecarena.choices import AUDIO_MODES
 from codecarena.results.report.markup import data_uri
 
 SPEC_ROWS = 96  # spectrogram height in pixels (0..8 kHz)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from codecarena.choices import COLUMN_GROUPS
 from codecarena.results import compare, compare_text
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num
@@ -42,8 +43,10 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         head.append(f'<th data-col-group="{lb.metric_group(n)}" title="{esc(titles.get(n, n))} (mean over successes; '
                     f'{"lower" if n in lb.LOWER_IS_BETTER else "higher"} is better)">{esc(lb.metric_label(n))} {arrow}</th>')
     # The RTF columns in the order of every table (formatting.RTF_KINDS): warm, then cold; encode, then decode.
-    head += ['<th data-col-group="cost" title="median of the repeated in-process encode call / audio s">RTF warm enc</th>',
-             '<th data-col-group="cost" title="median of the repeated in-process decode call / audio s">RTF warm dec</th>',
+    head += ['<th data-col-group="cost" title="median of the repeated in-process encode call / audio s">'
+             'RTF warm enc</th>',
+             '<th data-col-group="cost" title="median of the repeated in-process decode call / audio s">'
+             'RTF warm dec</th>',
              '<th data-col-group="cost" title="median over rows: process start + imports + load + I/O + first call, / '
              'audio s">RTF cold enc</th>', '<th data-col-group="cost">RTF cold dec</th>',
              '<th data-col-group="cost" title="max over encode and decode stages of the process-tree peak RSS">'
@@ -105,7 +108,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
     lang = f' data-language="{esc(language)}"' if language else ""
-    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in lb.COLUMN_GROUPS)
+    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
     return (f'<div class="columns">columns: {toggles}</div>'
             f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
             f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
