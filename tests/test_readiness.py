@@ -106,6 +106,9 @@ def test_a_user_codec_whose_source_changed_runs_only_when_added_again(tmp_path: 
     state = readiness(family)
     assert state.runs == "" and state.problems == (f"its source {source} changed since it was added",)
     assert state.commands == (f"codecarena codec add {family.name} ...",)
+    source.unlink()
+    state = readiness(family)
+    assert state.runs == "" and state.problems == (f"{source}: the source of this user codec is gone",)
 
 
 def test_codecs_says_for_every_family_whether_it_runs_here(capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,10 +93,11 @@ def _user(family: Family) -> Readiness:
     again = f"codecarena codec add {family.name} ..."
     try:
         unit = user_units.load(family.name)
-    except user_units.UserUnitError as exc:
+        changed = unit.source is not None and unit.source.current_sha256() != unit.source.sha256
+    except user_units.UserUnitError as exc:  # its record cannot be read, or its source is gone
         return Readiness("", (str(exc),), (again,))
     problems = []
-    if unit.source is not None and unit.source.current_sha256() != unit.source.sha256:
+    if changed and unit.source is not None:
         problems.append(f"its source {unit.source.path} changed since it was added")
     if unit.requirements and not is_built(unit.registry_id):
         problems.append("its own runtime is not built")
