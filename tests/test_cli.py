@@ -46,7 +46,7 @@ def test_damaged_wavs_in_an_input_folder_are_listed_and_skipped(tmp_path: Path) 
         in result.stdout
     assert "  cut.wav: truncated: data chunk declares" in result.stdout
     assert "  noise.wav: unreadable audio (libsndfile:" in result.stdout
-    assert "set input:in (1 utterances" in result.stdout
+    assert "set input:in (1 utterance," in result.stdout
     skipped = json.loads((out / "run.json").read_text())["skipped_inputs"]
     assert [s["file"] for s in skipped] == ["cut.wav", "noise.wav"]
     assert skipped[0]["reason"].startswith("truncated: data chunk declares")
@@ -199,3 +199,15 @@ def test_an_out_that_cannot_be_a_run_directory_is_one_line_before_any_work(
     assert line.startswith("codecarena: error: ") and needle.format(tmp=tmp_path) in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["speech", "taken"]
     assert (tmp_path / "taken").read_text() == "someone's notes\n"
+
+
+@pytest.mark.slow
+def test_a_run_on_one_audio_file_audits(speech_dir: Path, tmp_path: Path) -> None:
+    # Issue 30: `--input FILE` was refused with "input folder does not exist" although the file exists.
+    out = tmp_path / "r"
+    result = codecarena("run", "--input", speech_dir / "clip0.wav", "--codec", "pcm:16", "--metrics", "none",
+                        "--workers", "1", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "set input:clip0.wav (1 utterance, input " in result.stdout and "1 codec configuration;" in result.stdout
+    assert [json.loads(line)["utterance"] for line in (out / "rows.jsonl").read_text().splitlines()] == ["clip0"]
+    assert codecarena("audit", out).returncode == 0

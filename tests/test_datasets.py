@@ -491,3 +491,92 @@ def test_empty_or_missing_folder_is_rejected(tmp_path: Path) -> None:
         load_input_dir(tmp_path / "empty")
     with pytest.raises(DatasetError, match="not a directory"):
         load_input_dir(tmp_path / "missing")
+
+
+# ------------------------------------------------------------------- --input FILE, --language-from-folders
+
+
+def test_input_can_be_one_audio_file(tmp_path: Path) -> None:
+    # Issue 30: `--input FILE` was refused with "input folder does not exist" although the file exists.
+    from codecarena.selection import evaluation_set
+
+    sf.write(str(tmp_path / "take 1.mp3"), _stereo(22050, 44100), 44100, format="MP3", subtype="MPEG_LAYER_III")
+    sf.write(str(tmp_path / "clip.wav"), _tone(16000), 16000, subtype="PCM_16")
+    s = evaluation_set(tmp_path / "clip.wav", "auto", "en", None, False, None, None)
+    assert (s.name, s.source) == ("input:clip.wav", f"input {(tmp_path / 'clip.wav').resolve()}")
+    (u,) = s.utterances
+    assert (u.id, u.language, u.transcript, u.num_samples, u.converted) == ("clip", "en", None, 16000, False)
+    plain = evaluation_set(tmp_path / "clip.wav", "auto", "", None, False, None, None)
+    assert s.manifest_sha256 != plain.manifest_sha256  # --language is part of the set's identity
+    # Only this file is read: not its neighbours, nor a manifest beside it.
+    (tmp_path / "manifest.json").write_text(json.dumps([{"file": "other.wav"}]), encoding="utf-8")
+    assert [u.id for u in evaluation_set(tmp_path / "clip.wav", "plain", "", None, False, None, None).utterances] \
+        == ["clip"]
+
+
+def test_an_input_file_that_cannot_be_used_is_one_error_naming_it(tmp_path: Path) -> None:
+    from codecarena.corpora import load_corpus
+
+    sf.write(str(tmp_path / "clip.wav"), _tone(16000), 16000, subtype="PCM_16")
+    (tmp_path / "slides.pdf").write_bytes(b"%PDF-1.4 not audio")
+    sf.write(str(tmp_path / "my clip.wav"), _tone(16000), 16000, subtype="PCM_16")
+    cases = [(tmp_path / "slides.pdf", "auto", r"slides\.pdf: unreadable audio"),
+             (tmp_path / "my clip.wav", "auto", r"my clip\.wav: utterance id"),
+             (tmp_path / "clip.wav", "kaldi", r"clip\.wav: a single file; --corpus kaldi reads a folder"),
+             (tmp_path / "gone.wav", "auto", r"gone\.wav: does not exist \(--input takes an audio file or a folder")]
+    for path, layout, message in cases:
+        with pytest.raises(DatasetError, match=message):
+            load_corpus(path, layout)
+    with pytest.raises(DatasetError, match=r"clip\.wav: a single file; --language-from-folders reads a folder"):
+        load_corpus(tmp_path / "clip.wav", language_from_folders=True)
+
+
+def test_languages_can_come_from_the_first_folder(tmp_path: Path) -> None:
+    for name in ("en/a.wav", "zh/day 1/b.wav", "pt-BR/c.wav", "top.wav"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(tmp_path / name), _tone(1600), 16000, subtype="PCM_16")
+    (tmp_path / "manifest.json").write_text(json.dumps([
+        {"file": "top.wav", "language": "fr"}, {"file": "zh/day 1/b.wav", "id": "b", "transcript": "两个"}],
+        ensure_ascii=False), encoding="utf-8")
+    plain = load_input_dir(tmp_path)
+    assert {u.id: u.language for u in plain.utterances} == {"en__a": "", "b": "", "pt-BR__c": "", "top": "fr"}
+    s = load_input_dir(tmp_path, language_from_folders=True)
+    assert {u.id: u.language for u in s.utterances} == {"en__a": "en", "b": "zh", "pt-BR__c": "pt-BR", "top": "fr"}
+    # A folder that is no language, or a manifest its folder contradicts, is an error, not a guess.
+    (tmp_path / "manifest.json").write_text(json.dumps([{"file": "en/a.wav", "language": "de"}]), encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"manifest\.json: en/a\.wav is declared 'de', but --language-from-"
+                                           r"folders reads 'en' from its folder"):
+        load_input_dir(tmp_path, language_from_folders=True)
+    (tmp_path / "manifest.json").unlink()
+    (tmp_path / "Takes").mkdir()
+    sf.write(str(tmp_path / "Takes" / "d.wav"), _tone(1600), 16000, subtype="PCM_16")
+    with pytest.raises(DatasetError, match=r"Takes/: not a language code \(en, zh, pt-BR, \.\.\.\)"):
+        load_input_dir(tmp_path, language_from_folders=True)
+
+
+def test_the_readme_manifest_example_reads_as_it_says(tmp_path: Path) -> None:
+    """The manifest.json of README.md ("Your own audio"), on files of those names, gives what its table says."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    example = readme.split("### Your own audio", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    for item in json.loads(example):
+        (tmp_path / item["file"]).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(tmp_path / item["file"]), _tone(16000), 16000, format="WAV", subtype="PCM_16")
+    (tmp_path / "manifest.json").write_text(example, encoding="utf-8")
+    by_id = {u.id: u for u in load_input_dir(tmp_path).utterances}
+    assert sorted(by_id) == ["en__door", "take3", "zh_weather"]
+    assert (by_id["en__door"].language, by_id["en__door"].speaker) == ("en", "anna")
+    assert by_id["zh_weather"].critical == (("number", "六月"),)
+    assert by_id["zh_weather"].transcript == "今天六月底天气不好"
+    assert (by_id["take3"].language, by_id["take3"].license, by_id["take3"].transcript) == ("", "CC-BY-4.0", None)
+
+
+def test_languages_from_folders_is_for_plain_folders(tmp_path: Path) -> None:
+    from codecarena.corpora import load_corpus
+
+    (tmp_path / "en").mkdir()
+    sf.write(str(tmp_path / "en" / "1-2-0000.wav"), _tone(1600), 16000, subtype="PCM_16")
+    (tmp_path / "en" / "1-2.trans.txt").write_text("1-2-0000 HELLO\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"--language-from-folders reads plain folders, and this is a librispeech"):
+        load_corpus(tmp_path, language_from_folders=True)
+    s = load_corpus(tmp_path, "plain", language_from_folders=True)
+    assert [(u.language, u.transcript) for u in s.utterances] == [("en", "HELLO")]

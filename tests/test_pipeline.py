@@ -257,7 +257,7 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
     added = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "stoi", "--out", out,
                        "--add")
     assert added.returncode == 0, added.stdout + added.stderr
-    assert "adding 1 codec configurations (codec2:3200) to the 1 of the run" in added.stdout
+    assert "adding 1 codec configuration (codec2:3200) to the 1 of the run" in added.stdout
     # Resumed rows are read back first and give no pace: the time left waits for a computed row.
     logged = [line for line in added.stdout.splitlines() if line.startswith("row ")]
     assert [("resumed" in line, "eta unknown yet" in line) for line in logged[:len(kept)]] == [(True, True)] * len(kept)

@@ -123,6 +123,43 @@ def test_lyra_entry_keeps_its_checkpoint_identity() -> None:
         ("soundstream_encoder.tflite", "encoder"), ("quantizer.tflite", "both"), ("lyragan.tflite", "decoder")]
 
 
+def test_registry_list_is_one_whole_line_per_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 30: `registry list` was 249 lines at 120 columns, with ids cut into look-alikes.
+    from codecarena import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["registry", "list"])
+    assert exited.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    entries = load_all()
+    assert lines[0] == f"codec registry: {len(entries)} entries"
+    assert lines[1].split() == ["id", "family", "status", "pins", "runtime", "roles", "weights"]
+    table = lines[2:2 + len(entries)]
+    assert [line.split()[0] for line in table] == [e.id for e in entries]
+    assert max(len(line) for line in lines[:2 + len(entries)]) <= 120
+    by_id = {line.split()[0]: line.split() for line in table}
+    assert by_id["lyra_v2"] == ["lyra_v2", "lyra", "streaming_verified", "yes", "main", "deploy,low-bit", "Apache-2.0"]
+    assert by_id["encodec"][-3:] == ["see", "show", "[NC]"]  # a licence too long for a cell, non-commercial
+    assert "codecarena registry show ID" in " ".join(lines[2 + len(entries):])
+
+
+def test_registry_show_says_an_entry_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    from codecarena import cli
+
+    for name in ("encodec", "fish_dac"):  # a registry id, and a family (its entry is fish_s2_codec)
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["registry", "show", name])
+        assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("encodec: EnCodec 24 kHz (family encodec, codec)\n"
+                          "  roles: frontier_teacher, low_bit_teacher\n")
+    assert "[NON-COMMERCIAL]" in out and "encodec_24khz-d7cc33bc.th: 93171529 bytes, sha256 d7cc33bc" in out
+    assert "\nfish_s2_codec: " in out and "pins complete: no: checkpoint is partial (partial = true)" in out
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["registry", "show", "nonesuch"])
+    assert exited.value.code == 2
+
+
 def test_entry_for_family_and_list_rows() -> None:
     assert entry_for_family("lyra").id == "lyra_v2"
     assert entry_for_family("opus").id == "opus"

@@ -31,7 +31,7 @@ from codecarena.commands import leaderboard as leaderboard_command
 from codecarena.commands import report as report_command
 from codecarena.results import compare, compare_text, leaderboard_export, report
 from codecarena.results import leaderboard as lb
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, fmt_num, fmt_signed, metric_cell
+from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, fmt_rtf, fmt_signed, metric_cell
 from codecarena.results.report import audio, markup, plots
 from codecarena.results.schema import parse_row
 from codecarena.files import write_json
@@ -249,7 +249,9 @@ def test_one_set_of_number_formatters() -> None:
     assert (fmt_signed(0.25), fmt_signed(-0.00004), fmt_signed(None)) == ("+0.2500", "-0.0000", "-")
     assert (fmt_kbps(6000.0), fmt_kbps(5423.4, 2), fmt_kbps(None)) == ("6.000", "5.42", "-")
     assert (fmt_mib(3 * 2**20), fmt_mib(1_804_172, 2), fmt_mib(None)) == ("3", "1.72", "-")
-    assert fmt_cold_warm({"cold_rtf_median": 0.05, "warm_rtf_median": None}) == "0.050/-"
+    entry = {"encode": {"warm_rtf_median": 0.00012, "cold_rtf_median": 0.05},
+             "decode": {"warm_rtf_median": None, "cold_rtf_median": 0.1}}
+    assert (fmt_rtf(entry, "warm"), fmt_rtf(entry, "cold")) == ("0.0001/-", "0.050/0.100")
     assert metric_cell({"mean": 3.0, "n_failed": 1, "n_not_applicable": 2}) == "3.000 (1 failed, 2 n/a)"
     assert (metric_cell({"mean": None, "n_failed": 0, "n_not_applicable": 0}), metric_cell(None)) == ("-", "-")
 
@@ -438,7 +440,8 @@ def test_leaderboard_ranks_fits_the_width_and_says_what_it_hid(tmp_path: Path,
         low, high = entry["metrics"]["pesq_wb"]["ci95"]
         row = next(line for line in table if codec in line)
         assert f"{mean:.3f} [{low:.3f}, {high:.3f}]" in row
-    hidden = next(line for line in lines if line.startswith("hidden to fit 90 columns"))
+    # The note wraps at the terminal's width: read from its first line on.
+    hidden = " ".join(lines[next(i for i, line in enumerate(lines) if line.startswith("hidden to fit 90 columns")):])
     assert "--columns" in hidden and "dec_model" in hidden
 
     buffer.truncate(0)
@@ -472,7 +475,7 @@ def test_a_100_column_terminal_shows_the_quality_columns(tmp_path: Path, monkeyp
         for metric in ("pesq_wb", "stoi"):
             assert f"{np.mean([m[metric]['value'] for m in values]):.3f}" in line, (metric, line)
             assert below.count("n=3, no") >= 2, below  # three utterances: no interval, said under each mean
-    hidden = [line for line in lines if line.startswith("hidden to fit 100 columns")]
+    hidden = [" ".join(lines[i:]) for i, line in enumerate(lines) if line.startswith("hidden to fit 100 columns")]
     assert "dWER" in header or (len(hidden) == 1 and "dWER" in hidden[0] and "dwer" in hidden[0])
 
 

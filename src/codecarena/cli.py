@@ -9,30 +9,40 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import codecarena
-
-from codecarena.checkpoints import MODELS_ENV, NO_DOWNLOAD_ENV, CheckpointError
 from codecarena.commands import COMMANDS
 from codecarena.commands.common import CliError
-from codecarena.datasets import DatasetError
 from codecarena.diskspace import RUN_ADVICE, DiskFullError, is_disk_full
-from codecarena.metrics.declarations import MetricError
-from codecarena.payload import PayloadError
-from codecarena.pipeline import RunError
-from codecarena.registry.entries import RegistryError
-from codecarena.results.store import StoreError
-from codecarena.runtime.venvs import RuntimeMissing
-from codecarena.selection import SelectionError
-from codecarena.specs import SpecError
 
 # Errors that mean "this cannot be done as asked": one line on stderr and exit status 2, no traceback.
-USER_ERRORS = (CliError, SelectionError, MetricError, RegistryError, RuntimeMissing, CheckpointError, DatasetError,
-               SpecError, RunError, StoreError, PayloadError, DiskFullError, ValueError)
+# Named, not imported: most live in modules that import numpy or scipy, which `--help` must not wait
+# for, and an error class whose module no command imported cannot have been raised.
+USER_ERRORS = (("codecarena.commands.common", "CliError"), ("codecarena.selection", "SelectionError"),
+               ("codecarena.metrics.declarations", "MetricError"), ("codecarena.registry.strict", "RegistryError"),
+               ("codecarena.runtime.venvs", "RuntimeMissing"), ("codecarena.checkpoints", "CheckpointError"),
+               ("codecarena.datasets", "DatasetError"), ("codecarena.specs", "SpecError"),
+               ("codecarena.pipeline", "RunError"), ("codecarena.results.store", "StoreError"),
+               ("codecarena.payload.fields", "PayloadError"), ("codecarena.diskspace", "DiskFullError"),
+               ("builtins", "ValueError"))
+
+
+def is_user_error(exc: BaseException) -> bool:
+    return any(module in sys.modules and isinstance(exc, getattr(sys.modules[module], name))
+               for module, name in USER_ERRORS)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser of the command line: an option must be spelled whole (with abbreviations,
+    `--channel x` would be taken as `--channels x`). Subcommands' parsers are of the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="codecarena", description=__doc__)
+    parser = _Parser(prog="codecarena", description=__doc__)
     parser.add_argument("--version", action="version", version=f"codecarena {codecarena.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
@@ -42,12 +52,27 @@ def _parser() -> argparse.ArgumentParser:
 
 def _export_model_settings(args: argparse.Namespace) -> None:
     """Workers resolve their own model files; they inherit these settings through the environment."""
+    from codecarena.checkpoints import MODELS_ENV, NO_DOWNLOAD_ENV
+
     if getattr(args, "models_dir", None) is not None:
         if not args.models_dir.is_dir():
             raise CliError(f"--models-dir {args.models_dir}: not a directory")
         os.environ[MODELS_ENV] = str(args.models_dir.resolve())
     if getattr(args, "no_download", False):
         os.environ[NO_DOWNLOAD_ENV] = "1"
+
+
+def _error_line(exc: Exception, command: str) -> str | None:
+    """The one line an error that is the user's to fix is reported with; None for any other error,
+    whose traceback is wanted."""
+    if is_user_error(exc):
+        return str(exc)
+    if not (isinstance(exc, OSError) and is_disk_full(exc)):
+        return None
+    # A failed copy names its source first: the destination (filename2) is what is full.
+    full = Path(exc.filename2 or exc.filename or ".")
+    advice = RUN_ADVICE if command == "run" else "free some space there and rerun the same command"
+    return str(DiskFullError(full, 0, advice))
 
 
 class _Terminated(KeyboardInterrupt):
@@ -66,16 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _export_model_settings(args)
         code = COMMANDS[args.command].run(args)
-    except USER_ERRORS as exc:
-        print(f"codecarena: error: {exc}", file=sys.stderr)
-        code = 2
-    except OSError as exc:
-        if not is_disk_full(exc):
+    except Exception as exc:
+        line = _error_line(exc, args.command)
+        if line is None:
             raise
-        # A failed copy names its source first: the destination (filename2) is what is full.
-        full = Path(exc.filename2 or exc.filename or ".")
-        advice = RUN_ADVICE if args.command == "run" else "free some space there and rerun the same command"
-        print(f"codecarena: error: {DiskFullError(full, 0, advice)}", file=sys.stderr)
+        print(f"codecarena: error: {line}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt as exc:
         resumable = "; rerun the same command to resume" if args.command == "run" else ""

@@ -15,8 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from codecarena.metrics import outputs
 from codecarena.results.bootstrap import MIN_UNITS
-from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
+from codecarena.results.formatting import RTF_KINDS, fmt_kbps, fmt_mib, fmt_rtf, metric_ci_cell, weights_label
 
 
 def make_console(**options: Any) -> Console:
@@ -32,8 +33,8 @@ console = make_console(width=None if sys.stdout.isatty() or "COLUMNS" in os.envi
 def summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title="codecarena run", show_lines=False)
     for name, justify in [("codec", "left"), ("weights", "left"), ("rows ok", "right"), ("repr kbps", "right"),
-                          ("payload kbps", "right"), ("enc RTF cold/warm", "right"),
-                          ("dec RTF cold/warm", "right"), ("peak RSS MiB", "right"),
+                          ("payload kbps", "right"), *((f"RTF {kind} enc/dec", "right") for kind in RTF_KINDS),
+                          ("peak RSS MiB", "right"),
                           ("replay identical", "right"), ("checks", "right")]:
         # Folded, never cut: a narrow terminal wraps a number instead of ending it with an ellipsis.
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
@@ -45,8 +46,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
             f"{c['rows_ok']}/{c['rows']}",
             fmt_kbps(c["representation_bps"]),
             fmt_kbps(c["payload_bps"]),
-            fmt_cold_warm(c["encode"]),
-            fmt_cold_warm(c["decode"]),
+            *(fmt_rtf(c, kind) for kind in RTF_KINDS),
             fmt_mib(max(peaks) if peaks else None),
             f"{c['replay_identical']}/{c['replay_sampled']}",
             f"{c['checks_passed']}/{c['rows']}",
@@ -67,18 +67,21 @@ def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> 
     """One row per metric output, one column per codec: the mean over ok values with its 95% interval
     [lo, hi] and the utterances it rests on (none below bootstrap.MIN_UNITS, saying so), then how many
     values were suspect, failed or did not apply."""
-    names = list(dict.fromkeys(name for stats in groups.values() for name in stats))
+    # In the catalogue's order, whatever order the rows' records came in (a resumed row's are sorted).
+    names = sorted(dict.fromkeys(name for stats in groups.values() for name in stats), key=outputs.sort_key)
     if not names:
         return
     # The heading is a line of its own: a table's title wraps to the table's width.
     console.print(f"{title}: mean of ok values, its 95% interval [lo, hi] and n=utterances resampled (no interval "
                   f"below {MIN_UNITS}: too few); suspect, failed, n/a counts", soft_wrap=True)
     table = Table()
-    table.add_column("metric", overflow="fold")
+    table.add_column("metric (^ higher, v lower is better)", overflow="fold")
     for label in groups:
         table.add_column(label, justify="right", overflow="fold")
     for name in names:
-        table.add_row(name, *(metric_ci_cell(stats.get(name)) for stats in groups.values()))
+        scale = outputs.BY_NAME.get(name)
+        arrow = "" if scale is None else " v" if scale.lower_is_better else " ^"
+        table.add_row(name + arrow, *(metric_ci_cell(stats.get(name)) for stats in groups.values()))
     console.print(table)
     # One line per distinct reason, naming the metrics and codecs it hit, instead of one per cell.
     reasons: dict[str, tuple[int, list[str], list[str]]] = {}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codecarena.audio_input import printable
+from codecarena.choices import CORPUS_LAYOUTS
 from codecarena.datasets import (
     AUDIO_SUFFIXES,
     DatasetError,
@@ -24,11 +25,11 @@ from codecarena.datasets import (
     _listing,
     _probe_audio,
     load_input_dir,
+    load_input_file,
 )
 from codecarena.files import sha256_file
 from codecarena.rundir import unsafe_id_reason
 
-CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")
 # AISHELL-1 utterance ids: BAC009 + speaker S0002 + W + 4-digit index.
 _AISHELL_ID = re.compile(r"^[A-Z]{3}\d{3}(S\d{4})W\d{4}$")
 
@@ -226,14 +227,24 @@ def detect_layout(root: Path) -> str:
 
 
 def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shard: Shard | None = None,
-                channels: str = "mix") -> EvalSet:
-    """A corpus in its layout; `channels` applies to plain folders (the corpora's layouts are mono)."""
+                channels: str = "mix", language_from_folders: bool = False) -> EvalSet:
+    """A corpus in its layout, or one audio file; `channels` and `language_from_folders` apply to plain
+    folders (the corpora's layouts are mono and declare their language)."""
     root = Path(path).expanduser().resolve()
-    if not root.is_dir():
-        raise DatasetError(f"{printable(str(root))}: input folder does not exist or is not a directory")
     if layout not in CORPUS_LAYOUTS:
         raise DatasetError(f"unknown corpus layout {layout!r}; expected one of {CORPUS_LAYOUTS}")
+    if root.is_file():
+        if layout not in ("auto", "plain") or language_from_folders:
+            option = f"--corpus {layout}" if layout not in ("auto", "plain") else "--language-from-folders"
+            raise DatasetError(f"{printable(str(root))}: a single file; {option} reads a folder")
+        return select(load_input_file(root, channels), limit, shard)
+    if not root.is_dir():
+        what = "is neither a file nor a folder" if root.exists() else "does not exist"
+        raise DatasetError(f"{printable(str(root))}: {what} (--input takes an audio file or a folder of them)")
     chosen = detect_layout(root) if layout == "auto" else layout
+    if language_from_folders and chosen != "plain":
+        raise DatasetError(f"{printable(str(root))}: --language-from-folders reads plain folders, and this is a "
+                           f"{chosen} corpus, which declares its own languages (--corpus plain reads it as plain)")
     try:
         if chosen == "kaldi":
             return load_kaldi(root, limit, shard)
@@ -242,6 +253,6 @@ def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shar
         if chosen == "aishell":
             return load_aishell(root, limit, shard)
         # A plain folder (optionally with manifest.json) is small: load it, then select.
-        return select(load_input_dir(root, channels), limit, shard)
+        return select(load_input_dir(root, channels, language_from_folders=language_from_folders), limit, shard)
     except ValueError as exc:  # a --limit/--shard selection that leaves nothing
         raise DatasetError(str(exc)) from None

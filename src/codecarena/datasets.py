@@ -25,6 +25,7 @@ import soundfile as sf
 import soxr
 
 from codecarena.arena import ARENA_RATE
+from codecarena.choices import CHANNEL_CHOICES
 from codecarena.audio_input import (
     AudioFacts,
     AudioInputError,
@@ -43,6 +44,7 @@ __all__ = [
     "Utterance",
     "default_cache_dir",
     "load_input_dir",
+    "load_input_file",
     "load_smoke",
     "smoke_manifest",
 ]
@@ -54,6 +56,8 @@ AUDIO_SUFFIXES = (".wav", ".flac")
 DATA_ENV = "CODECARENA_DATA"
 _FIX_HINT = f"set {DATA_ENV} or pass --data-dir to a local copy of the smoke set"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# A folder name --language-from-folders reads as a language: en, zh, yue, pt-BR, zh_CN.
+LANGUAGE_FOLDER = re.compile(r"[a-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 
 
 class DatasetError(Exception):
@@ -103,7 +107,6 @@ def default_cache_dir() -> Path:
     return cache_home() / "data" / "smoke"
 
 
-CHANNEL_CHOICES = ("mix", "left", "right", "each")
 # Text beside the audio of an input folder (transcripts, manifests, notes): read as metadata where the
 # folder's conventions say so, never probed as audio.
 METADATA_SUFFIXES = (".txt", ".json", ".jsonl", ".csv", ".tsv", ".md", ".lab", ".textgrid", ".scp", ".yaml",
@@ -429,7 +432,28 @@ def _nothing_to_use(root: Path, skipped: list[tuple[str, str]]) -> DatasetError:
     return DatasetError(f"{printable(str(root))}: no audio files found{shown}")
 
 
-def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) -> EvalSet:
+def _folder_languages(root: Path, meta: dict[Path, dict[str, Any]]) -> None:
+    """--language-from-folders: a file's language is the name of the first folder of its path under
+    `root` (en/a.wav, zh/day1/b.wav); a file at the top keeps what manifest.json declares. The option
+    says the folders are languages, so a first folder not named like one, or a manifest language its
+    folder contradicts, is an error rather than a guess."""
+    for p, m in meta.items():
+        parts = p.relative_to(root).parts
+        if len(parts) < 2:
+            continue
+        folder = parts[0]
+        if not LANGUAGE_FOLDER.fullmatch(folder):
+            raise DatasetError(f"{printable(str(root / folder))}/: not a language code (en, zh, pt-BR, ...), and "
+                               "--language-from-folders reads each first folder as one: rename it, move its files "
+                               "or leave the option out")
+        if m.get("language", folder) != folder:
+            raise DatasetError(f"{printable(str(root / 'manifest.json'))}: {printable('/'.join(parts))} is declared "
+                               f"{m['language']!r}, but --language-from-folders reads {folder!r} from its folder")
+        m["language"] = folder
+
+
+def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True,
+                   language_from_folders: bool = False) -> EvalSet:
     """Every audio file under `path` (in its subfolders too unless `recursive` is False; sorted),
     recognised by content and checked. What cannot be used is listed in `skipped` with why and what
     to do, and the rest is read: files that are not audio or are refused audio, hidden files and
@@ -437,7 +461,8 @@ def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) ->
     gives none (the id is the name, never a rewrite of it that two files could share). A
     multichannel file is downmixed (`mix`, the mean of its channels; a file whose channels cancel
     is skipped), one channel is taken (`left`, `right`: the first two), or each channel is an
-    utterance (`each`, ids `<id>__ch<k>`)."""
+    utterance (`each`, ids `<id>__ch<k>`). With `language_from_folders`, the first folder of each
+    file's path names its language (`_folder_languages`)."""
     if channels not in CHANNEL_CHOICES:
         raise DatasetError(f"--channels {channels}: expected one of {', '.join(CHANNEL_CHOICES)}")
     root = Path(path).expanduser().resolve()
@@ -453,16 +478,42 @@ def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) ->
             # and run.json list it with its reason, so nothing changes what is benchmarked unsaid.
             skipped.append((printable(p.relative_to(root).as_posix()),
                             str(exc).removeprefix(f"{printable(str(p))}: ")))
-    audio = list(facts_of)
-    if not audio:
+    if not facts_of:
         raise _nothing_to_use(root, sorted(skipped))
-    meta = _input_metadata(root, audio)
+    meta = _input_metadata(root, list(facts_of))
+    if language_from_folders:
+        _folder_languages(root, meta)
+    evalset = _input_set(root, facts_of, meta, channels, skipped, f"input:{root.name}", f"input {root}")
+    if not evalset.utterances:
+        raise _nothing_to_use(root, list(evalset.skipped))
+    return evalset
 
+
+def load_input_file(path: Path, channels: str = "mix") -> EvalSet:
+    """One audio file as a set of one utterance (`run --input FILE`), its id the file's name without
+    its suffix. A file alone declares no language, speaker or transcript (`--language` gives it a
+    language; a folder with a manifest.json gives all three); what a folder would skip is an error."""
+    if channels not in CHANNEL_CHOICES:
+        raise DatasetError(f"--channels {channels}: expected one of {', '.join(CHANNEL_CHOICES)}")
+    file = Path(path).expanduser().resolve()
+    try:
+        facts = check_audio_file(file)
+    except AudioInputError as exc:
+        raise DatasetError(str(exc)) from None
+    evalset = _input_set(file.parent, {file: facts}, {file: {}}, channels, [], f"input:{file.name}", f"input {file}")
+    if not evalset.utterances:
+        raise DatasetError(f"{printable(str(file))}: {evalset.skipped[0][1]}")
+    return evalset
+
+
+def _input_set(root: Path, facts_of: dict[Path, AudioFacts], meta: dict[Path, dict[str, Any]], channels: str,
+               skipped: list[tuple[str, str]], name: str, source: str) -> EvalSet:
+    """The utterances of the audio files in `facts_of` (paths under `root`, with their metadata), and
+    what is `skipped`; the caller refuses a set left with no utterance."""
     utts: list[Utterance] = []
     seen: dict[str, Path] = {}
-    for p in audio:
+    for p, facts in facts_of.items():
         m = meta[p]
-        facts = facts_of[p]
         shown = printable(p.relative_to(root).as_posix())
         if facts.channels > 2 and channels in ("left", "right"):
             raise DatasetError(f"{printable(str(p))}: {facts.channels} channels; --channels {channels} names one of "
@@ -503,12 +554,9 @@ def load_input_dir(path: Path, channels: str = "mix", recursive: bool = True) ->
                 )
             )
     skipped.sort()
-    if not utts:
-        raise _nothing_to_use(root, skipped)
     # Identity of an input set = which audio bytes, under which ids, with which transcripts.
     # The channel a multichannel file gives is part of it (left and right are different audio).
     listing = [{"id": u.id, "sha256": u.sha256, "transcript": u.transcript, **({"channel": u.channel} if u.channel else {})}
                for u in utts]
     canonical = json.dumps(listing, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return EvalSet(f"input:{root.name}", tuple(utts), hashlib.sha256(canonical).hexdigest(), f"input {root}",
-                   tuple(skipped))
+    return EvalSet(name, tuple(utts), hashlib.sha256(canonical).hexdigest(), source, tuple(skipped))

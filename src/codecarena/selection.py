@@ -226,13 +226,16 @@ def with_language(evalset: EvalSet, language: str) -> EvalSet:
     return dataclasses.replace(evalset, utterances=utterances, manifest_sha256=digest)
 
 
-def evaluation_set(input_dir: Path | None, layout: str, language: str, data_dir: Path | None, allow_download: bool,
-                   limit: int | None, shard: str | None, channels: str = "mix") -> EvalSet:
-    """A folder of audio in the named corpus layout, or else the smoke set; then --limit and --shard."""
+def evaluation_set(input_path: Path | None, layout: str, language: str, data_dir: Path | None, allow_download: bool,
+                   limit: int | None, shard: str | None, channels: str = "mix",
+                   language_from_folders: bool = False) -> EvalSet:
+    """A folder of audio in the named corpus layout, or one audio file, or else the smoke set; then
+    --limit and --shard."""
     try:
         parsed = parse_shard(shard) if shard else None
-        if input_dir is not None:
-            return with_language(load_corpus(input_dir, layout, limit, parsed, channels), language)
+        if input_path is not None:
+            return with_language(load_corpus(input_path, layout, limit, parsed, channels, language_from_folders),
+                                 language)
         return select(load_smoke(data_dir=data_dir, allow_download=allow_download), limit, parsed)
     except ValueError as exc:
         raise SelectionError(str(exc)) from None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from codecarena.choices import DEFAULT_ROWS_PER_CODEC
 from codecarena.commands.common import CliError
-from codecarena.results.rescore import DEFAULT_ROWS_PER_CODEC, parse_sample
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -22,6 +22,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.results.audit import audit
+    from codecarena.results.rescore import parse_sample
 
     if not args.run_dir.is_dir():
         raise CliError(f"{args.run_dir}: not a run directory")

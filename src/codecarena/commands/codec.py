@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import tempfile
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -178,6 +175,8 @@ def _requirements(path: Path | None) -> str:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CliError(f"{path}: cannot be read ({exc.strerror})") from None
+    from importlib import metadata
+
     base = "".join(f"{package}=={metadata.version(package)}\n" for package in WORKER_BASE)
     return f"{text.rstrip()}\n# the worker's base, at codecarena's own versions\n{base}"
 
@@ -207,6 +206,9 @@ def _runtime(unit: UserUnit) -> str:
 
 def _check_adapter(interpreter: str, name: str) -> None:
     """Import the codec in its runtime, as a worker would, and check what it exports."""
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory() as scratch:
         check = f"from codecarena.codecs.loading import check_adapter; check_adapter({name!r}, {scratch!r})"
         try:

@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.files import write_json
-from codecarena.results.compare import compare_runs
-from codecarena.results.compare_text import render_text
-
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = subparsers.add_parser("compare",
@@ -31,6 +27,9 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
+    from codecarena.files import write_json
+    from codecarena.results.compare import compare_runs
+    from codecarena.results.compare_text import render_text
 
     metrics = None
     if args.metrics:

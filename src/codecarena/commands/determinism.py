@@ -5,12 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena import selection
-from codecarena.registry.catalog import FAMILIES
 from codecarena.commands.common import CliError
-from codecarena.datasets import load_smoke
-from codecarena.runtime.limits import parse_limits
-from codecarena.specs import parse_spec
 
 # Long enough for the encoder's receptive field on speech; with TorchScript fusion on, the fuser runs
 # through its interpreter on this CPU build (no LLVM), about 10 s per DAC encode of 0.02 s, so the
@@ -44,8 +39,13 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
+    from codecarena import selection
     from codecarena.console import console
+    from codecarena.datasets import load_smoke
     from codecarena.determinism.doctor import DoctorError, diagnose, loudest_window
+    from codecarena.registry.catalog import FAMILIES
+    from codecarena.runtime.limits import parse_limits
+    from codecarena.specs import parse_spec
 
     spec = parse_spec(args.codec)
     if FAMILIES[spec.family].supported_weights == "none":

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from codecarena.selection import registry_entry
-
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     env = subparsers.add_parser("env", help="isolated runtimes of codec families")
@@ -21,6 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.files import data_home
     from codecarena.runtime import venvs
+    from codecarena.selection import registry_entry
 
     if args.env_command == "list":
         found = venvs.list_envs()

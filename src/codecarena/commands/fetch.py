@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codecarena.commands.common import CliError
-from codecarena.selection import registry_entry
 
 if TYPE_CHECKING:
     from codecarena.registry.entries import Checkpoint
@@ -28,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena import checkpoints
     from codecarena.console import console
     from codecarena.registry.catalog import FAMILIES
+    from codecarena.selection import registry_entry
 
     entry = registry_entry(args.family)
     if entry.checkpoint is None:

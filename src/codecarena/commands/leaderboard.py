@@ -8,25 +8,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from codecarena.results.bootstrap import MIN_UNITS
-from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, language_label, metric_ci_cell, weights_label
-from codecarena.results.leaderboard import (
-    BY_CHOICES,
-    CI_UNITS,
-    COLUMN_GROUPS,
-    LOWER_IS_BETTER,
-    SORT_BY_RATE,
-    Leaderboard,
-    LeaderboardError,
-    compute,
-    metric_group,
-    metric_label,
-    ranked,
-)
-from codecarena.results.leaderboard_export import write_export
-from codecarena.results.store import StoreError
+from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
+from codecarena.results.formatting import count, fmt_kbps, fmt_mib, fmt_rtf, language_label, metric_ci_cell, weights_label
+
+if TYPE_CHECKING:
+    from codecarena.results.leaderboard import Leaderboard
 
 # What the terminal table shows by default (the Pareto metrics); --all-metrics shows every output.
 HEADLINE_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
@@ -59,9 +47,14 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
+    from codecarena.results.leaderboard import LeaderboardError, compute
+    from codecarena.results.leaderboard_export import write_export
+    from codecarena.results.store import StoreError
+
     # The terminal table is split by language whenever the runs hold several (per language first); an
     # export has per-language records only when asked (--by language), so its shape stays what was asked.
     by = "language" if args.format == "table" else args.by
+
     try:
         board = compute(list(args.run_dirs), rows_parquet=args.rows_parquet, by=by, ci_unit=args.ci_unit)
     except StoreError as exc:
@@ -79,9 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(result if isinstance(result, str) else "")
     else:
-        print(f"wrote {args.out} ({len(board.pooled)} codec configurations, {len(board.entries)} records, "
-              f"{len(board.groups)} group(s))",
-              file=sys.stderr)
+        print(f"wrote {args.out} ({count(len(board.pooled), 'codec configuration')}, "
+              f"{count(len(board.entries), 'record')}, {count(len(board.groups), 'group')})", file=sys.stderr)
     return 0
 
 
@@ -94,12 +86,9 @@ class Column:
     left: bool = False
 
 
-def _rtf(entry: dict[str, Any], kind: str, digits: int) -> str:
-    return (f"{fmt_num(entry['encode'][f'{kind}_rtf_median'], digits)}/"
-            f"{fmt_num(entry['decode'][f'{kind}_rtf_median'], digits)}")
-
-
 def metric_column(name: str) -> Column:
+    from codecarena.results.leaderboard import LOWER_IS_BETTER, metric_group, metric_label
+
     arrow = " v" if name in LOWER_IS_BETTER else " ^"
     return Column(name, metric_label(name).replace(" ", "\n") + arrow,
                   lambda e: metric_ci_cell(e["metrics"].get(name)),
@@ -117,8 +106,8 @@ def all_columns(board: Leaderboard) -> list[Column]:
         Column("kbps", "repr\nkbps", lambda e: fmt_kbps(e["representation_bps"]), "rate"),
         Column("payload_kbps", "payload\nkbps", lambda e: fmt_kbps(e["payload_bps"]), "rate"),
         *[metric_column(n) for n in board.metric_names],
-        Column("rtf_warm", "RTF warm\nenc/dec", lambda e: _rtf(e, "warm", 4), "cost"),
-        Column("rtf_cold", "RTF cold\nenc/dec", lambda e: _rtf(e, "cold", 3), "cost"),
+        Column("rtf_warm", "RTF warm\nenc/dec", lambda e: fmt_rtf(e, "warm"), "cost"),
+        Column("rtf_cold", "RTF cold\nenc/dec", lambda e: fmt_rtf(e, "cold"), "cost"),
         Column("peak_rss", "peak RSS\nMiB", lambda e: fmt_mib(e["peak_rss_bytes_max"]), "cost"),
         Column("dec_model", "dec model\nMiB", lambda e: fmt_mib(e["decoder_model_bytes"], 2), "cost"),
         Column("replay", "replay", lambda e: f"{e['replay_identical']}/{e['replay_sampled']}", "checks"),
@@ -129,6 +118,8 @@ def all_columns(board: Leaderboard) -> list[Column]:
 def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics: bool, sort: str) -> list[Column]:
     """The columns asked for (codec always first), else the defaults: identity, rates, the headline
     metrics (and the sort metric), costs and checks. Raises LeaderboardError on an unknown name."""
+    from codecarena.results.leaderboard import LeaderboardError
+
     columns = all_columns(board)
     known = {c.key for c in columns}
     multi_run = len(board.runs) > 1
@@ -158,18 +149,21 @@ def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
     return max(len(text) for text in words + [cell[0] for cell in lines])
 
 
-# When the terminal is too narrow, columns are hidden in this order (first hidden first).
-_HIDE_FIRST = ("dec_model", "rtf_cold", "peak_rss", "payload_kbps", "replay", "rtf_warm", "checks")
+# When the terminal is too narrow, columns are hidden in this order (first hidden first): costs, then
+# metrics from the last; the replay and checks columns, which say whether a row's numbers hold, last.
+_HIDE_FIRST = ("dec_model", "rtf_cold", "peak_rss", "payload_kbps", "rtf_warm")
+_HIDE_LAST = ("replay", "checks")
 
 
 def fit_columns(columns: list[Column], entries: list[dict[str, Any]], width: int,
                 keep: set[str]) -> tuple[list[Column], list[Column]]:
-    """The columns that fit `width` without truncating any value, and those hidden to make them fit:
-    costs first, then metrics from the last; `keep` (codec, the sort column) is never hidden."""
+    """The columns that fit `width` without truncating any value, and those hidden to make them fit
+    (in the order of `_HIDE_FIRST`, the metrics from the last, `_HIDE_LAST`); `keep` (codec, the sort
+    column) is never hidden."""
     def need(column: Column) -> int:
         return value_width(column, entries) + 2  # rich's padding between columns
     shown = list(columns)
-    order = [*_HIDE_FIRST, *(c.key for c in reversed(columns) if c.group in ("quality", "content"))]
+    order = [*_HIDE_FIRST, *(c.key for c in reversed(columns) if c.group in ("quality", "content")), *_HIDE_LAST]
     hidden: list[Column] = []
     for key in order:
         if sum(need(c) for c in shown) <= width:
@@ -189,6 +183,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
 
     from codecarena.console import console as default_console
     from codecarena.console import make_console
+    from codecarena.results.leaderboard import LOWER_IS_BETTER, LeaderboardError, metric_label, ranked
 
     if sort != SORT_BY_RATE and sort not in board.metric_names:
         raise LeaderboardError(f"--sort {sort}: no such metric in these runs (metrics: "
@@ -212,7 +207,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                 continue
             heading = Text.assemble((group.id, "bold"), f": {group.title}" + (f" - {what}" if what else ""),
                                     f"; {order}")
-            console.print(heading, soft_wrap=True)
+            console.print(heading)
             shown, hidden = fit_columns(chosen, entries, console.width, {"codec", sort})
             hidden_all.update({c.key: c.header.replace("\n", " ") for c in hidden})
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -224,16 +219,18 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                 table.add_row(*[c.cell(e) for c in shown])
             console.print(table)
         for reason in group.reasons:
-            console.print(f"{group.id} {reason}", style="yellow", soft_wrap=True)
+            console.print(f"{group.id} {reason}", style="yellow")
+    from codecarena.results.bootstrap import MIN_UNITS
+
     unit = "speakers (each with all their utterances)" if board.ci_unit == "speaker" else "utterances"
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
                   f"over ok values, its 95% bootstrap interval [lo, hi] over {unit} and under it n={unit} "
                   f"resampled (no interval below {MIN_UNITS}: too few), ^ higher is better, v lower is better, "
-                  "failures counted; RTF: medians", soft_wrap=True)
+                  "failures counted; RTF: medians")
     if hidden_all:
         console.print(f"hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
                       f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "
-                      f"{', '.join(COLUMN_GROUPS)}) or widen the terminal (COLUMNS=200)", style="yellow", soft_wrap=True)
+                      f"{', '.join(COLUMN_GROUPS)}) or widen the terminal (COLUMNS=200)", style="yellow")
     for run_info in board.runs:
         for note in run_info.notes:
-            console.print(f"{run_info.label}: {note}", style="yellow", soft_wrap=True)
+            console.print(f"{run_info.label}: {note}", style="yellow")

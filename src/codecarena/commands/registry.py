@@ -1,4 +1,4 @@
-"""`codecarena registry list|audit|pin`: the pinned codec registry, and the user's own pins beside it."""
+"""`codecarena registry list|show|audit|pin`: the pinned codec registry, and the user's own pins beside it."""
 
 from __future__ import annotations
 
@@ -10,15 +10,23 @@ from codecarena.commands.common import CliError
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
 
     from codecarena.registry.entries import Entry
+
+# Short names of the roles in the one-line-per-entry listing (registry show prints them whole).
+ROLE_ABBREVIATIONS = {"communication_anchor": "anchor", "deployment_teacher": "deploy",
+                      "frontier_teacher": "frontier", "low_bit_teacher": "low-bit"}
+# A longer licence text is left to registry show: a listing cell is never cut.
+LICENCE_CELL = 16
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     registry = subparsers.add_parser("registry", help="the pinned codec registry")
     reg_sub = registry.add_subparsers(dest="registry_command", required=True)
-    reg_sub.add_parser("list", help="id, roles, status, whether the pins are complete, weights licence")
+    reg_sub.add_parser("list", help="one line per entry: id, family, status, pins complete, runtime, roles, weights "
+                                    "licence")
+    show = reg_sub.add_parser("show", help="one entry whole: why its status, its pins, runtime, weights and notes")
+    show.add_argument("id", help="registry id or codec family")
     reg_audit = reg_sub.add_parser("audit", help="check the registry's rules; non-zero exit on any problem")
     reg_audit.add_argument("--check-local", action="store_true",
                            help="also verify runtimes and checkpoint files of every installed-or-higher claim")
@@ -39,9 +47,18 @@ def run(args: argparse.Namespace) -> int:
         return _pin(args)
     entries = load_all()
     if args.registry_command == "list":
-        console.print(_table(entries))
+        for line in listing(entries):
+            console.print(line, soft_wrap=True)
         console.print("status: unpinned (pins incomplete: refused) < registered (pinned) < installed (runtime builds) "
-                      "< probed < smoked < scored (real-weight runs here); see docs/registry.md")
+                      "< probed < smoked < scored (real-weight runs here); roles: anchor = communication_anchor, "
+                      "deploy = deployment_teacher, frontier = frontier_teacher, low-bit = low_bit_teacher; "
+                      "the reasons, pins and licences of one entry: codecarena registry show ID")
+        return 0
+    if args.registry_command == "show":
+        from codecarena.selection import registry_entry
+
+        for line in shown(registry_entry(args.id)):
+            console.print(line)
         return 0
     from codecarena.registry.rules import rule_problems
 
@@ -54,24 +71,58 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems or user_problems else 0
 
 
-def _table(entries: tuple[Entry, ...]) -> Table:
-    from rich.table import Table
-
+def listing(entries: tuple[Entry, ...]) -> list[str]:
+    """One line per entry, its cells in aligned columns and never cut (an id is what `show` takes)."""
     from codecarena.registry.rules import list_rows
 
-    table = Table(title=f"codec registry ({len(entries)} entries)")
-    for column in ("id", "family", "roles", "status", "pins complete", "weights licence", "runtime"):
-        table.add_column(column)
-    table.add_column("why", ratio=1, min_width=30)
+    header = ("id", "family", "status", "pins", "runtime", "roles", "weights")
+    rows = [header]
     for row in list_rows(entries):
         licence = row["weights_license"] or "-"
-        if row["non_commercial"]:
-            licence += " [NON-COMMERCIAL]"
-        if row["sizes_unpublished"]:
-            licence += f"; size unpublished, sha256 is the identity: {', '.join(row['sizes_unpublished'])}"
-        table.add_row(row["id"], row["codec_family"] or "-", ", ".join(row["roles"]) or "-", row["status"],
-                      "yes" if row["pins_complete"] else "no", licence, row["environment"], row["why"])
-    return table
+        if len(licence) > LICENCE_CELL:
+            licence = "see show"
+        if row["non_commercial"] and "NC" not in licence:
+            licence += " [NC]"
+        rows.append((row["id"], row["codec_family"] or "-", row["status"], "yes" if row["pins_complete"] else "no",
+                     row["environment"], ",".join(ROLE_ABBREVIATIONS.get(r, r) for r in row["roles"]) or "-", licence))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    return [f"codec registry: {len(entries)} entries", *lines]
+
+
+def shown(entry: Entry) -> list[str]:
+    """An entry in words: what `list` leaves out."""
+    from codecarena.registry.rules import pin_gaps, why
+
+    gaps = pin_gaps(entry)
+    source = entry.source_commit or entry.source_release or entry.source_commit_prefix or "-"
+    lines = [f"{entry.id}: {entry.display_name} (family {entry.codec_family or 'none'}, {entry.kind})",
+             f"  roles: {', '.join(entry.roles) or '-'}",
+             f"  status: {entry.status}; {why(entry)}",
+             f"  pins complete: {'yes' if not gaps else 'no: ' + '; '.join(gaps)}",
+             f"  source: {entry.source_repository or '-'} at {source}"
+             + (f" ({entry.source_release_note})" if entry.source_release_note else "")
+             + (f", bundled by {entry.source_bundled_by}" if entry.source_bundled_by else "")
+             + (f"; Debian packages {', '.join(entry.source_debian_packages)}" if entry.source_debian_packages else ""),
+             f"  runtime: {entry.runtime.environment}, Python {entry.runtime.python}"
+             + (f", lock {entry.runtime.lock}" if entry.runtime.lock else "")
+             + (f"; packages {', '.join(entry.runtime.packages)}" if entry.runtime.packages else ""),
+             f"  licence of the code: {entry.license}"]
+    checkpoint = entry.checkpoint
+    if checkpoint is not None:
+        lines.append(f"  weights: {checkpoint.license}{' [NON-COMMERCIAL]' if checkpoint.non_commercial else ''}; "
+                     f"revision {checkpoint.revision}{'; gated' if checkpoint.gated else ''}")
+        lines += [f"    {f.name}: "
+                  + (f"{f.bytes} bytes" if f.bytes else "size never published (the sha256 is its identity)")
+                  + f", sha256 {f.sha256}, {f.side}"
+                  + (f", configurations {', '.join(f.configs)}" if f.configs else "") + f"; {f.url}"
+                  for f in checkpoint.files]
+    elif entry.partial_checkpoint is not None:
+        lines.append(f"  weights, known in part: {entry.partial_checkpoint.known}"
+                     + (f" ({entry.partial_checkpoint.license})" if entry.partial_checkpoint.license else ""))
+    if entry.notes:
+        lines.append(f"  notes: {entry.notes}")
+    return lines
 
 
 def _user_pins(console: Console) -> list[str]:

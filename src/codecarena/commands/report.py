@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.results.formatting import fmt_mib
-from codecarena.results.report import write_report
-from codecarena.results.report.audio import AUDIO_MODES
-from codecarena.results.report.context import AUTO, Listen
-from codecarena.results.report.listening import LISTEN_ALL_UP_TO, LISTEN_SAMPLE
+from typing import TYPE_CHECKING
+
+from codecarena.choices import AUDIO_MODES, LISTEN_ALL_UP_TO, LISTEN_SAMPLE
+from codecarena.commands.common import CliError
+
+if TYPE_CHECKING:
+    from codecarena.results.report.context import Listen
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -30,7 +32,9 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
-    from codecarena.commands.common import CliError
+    from codecarena.results.formatting import fmt_mib
+    from codecarena.results.report import write_report
+    from codecarena.results.report.context import AUTO
 
     listen: Listen = AUTO
     if args.listen == "all":

@@ -9,19 +9,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codecarena import selection
 from codecarena.arena import ARENA_RATE
+from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS
 from codecarena.commands.common import CliError, add_metric_args
-from codecarena.corpora import CORPUS_LAYOUTS
-from codecarena.datasets import CHANNEL_CHOICES, EvalSet
-from codecarena.files import sha256_json
-from codecarena.pipeline import Executor, RunOptions, execute, plan_of, planned
-from codecarena.results.schema import Row
-from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
-from codecarena.specs import parse_spec
+from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from rich.text import Text
+
+    from codecarena.datasets import EvalSet
+    from codecarena.pipeline import Executor
+    from codecarena.results.schema import Row
 
 DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
 
@@ -30,14 +28,19 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run = subparsers.add_parser("run", help="encode, decode and replay every codec x utterance into a run directory")
     source = run.add_mutually_exclusive_group()
     source.add_argument("--set", default="smoke", choices=["smoke"], help="built-in evaluation set")
-    source.add_argument("--input", type=Path,
-                        help="evaluate a folder of audio files instead (any format libsndfile or FFmpeg reads, "
-                             "recognised by content: wav, flac, mp3, ogg, m4a, ...)")
+    source.add_argument("--input", type=Path, metavar="FOLDER|FILE",
+                        help="evaluate your own audio instead: a folder of audio files (with an optional "
+                             "manifest.json giving each its language, speaker and transcript; see README) or one "
+                             "file; any format libsndfile or FFmpeg reads, recognised by content: wav, flac, mp3, "
+                             "ogg, m4a, ...")
     run.add_argument("--channels", default="mix", choices=CHANNEL_CHOICES,
                      help="multichannel --input files: mix (the mean of the channels, default), left, right, or "
                           "each (one utterance per channel, ids <id>__ch<k>); recorded per utterance")
     run.add_argument("--language", default="",
                      help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
+    run.add_argument("--language-from-folders", action="store_true",
+                     help="a plain --input folder: each file's language is the name of its first folder "
+                          "(en/a.wav, zh/b.wav); a first folder not named like a language code is an error")
     run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
     run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
     run.add_argument("--models-dir", type=Path,
@@ -144,6 +147,14 @@ def input_notes(evalset: EvalSet) -> list[Text]:
     return lines
 
 
+def describe_set(evalset: EvalSet, configurations: int, out: Path) -> str:
+    """The line that opens a run: the set, how many codec configurations, where it goes."""
+    from codecarena.results.formatting import count
+
+    return (f"set {evalset.name} ({count(len(evalset.utterances), 'utterance')}, {evalset.source}); "
+            f"{count(configurations, 'codec configuration')}; run directory {out}")
+
+
 def eta_s(elapsed_s: float, computed: int, remaining: int) -> float | None:
     """Seconds left at the pace of the rows computed in this session; resumed rows are read back in
     an instant and would make the pace look faster than it is. None before the first computed row."""
@@ -186,10 +197,15 @@ def _executor(args: argparse.Namespace) -> Executor:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from codecarena import selection
     from codecarena.console import console, print_quality, print_summary
+    from codecarena.files import sha256_json
     from codecarena.machine import describe
-    from codecarena.results.formatting import language_label
+    from codecarena.pipeline import RunOptions, execute, plan_of, planned
+    from codecarena.results.formatting import count, language_label
     from codecarena.results.summary import summarize
+    from codecarena.runtime.limits import parse_limits
+    from codecarena.specs import parse_spec
 
     limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
     out_arg = _out_dir(args.out) if args.out is not None else None
@@ -197,8 +213,10 @@ def run(args: argparse.Namespace) -> int:
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
         raise CliError(f"the same codec configuration is given twice: {canon}")
+    if args.language_from_folders and args.input is None:
+        raise CliError("--language-from-folders reads the folders of --input")
     evalset = selection.evaluation_set(args.input, args.corpus, args.language, args.data_dir, not args.no_download,
-                                       args.limit, args.shard, args.channels)
+                                       args.limit, args.shard, args.channels, args.language_from_folders)
     if args.add and args.out is None:
         raise CliError("--add needs --out, the run directory to add codec configurations to")
     if args.cold_sample < 0:
@@ -240,10 +258,10 @@ def run(args: argparse.Namespace) -> int:
     if args.add and earlier is not None:
         had = len(earlier.plan.codecs)
         added = [s.canonical for s in followed.codecs[had:]]
-        console.print(f"adding {len(added)} codec configurations ({', '.join(added)}) to the {had} of the run in {out}"
-                      if added else f"no codec configuration to add: resuming the {had} of the run in {out}")
-    console.print(f"set {evalset.name} ({len(evalset.utterances)} utterances, {evalset.source}); "
-                  f"{total // max(1, len(evalset.utterances))} codec configurations; run directory {out}")
+        console.print(f"adding {count(len(added), 'codec configuration')} ({', '.join(added)}) to the {had} of "
+                      f"the run in {out}" if added else
+                      f"no codec configuration to add: resuming the {had} of the run in {out}")
+    console.print(describe_set(evalset, len(followed.codecs), out))
     for line in input_notes(evalset):
         console.print(line, soft_wrap=True)
     started = time.monotonic()

@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena import selection
-from codecarena.arena import ARENA_RATE
 from codecarena.commands.common import CliError, add_metric_args
-from codecarena.datasets import load_input_dir
-from codecarena.runtime.limits import parse_limits
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -25,12 +21,16 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
+    from codecarena import selection
+    from codecarena.arena import ARENA_RATE
     from codecarena.audio_input import check_audio_file
     from codecarena.console import console, print_quality
+    from codecarena.datasets import load_input_dir
     from codecarena.files import write_json
     from codecarena.metrics.guarded import GuardedScorer
     from codecarena.metrics.scorer import UtteranceInfo
     from codecarena.results.summary import metric_stats
+    from codecarena.runtime.limits import parse_limits
 
     if not args.recursive and args.ref_dir.is_dir():
         # A mirror keeps its originals in a subfolder (original/): they are not references unless asked for.

@@ -13,11 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from codecarena import selection
+from codecarena.choices import TOKEN_ENV
 from codecarena.commands.common import CliError
-from codecarena.runtime.limits import parse_limits, parse_size
-from codecarena.service.check import TOKEN_ENV, is_loopback, service_token
-from codecarena.specs import parse_spec
 
 VARIANT_FOR_STABLE_ACTIVATIONS = "eager_snake_v1"
 KEEP_ALIVE_S = 5  # an idle connection between requests is closed after this (uvicorn's default, stated)
@@ -67,9 +64,13 @@ def _work_folder(parent: Path | None) -> Iterator[Path]:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from codecarena.registry.entries import entry_for_family
+    from codecarena import selection
     from codecarena.files import data_home
+    from codecarena.registry.entries import entry_for_family
+    from codecarena.runtime.limits import parse_limits, parse_size
     from codecarena.service.app import CodecService, ServiceConfig, create_app, header_deadline_protocol
+    from codecarena.service.check import is_loopback, service_token
+    from codecarena.specs import parse_spec
 
     spec = parse_spec(args.codec)
     weights = selection.canonical_weights(args.weights)

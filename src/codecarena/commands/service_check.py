@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import urllib.error
 from pathlib import Path
 
+from codecarena.choices import TOKEN_ENV
 from codecarena.commands.common import CliError
-from codecarena.service.check import TOKEN_ENV, check, service_token
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -18,8 +17,11 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
+    import urllib.error
+
     from codecarena.console import console
     from codecarena.files import write_json
+    from codecarena.service.check import check, service_token
 
     try:
         result = check(args.url, service_token(args.token))

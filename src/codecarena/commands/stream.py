@@ -8,9 +8,6 @@ import tempfile
 from pathlib import Path
 
 from codecarena.commands.common import CliError
-from codecarena.datasets import load_smoke
-from codecarena.runtime.limits import default_memory_limit
-from codecarena.specs import parse_spec
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -25,9 +22,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
+    from codecarena.datasets import load_smoke
     from codecarena.files import write_json
     from codecarena.runtime.guard import run_guarded
+    from codecarena.runtime.limits import default_memory_limit
     from codecarena.runtime.protocol import Job, read_report, write_job
+    from codecarena.specs import parse_spec
 
     spec = parse_spec(args.codec)
     if args.input is not None:

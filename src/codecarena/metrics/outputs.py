@@ -99,3 +99,8 @@ def error_counts(record: dict[str, Any]) -> tuple[int, int] | None:
         return None
     errors, tokens = counts
     return (errors, tokens) if errors >= 0 and tokens > 0 else None
+
+
+def sort_key(name: str) -> tuple[int, str]:
+    """Outputs in the order above; any other after them, alphabetically."""
+    return (ORDER.index(name), name) if name in ORDER else (len(ORDER), name)

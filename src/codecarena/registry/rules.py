@@ -130,17 +130,26 @@ def _version_matches(installed: str, pinned: str) -> bool:
     return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
 
 
+def missing_packages(entry: Entry) -> list[tuple[str, str]]:
+    """(pin, the version installed or "nothing") of each runtime package of an entry that runs in the
+    harness's environment and is not installed at its pin."""
+    missing = []
+    for pin in entry.runtime.packages if entry.runtime.environment == "main" else ():
+        name, version = pin.split("==", 1)
+        installed = _installed_version(name.split("[", 1)[0])
+        if installed is None or not _version_matches(installed, version):
+            missing.append((pin, installed or "nothing"))
+    return missing
+
+
 def _local_problems(entry: Entry, models_dir: Path | None) -> list[str]:
     if entry.status not in _AT_LEAST_INSTALLED:
         return []
     at = f"{entry.id}: status {entry.status!r} but"
     problems = []
     if entry.runtime.environment == "main":
-        for pin in entry.runtime.packages:
-            name, version = pin.split("==", 1)
-            installed = _installed_version(name.split("[", 1)[0])
-            if installed is None or not _version_matches(installed, version):
-                problems.append(f"{at} runtime package {pin} is not installed (found {installed or 'nothing'})")
+        problems += [f"{at} runtime package {pin} is not installed (found {found})"
+                     for pin, found in missing_packages(entry)]
     else:
         try:
             from codecarena.runtime.venvs import env_dir  # type: ignore[import-not-found]

@@ -357,6 +357,15 @@ def _metric_names(run_a: _Run, rows_a: list[Row], rows_b: list[Row], wanted: lis
 # ------------------------------------------------------------------------------------- compare
 
 
+def _two_codecs_as_they_are(codec_a: str, codec_b: str, key: str, a: Any, b: Any) -> bool:
+    """Whether a difference between a named pair is simply what comparing two different codecs means
+    (a DSP codec against one with real weights, each at its own sample rate), not a pairing forced
+    past a refusal: synthetic weights measure the pipeline, never the codec, so they always are one."""
+    if codec_a == codec_b or any(isinstance(v, dict) for v in (a, b)):
+        return False
+    return key == "sample_rate" or "synthetic" not in (a, b)
+
+
 def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by: str = "utterance",
                  resamples: int = 10000, seed: int = 0, pair: str | Sequence[str] | None = None,
                  allow_different_sets: bool = False) -> dict[str, Any]:
@@ -438,8 +447,11 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
                 if not explicit:
                     raise CompareError(f"{codec_a}: {what} differ between the runs ({prov_a[key]} vs {prov_b[key]}); "
                                        f"name the pair with --pair-codecs to compare anyway")
-                pair_overrides.append(f"{codec_a} vs {codec_b}: {what} differ ({prov_a[key]} vs {prov_b[key]}); "
-                                      f"compared because --pair-codecs named the pair")
+                differ = f"{codec_a} vs {codec_b}: {what} differ ({prov_a[key]} vs {prov_b[key]})"
+                if _two_codecs_as_they_are(codec_a, codec_b, key, prov_a[key], prov_b[key]):
+                    notes.append(f"{differ}: two different codecs, compared as --pair-codecs named them")
+                else:
+                    pair_overrides.append(f"{differ}; compared because --pair-codecs named the pair")
         overrides.extend(pair_overrides)
         pairs, unpaired, ref_differs = [], {"missing_in_a": [], "missing_in_b": []}, []
         for utt in sorted(common_ids):

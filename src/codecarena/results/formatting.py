@@ -31,14 +31,27 @@ def fmt_kbps(bps: float | None, digits: int = 3) -> str:
     return "-" if bps is None else f"{bps / 1000:.{digits}f}"
 
 
+def count(n: int, noun: str, plural: str = "") -> str:
+    """`n` and the noun in the number `n` takes: "1 codec configuration", "3 codec configurations"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def fmt_mib(nbytes: float | None, digits: int = 0) -> str:
     """Bytes as MiB."""
     return "-" if nbytes is None else f"{nbytes / MIB:.{digits}f}"
 
 
-def fmt_cold_warm(stage: dict[str, Any]) -> str:
-    """A stage's median cold and warm RTF as `cold/warm`; warm gets a fourth digit, being far smaller."""
-    return f"{fmt_num(stage['cold_rtf_median'])}/{fmt_num(stage['warm_rtf_median'], 4)}"
+# The RTF columns of every table (the run's, the leaderboard's, the report's and report.md's) in one
+# order: warm before cold (warm is the codec call alone; cold adds process start, imports and model
+# load), each cell encode/decode.
+RTF_KINDS = ("warm", "cold")
+
+
+def fmt_rtf(entry: dict[str, Any], kind: str) -> str:
+    """An entry's median `kind` RTF ("warm" or "cold") as `encode/decode`; warm gets a fourth digit,
+    being far smaller."""
+    digits = 4 if kind == "warm" else 3
+    return "/".join(fmt_num(entry[stage][f"{kind}_rtf_median"], digits) for stage in ("encode", "decode"))
 
 
 def language_label(language: str | None) -> str:

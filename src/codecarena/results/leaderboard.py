@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codecarena.choices import BY_CHOICES, CI_UNITS, SORT_BY_RATE
 from codecarena.metrics import outputs
 from codecarena.metrics.declarations import ASR_OUTPUTS
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
@@ -32,9 +33,6 @@ from codecarena.rundir import RUN
 METRIC_ORDER = outputs.ORDER
 LOWER_IS_BETTER = outputs.LOWER_IS_BETTER
 METRIC_LABELS = outputs.LABELS
-# The groups of leaderboard columns the terminal table (--columns) and the report (checkboxes) show or
-# hide together; a metric output is "content" when it scores the ASR transcript, else "quality".
-COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")
 CONTENT_OUTPUTS = frozenset(ASR_OUTPUTS)
 
 
@@ -51,7 +49,7 @@ def metric_label(name: str) -> str:
 
 
 def metric_sort_key(name: str) -> tuple[int, str]:
-    return (METRIC_ORDER.index(name), name) if name in METRIC_ORDER else (len(METRIC_ORDER), name)
+    return outputs.sort_key(name)
 
 
 def weights_class(weights: str) -> str:
@@ -396,12 +394,6 @@ def _query(con: Any, sql: str) -> list[dict[str, Any]]:
     return [dict(zip(names, values)) for values in cursor.fetchall()]
 
 
-BY_CHOICES = ("language",)
-
-
-CI_UNITS = ("utterance", "speaker")
-
-
 def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | None = None,
             by: str | None = None, ci_unit: str = "utterance") -> Leaderboard:
     """Load the runs, export their rows to Parquet (kept at `rows_parquet` if given) and build the
@@ -479,9 +471,6 @@ def _corpus(m: dict[str, Any]) -> dict[str, Any]:
     return {"corpus_rate": m["corpus_errors"] / m["corpus_tokens"] if counted else None,
             "corpus_errors": int(m["corpus_errors"]) if counted else None,
             "corpus_tokens": int(m["corpus_tokens"]) if counted else None}
-
-
-SORT_BY_RATE = "kbps"
 
 
 def ranked(entries: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 
-DEFAULT_ROWS_PER_CODEC = 2
 Sample = int | Literal["all"]
 _TOLERANCE = {output: spec.rescore_tolerance for spec in METRICS for output in spec.outputs}
 

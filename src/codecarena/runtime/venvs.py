@@ -208,6 +208,13 @@ def recorded_lock(registry_id: str) -> str | None:
     return lock if isinstance(lock, str) else None
 
 
+def is_built(registry_id: str) -> bool:
+    """Whether an isolated runtime has been built here (what `describe_isolated` reads), looked at
+    without refreshing its copy of the harness."""
+    folder = env_dir(registry_id)
+    return (folder / RUNTIME_FILE).is_file() and _python(folder).is_file()
+
+
 def describe_isolated(registry_id: str, rebuild: str) -> dict[str, Any]:
     """A built isolated runtime (RuntimeMissing naming the command `rebuild` that builds it)."""
     folder = env_dir(registry_id)

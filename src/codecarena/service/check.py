@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from codecarena.choices import TOKEN_ENV
 from codecarena.specs import CodecSpec, parse_spec
 
-TOKEN_ENV = "CODECARENA_SERVICE_TOKEN"
 # Sources every declaration must carry (plus "variant" when it names one): without them a
 # declaration says nothing about the code that serves.
 REQUIRED_SOURCES = ("launcher", "worker", "adapter")

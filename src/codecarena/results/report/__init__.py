@@ -19,9 +19,11 @@ from importlib import resources
 from pathlib import Path
 
 import codecarena
+from codecarena.choices import AUDIO_MODES
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
-from codecarena.results.report.audio import AUDIO_MODES, AudioStats
+from codecarena.results.formatting import count
+from codecarena.results.report.audio import AudioStats
 from codecarena.results.report.context import AUTO, Listen, ReportContext, audio_note, listening_heading
 from codecarena.results.report.listening import listening_html
 from codecarena.results.report.markdown import markdown_summary
@@ -122,7 +124,8 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
         f"<title>{esc(heading)}</title><style>\n{_static('report.css')}</style></head><body>"
         f'<header class="top"><h1>{esc(heading)}</h1><p>{len(board.runs)} run(s), {n_rows} rows, '
-        f"{len(board.pooled)} codec configurations in {len(board.groups)} leaderboard(s). Generated {esc(now)} by "
+        f"{count(len(board.pooled), 'codec configuration')} in {count(len(board.groups), 'leaderboard')}. Generated "
+        f"{esc(now)} by "
         f"codecarena {esc(codecarena.__version__)}.</p></header>"
         f'<nav class="toc">{"".join(toc)}</nav><main>{"".join(sections)}</main>'
         f"<script>\n{_static('report.js')}</script></body></html>\n"

@@ -17,7 +17,6 @@ import numpy as np
 
 from codecarena.results.report.markup import data_uri
 
-AUDIO_MODES = ("flac", "wav", "none")
 SPEC_ROWS = 96  # spectrogram height in pixels (0..8 kHz)
 SPEC_MAX_COLS = 320  # spectrogram width in pixels at most
 SPEC_RANGE_DB = 80.0

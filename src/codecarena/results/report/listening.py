@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from codecarena.choices import LISTEN_ALL_UP_TO, LISTEN_SAMPLE
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_kbps, fmt_num, language_label
 from codecarena.results.report.audio import embed_audio, read_audio, spectrogram_db, spectrogram_png
@@ -21,8 +22,6 @@ from codecarena.results.report.plots import PARETO_METRICS
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
 
-LISTEN_ALL_UP_TO = 50  # the default embeds every utterance of a group up to this many
-LISTEN_SAMPLE = 6  # beyond it: each configuration's worst, median and best, and this many drawn at random
 LISTEN_SEED = 0
 # The default's ranking metric: the first of these with a successful value in the group.
 RANKING_METRICS = ("pesq_wb", "visqol", "stoi")

@@ -8,9 +8,11 @@ from typing import Any
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import (
-    fmt_cold_warm,
+    RTF_KINDS,
+    count,
     fmt_kbps,
     fmt_mib,
+    fmt_rtf,
     language_label,
     metric_ci_text,
     weights_label,
@@ -24,7 +26,7 @@ def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
     names = [n for n in PARETO_METRICS if any(n in e["metrics"] for e in entries)]
     head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
     head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
-    head += ["dec RTF cold/warm", "enc RTF cold/warm", "peak RSS MiB", "dec model MiB", "replay", "checks"]
+    head += [f"RTF {kind} enc/dec" for kind in RTF_KINDS] + ["peak RSS MiB", "dec model MiB", "replay", "checks"]
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|"]
     for e in entries:
@@ -32,8 +34,8 @@ def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
                                                        e["variant"] or "-", fmt_kbps(e["representation_bps"]),
                                                        fmt_kbps(e["payload_bps"])]
         cells += [metric_ci_text(e["metrics"].get(n)) for n in names]
-        cells += [fmt_cold_warm(e["decode"]), fmt_cold_warm(e["encode"]), fmt_mib(e["peak_rss_bytes_max"]),
-                  fmt_mib(e["decoder_model_bytes"], 2),
+        cells += [fmt_rtf(e, kind) for kind in RTF_KINDS]
+        cells += [fmt_mib(e["peak_rss_bytes_max"]), fmt_mib(e["decoder_model_bytes"], 2),
                   f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return lines + [""]
@@ -61,8 +63,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         for language in languages if len(languages) > 1 else ():
             entries = board.group_entries(group.id, language)
             utterances = max(e["rows"] for e in entries)
-            lines += [f"### Language {language_label(language)}: {utterances} utterance"
-                      f"{'s' if utterances != 1 else ''}", ""]
+            lines += [f"### Language {language_label(language)}: {count(utterances, 'utterance')}", ""]
             lines += _table(entries, len(group.runs) > 1)
         if len(languages) > 1:
             lines += [f"### All {len(languages)} languages pooled", ""]

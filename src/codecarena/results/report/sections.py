@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from codecarena.choices import COLUMN_GROUPS
 from codecarena.results import compare, compare_text
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
@@ -51,10 +52,13 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         arrow = "&darr;" if n in lb.LOWER_IS_BETTER else "&uarr;"
         head.append(f'<th data-col-group="{lb.metric_group(n)}" title="{esc(titles.get(n, n))} (mean over successes; '
                     f'{"lower" if n in lb.LOWER_IS_BETTER else "higher"} is better)">{esc(lb.metric_label(n))} {arrow}</th>')
-    head += ['<th data-col-group="cost" title="median over rows: process start + imports + load + I/O + first call, / '
-             'audio s">dec RTF cold</th>',
-             '<th data-col-group="cost" title="median of the repeated in-process decode call / audio s">dec RTF warm</th>',
-             '<th data-col-group="cost">enc RTF cold</th>', '<th data-col-group="cost">enc RTF warm</th>',
+    # The RTF columns in the order of every table (formatting.RTF_KINDS): warm, then cold; encode, then decode.
+    head += ['<th data-col-group="cost" title="median of the repeated in-process encode call / audio s">'
+             'RTF warm enc</th>',
+             '<th data-col-group="cost" title="median of the repeated in-process decode call / audio s">'
+             'RTF warm dec</th>',
+             '<th data-col-group="cost" title="median over rows: process start + imports + load + I/O + first call, / '
+             'audio s">RTF cold enc</th>', '<th data-col-group="cost">RTF cold dec</th>',
              '<th data-col-group="cost" title="max over encode and decode stages of the process-tree peak RSS">'
              'peak RSS MiB</th>',
              '<th data-col-group="cost" title="model bytes the decoder needs: decoder_model_bytes (Lyra) or '
@@ -97,8 +101,8 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
             if stats["n_not_applicable"]:
                 subs.append(f'<span class="sub">{stats["n_not_applicable"]} n/a</span>')
             cells.append(num_td(stats["mean"], fmt_num(stats["mean"]), "".join(subs)))
-        for stage, key, digits in (("decode", "cold_rtf_median", 3), ("decode", "warm_rtf_median", 4),
-                                   ("encode", "cold_rtf_median", 3), ("encode", "warm_rtf_median", 4)):
+        for stage, key, digits in (("encode", "warm_rtf_median", 4), ("decode", "warm_rtf_median", 4),
+                                   ("encode", "cold_rtf_median", 3), ("decode", "cold_rtf_median", 3)):
             cells.append(num_td(e[stage][key], fmt_num(e[stage][key], digits)))
         cells.append(num_td(e["peak_rss_bytes_max"], fmt_mib(e["peak_rss_bytes_max"])))
         dm = e["decoder_model_bytes"]
@@ -117,7 +121,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
     lang = f' data-language="{esc(language)}"' if language is not None else ""
-    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in lb.COLUMN_GROUPS)
+    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
     return (f'<div class="columns">columns: {toggles}</div>'
             f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
             f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')

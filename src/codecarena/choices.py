@@ -1,0 +1,36 @@
+"""The values and defaults the command line offers for options that the library checks itself.
+
+They live in this module, which imports nothing, so that `codecarena --help`, `--version` and a
+mistyped option are answered without importing the library (numpy, scipy, Rich, DuckDB): the parser
+is built from every command module, and at module level a command imports only the standard library,
+`commands.common`, this module and a few like it (`tests/test_cli.py` checks it and measures the
+start). The library modules that check these values import them from here.
+"""
+
+from __future__ import annotations
+
+# run --input: how a multichannel file is taken (datasets.load_input_dir), and the corpus layouts
+# (corpora.load_corpus).
+CHANNEL_CHOICES = ("mix", "left", "right", "each")
+CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")
+
+# audit --rescore without a number: rows rescored per codec configuration (results/rescore.py).
+DEFAULT_ROWS_PER_CODEC = 2
+
+# leaderboard (results/leaderboard.py). The groups of columns the terminal table (--columns) and the
+# report (checkboxes) show or hide together; a metric output is "content" when it scores the ASR
+# transcript, else "quality".
+COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")
+BY_CHOICES = ("language",)
+CI_UNITS = ("utterance", "speaker")
+SORT_BY_RATE = "kbps"
+
+# report (results/report/): how audio is embedded, and --listen's default: every utterance of a group
+# up to LISTEN_ALL_UP_TO; beyond it each configuration's worst, median and best, and LISTEN_SAMPLE
+# drawn at random.
+AUDIO_MODES = ("flac", "wav", "none")
+LISTEN_ALL_UP_TO = 50
+LISTEN_SAMPLE = 6
+
+# serve and service-check: where the bearer token is read from when --token is not given.
+TOKEN_ENV = "CODECARENA_SERVICE_TOKEN"
