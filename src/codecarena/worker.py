@@ -266,6 +266,8 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
         "clipped_samples": int(np.count_nonzero((pcm == 32767) | (pcm == -32768))),
         "rms_dbfs": 20 * math.log10(rms) if rms > 0 else None,
     }
+    if decoded.facts:  # e.g. how the decoder concealed what a channel lost (docs/channel.md)
+        facts["receiver"] = dict(decoded.facts)
     return payload.num_samples / payload.sample_rate, facts
 
 

@@ -18,6 +18,8 @@ from typing import Any
 import av
 import numpy as np
 
+from codecarena.channel.receive import received
+from codecarena.codecs.opus import libopus
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
 
 # FFmpeg's libopus wrapper maps these cutoff frequencies to OPUS_SET_MAX_BANDWIDTH.
@@ -66,6 +68,10 @@ class OpusAdapter(Adapter):
         }
         if self.options["bandwidth"] != "auto":
             opts["cutoff"] = str(_CUTOFF_HZ[str(self.options["bandwidth"])])
+        if int(self.options["fec"]):
+            # Both knobs: libopus spends bits on LBRR only when it also expects loss.
+            opts["fec"] = "1"
+            opts["packet_loss"] = str(self.options["fec"])
         return opts
 
     def encode(self, audio: np.ndarray) -> Encoded:
@@ -110,6 +116,12 @@ class OpusAdapter(Adapter):
         head = payload.side_info.get("opus_head")
         if not isinstance(head, str):
             raise ValueError("payload side info lacks opus_head")
+        got = received(payload, len(stream.packets))
+        if got is not None:
+            frame = round(float(self.options["frame_ms"]) * libopus.RATE / 1000)
+            audio, facts = libopus.decode_received(stream.packets, got.erased, bytes.fromhex(head), frame,
+                                                   fec=int(self.options["fec"]) > 0)
+            return Decoded(audio, libopus.RATE, facts)
         ctx = av.CodecContext.create("libopus", "r")
         # The OpusHead carries the pre-skip; given it, FFmpeg drops the encoder's look-ahead samples.
         ctx.extradata = bytes.fromhex(head)
