@@ -243,3 +243,39 @@ def test_opus_through_libopus_equals_pyav_without_loss_and_conceals_with_plc_or_
     assert (facts["fec_recovered_packets"], facts["fec_next_packet_without_lbrr"], facts["plc_packets"]) == (1, 1, 1)
     assert len(with_fec.audio) == len(clean.audio) == len(both.audio)
     assert not np.array_equal(with_fec.audio, clean.audio)
+
+
+def test_a_version_5_row_still_hashes_to_its_digest() -> None:
+    """Row version 6 added `channel`; a version 5 row was hashed without it and stays intact."""
+    from codecarena.files import sha256_json
+    from codecarena.results.schema import parse_row
+
+    row = parse_row({**_V5_ROW, "row_sha256": None}).to_dict()
+    del row["channel"], row["row_sha256"]
+    assert "channel" not in _V5_ROW
+    parsed = parse_row({**_V5_ROW, "row_sha256": sha256_json(row)})
+    assert parsed.channel is None and parsed.intact
+
+
+def test_a_family_without_channel_support_is_refused_before_any_work(tmp_path: Path) -> None:
+    from conftest import codecarena
+
+    result = codecarena("run", "--codec", "pcm:16", "--channel", "loss=5%", "--out", tmp_path / "run")
+    assert result.returncode == 2 and not (tmp_path / "run").exists()
+    assert result.stderr.strip().splitlines() == [
+        "codecarena: error: pcm:16@loss=5%: pcm declares no [channel] support, so its payloads cannot cross a channel "
+        "(families that can: opus, codec2, lyra)"]
+
+
+_V5_ROW = {
+    "version": 5, "codec": "pcm:16", "family": "pcm", "config": {"config": "16"}, "registry": "pcm", "checkpoint": {},
+    "runtime": {}, "weights": "none", "variant": "", "mode": "cold", "utterance": "u", "language": "en", "speaker": "",
+    "sample_rate": 16000, "num_samples": 16000, "duration_s": 1.0, "reference": "references/u.wav",
+    "reference_sha256": "0" * 64, "reference_resampled_from": None, "reference_conversions": [], "payload": None,
+    "payload_bytes": None, "payload_sha256": None, "representation_bits": None, "representation_bps": None,
+    "payload_bps": None, "decoded": None, "decoded_sha256": None, "replay_sampled": True, "replay_sha256": None,
+    "replay_identical": None, "decoded_samples": None, "trimmed_samples": None, "padded_samples": None,
+    "length_tolerance": None, "finite": None, "silent": None, "clipped_samples": None, "checks_passed": False,
+    "codec_facts": {}, "metrics": {}, "scoring_s": None, "metrics_code_sha256": None, "limits": None, "model": {},
+    "stages": [], "status": "failed", "error": "x",
+}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from codecarena import selection
 from codecarena.arena import ARENA_RATE
+from codecarena.channel.spec import ChannelError, parse_channel
 from codecarena.commands.common import CliError, add_metric_args
 from codecarena.corpora import CORPUS_LAYOUTS
 from codecarena.datasets import CHANNEL_CHOICES, EvalSet
@@ -18,7 +19,8 @@ from codecarena.files import sha256_json
 from codecarena.pipeline import Executor, RunOptions, execute, plan_of, planned
 from codecarena.results.schema import Row
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, parse_limits
-from codecarena.specs import parse_spec
+from codecarena.registry.catalog import FAMILIES
+from codecarena.specs import CodecSpec, parse_configuration
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -48,6 +50,11 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                           "a checkpoint and loaded through the real loader (every output says weights: synthetic)")
     run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
                      help=f"codec spec, repeatable (default: {' '.join(DEFAULT_CODECS)})")
+    run.add_argument("--channel", action="append", dest="channel_specs", metavar="CHANNEL",
+                     help="also run every codec configuration through this channel, repeatable: loss=R%% (independent "
+                          "packet loss), burst=R%%,len=B (Gilbert bursts), ber=X (bit errors), each with seed=N and "
+                          "policy=repeat|silence; each is a configuration SPEC@CHANNEL beside the clean one "
+                          "(docs/channel.md). Not --channels, which picks channels of multichannel input files")
     run.add_argument("--variant", default="", metavar="NAME",
                      help="a named numerical variant applied to every codec's loaded model and recorded in every row "
                           "(eager_snake_v1: Snake1d evaluated eagerly, see docs/determinism.md); default: upstream numerics")
@@ -82,6 +89,25 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--ray-address", default=None,
                      help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
     add_metric_args(run)
+
+
+def with_channels(specs: tuple[CodecSpec, ...], channels: list[str]) -> tuple[CodecSpec, ...]:
+    """Each configuration followed by itself through each --channel; CliError in one line for a channel
+    that does not parse or a family whose payloads cannot cross one."""
+    try:
+        parsed = [parse_channel(text).canonical for text in channels]
+    except ChannelError as exc:
+        raise CliError(f"--channel: {exc}") from None
+    out: list[CodecSpec] = []
+    for spec in specs:
+        out.append(spec)
+        out += [dataclasses.replace(spec, channel=channel) for channel in parsed if not spec.channel]
+    for spec in out:
+        if spec.channel and FAMILIES[spec.family].channel is None:
+            able = ", ".join(f for f, d in FAMILIES.items() if d.channel is not None)
+            raise CliError(f"{spec.canonical}: {spec.family} declares no [channel] support, so its payloads cannot "
+                           f"cross a channel (families that can: {able})")
+    return tuple(out)
 
 
 def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
@@ -192,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
 
     limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
     out_arg = _out_dir(args.out) if args.out is not None else None
-    specs = tuple(parse_spec(s) for s in (args.codecs or DEFAULT_CODECS))
+    specs = with_channels(tuple(parse_configuration(s) for s in (args.codecs or DEFAULT_CODECS)),
+                          args.channel_specs or [])
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
         raise CliError(f"the same codec configuration is given twice: {canon}")
