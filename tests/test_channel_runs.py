@@ -89,3 +89,17 @@ def test_the_audit_refuses_a_trace_that_is_not_the_channels_own(runs: tuple[Path
     problems = audit(run)
     assert any("is not what loss=20% draws for this utterance" in p for p in problems), problems
     assert any("is not the impaired payload the trace names" in p for p in problems), problems
+
+
+@pytest.mark.slow
+def test_the_report_draws_quality_against_loss_per_codec(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    result = codecarena("report", runs[0], "--out", tmp_path / "report.html", "--audio", "none")
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert 'id="channel"' in page and 'data-channel="loss=R%"' in page and 'data-channel="ber=X"' in page
+    summary = json.loads((runs[0] / "summary.json").read_text())["channels"]
+    assert [(c["codec"], c["curve"], [p["configuration"] for p in c["points"]]) for c in summary["curves"]] == [
+        ("opus:12k", "loss=R%", ["opus:12k", "opus:12k@loss=20%"]),
+        ("opus:12k", "ber=X", ["opus:12k", "opus:12k@ber=1e-3"]),
+        ("codec2:3200", "loss=R%", ["codec2:3200", "codec2:3200@loss=20%"]),
+        ("codec2:3200", "ber=X", ["codec2:3200", "codec2:3200@ber=1e-3"])]

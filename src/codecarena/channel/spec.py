@@ -52,6 +52,13 @@ class Channel:
         return text + (f",seed={self.seed}" if self.seed else "")
 
     @property
+    def curve(self) -> str:
+        """The canonical text with its rate left open ("loss=R%", "burst=R%,len=3", "ber=X"): the
+        configurations a quality-against-rate curve joins."""
+        rest = self.canonical.partition(",")[2] if "," in self.canonical else ""
+        return ("ber=X" if self.model == "ber" else f"{self.model}=R%") + (f",{rest}" if rest else "")
+
+    @property
     def draw_key(self) -> str:
         """What the draws of a row depend on besides its utterance: the model and the seed, not the rate,
         so that a higher rate loses a superset of what a lower one loses (common random numbers)."""

@@ -318,6 +318,11 @@ def run(args: argparse.Namespace) -> int:
             utterances = max(g["utterances"] for g in groups.values())
             print_quality({codec: g["metrics"] for codec, g in groups.items()},
                           title=f"quality, {language} only ({utterances} utterance{'s' if utterances != 1 else ''})")
+    if "channels" in summary:
+        from codecarena.results.robustness import text_lines
+
+        for line in text_lines(summary["channels"]):
+            console.print(line, soft_wrap=True, markup=False)
     failed = [r for r in rows if row_problem(r)]
     console.print(f"run directory: {out}")
     if failed:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
+from codecarena.results import robustness
 from codecarena.results.bootstrap import LEVEL, bootstrap_ci
 from codecarena.results.schema import Row
 
@@ -134,4 +135,6 @@ def summarize(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]
         "rows": len(rows),
         **({"ci": CI_SETTINGS} if version >= 2 else {}),
         "codecs": [summarize_codec(group, version) for group in by_codec.values()],
+        # Only a run whose payloads crossed channels has curves (docs/channel.md).
+        **({"channels": robustness.summary(rows)} if any(r.channel for r in rows) else {}),
     }
