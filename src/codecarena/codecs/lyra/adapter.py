@@ -126,6 +126,11 @@ class LyraAdapter(Adapter):
         samples = np.concatenate(out) if out else np.zeros(0, dtype=np.int16)
         return Decoded(from_int16(samples), self.input_rate)
 
+    def stream_latency_ms(self, encoded: Encoded) -> dict[str, float]:
+        """One 20 ms hop and no look-ahead: upstream's encoder turns each hop into its packet, and the
+        decoder each packet into its hop."""
+        return {"frame_ms": 1000 * FRAME / self.input_rate, "lookahead_ms": 0.0}
+
     def length_tolerance(self, arena_rate: int) -> int:
         return FRAME
 
