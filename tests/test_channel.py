@@ -279,3 +279,44 @@ _V5_ROW = {
     "codec_facts": {}, "metrics": {}, "scoring_s": None, "metrics_code_sha256": None, "limits": None, "model": {},
     "stages": [], "status": "failed", "error": "x",
 }
+
+
+def _points(rates_values: list[tuple[float, float]], name: str) -> list[dict[str, object]]:
+    return [{"rate": rate, "metrics": {name: value}} for rate, value in rates_values]
+
+
+def test_robustness_is_the_interpolated_rate_of_a_drop_of_half_a_point() -> None:
+    from codecarena.results.robustness import crossing
+
+    # PESQ 4.0 clean, 3.8 at 5%, 3.2 at 10%: the drop reaches 0.5 at 5% + (0.5 - 0.2) / (0.8 - 0.2) x 5% = 7.5%.
+    found = crossing(_points([(0.0, 4.0), (0.05, 3.8), (0.10, 3.2)], "pesq_wb"), "pesq_wb")  # type: ignore[arg-type]
+    assert found["clean"] == 4.0 and found["rate"] == pytest.approx(0.075) and found["beyond"] is None
+    # WER is better lower: 0.1 clean, 0.3 at 10%, 0.7 at 20% -> a rise of 0.5 at 10% + 0.3 / 0.4 x 10% = 17.5%.
+    found = crossing(_points([(0.0, 0.1), (0.1, 0.3), (0.2, 0.7)], "wer"), "wer")  # type: ignore[arg-type]
+    assert found["rate"] == pytest.approx(0.175)
+    found = crossing(_points([(0.0, 4.0), (0.2, 3.9)], "pesq_wb"), "pesq_wb")  # type: ignore[arg-type]
+    assert (found["rate"], found["beyond"]) == (None, 0.2)
+    found = crossing(_points([(0.05, 3.0), (0.2, 1.9)], "pesq_wb"), "pesq_wb")  # type: ignore[arg-type]
+    assert found == {"clean": None, "rate": None, "beyond": None}  # no clean channel: no robustness
+
+
+def test_opus_streams_frame_by_frame_like_its_whole_decode_and_declares_its_latency(tmp_path: Path) -> None:
+    import json
+
+    from conftest import codecarena
+
+    clip = need_mirror() / SHORT_CLIPS[0]
+    result = codecarena("stream", "opus:12k", "--input", clip, "--json", tmp_path / "stream.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (facts,) = json.loads((tmp_path / "stream.json").read_text())["results"]
+    assert facts["packets_identical"] and facts["audio_identical"]
+    # One 20 ms frame plus libopus's look-ahead of 312 samples at 48 kHz (the OpusHead's pre-skip).
+    assert facts["declared_latency_ms"] == {"frame_ms": 20.0, "lookahead_ms": 6.5, "total_ms": 26.5}
+    assert 0 < facts["first_packet_to_first_sample_ms"] < 1000
+
+
+def test_compare_pairs_configurations_named_with_their_channels() -> None:
+    from codecarena.results.compare import parse_pairs
+
+    pairs = parse_pairs("opus:12k@loss=05%=opus:12k,fec=10@loss=5%", ["opus:12k@loss=5%"], ["opus:12k,fec=10@loss=5%"])
+    assert pairs == [("opus:12k@loss=5%", "opus:12k,fec=10@loss=5%")]
