@@ -10,7 +10,8 @@ import pytest
 from codecarena.specs import CodecSpec, SpecError, parse_spec
 
 # The Opus defaults as the catalog documents them (vbr on, complexity 10, 20 ms frames, voip, auto).
-OPUS_DEFAULTS = {"application": "voip", "bandwidth": "auto", "complexity": 10, "frame_ms": 20.0, "vbr": "on"}
+OPUS_DEFAULTS = {"application": "voip", "bandwidth": "auto", "complexity": 10, "fec": 0, "frame_ms": 20.0,
+                 "vbr": "on"}
 
 
 def _opus(**overrides: object) -> dict[str, object]:
@@ -56,6 +57,7 @@ def test_defaults_are_resolved_but_not_canonical() -> None:
         ("application", "voip"),
         ("bandwidth", "auto"),
         ("complexity", 10),
+        ("fec", 0),
         ("frame_ms", 20.0),
         ("vbr", "on"),
     )

@@ -116,13 +116,13 @@ def test_no_parser_takes_an_abbreviated_option() -> None:
 
 
 @pytest.mark.parametrize("argv, refused", [
-    (["run", "--channel", "left"], "--channel left"),  # --channels
+    (["run", "--channe", "left"], "--channe left"),  # --channel or --channels
     (["registry", "audit", "--check"], "--check"),  # --check-local
     (["leaderboard", "runs/a", "--all"], "--all"),  # --all-metrics
 ])
 def test_an_abbreviated_option_is_refused_not_taken_for_the_whole_one(
         argv: list[str], refused: str, capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 30: `--channel x` was taken as `--channels x`.
+    # Issue 30: `--channel x` was taken as `--channels x` (since issue 33, --channel is an option of its own).
     from codecarena import cli
 
     with pytest.raises(SystemExit) as exited:
@@ -151,3 +151,14 @@ def test_an_error_of_a_module_imported_only_by_the_command_is_one_line(
     assert exited.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("codecarena: error: ") and f"{tmp_path}/nowhere" in line
+
+
+def test_the_audio_channel_given_to_the_channel_impairment_option_says_which_option_was_meant(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from codecarena import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--channel", "left", "--codec", "pcm:16"])
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--channel left" in line and "--channels left" in line

@@ -25,6 +25,8 @@ import soundfile as sf
 
 from codecarena import variants
 from codecarena.arena import ARENA_RATE
+from codecarena.channel import stage as channel_stage
+from codecarena.channel.spec import ChannelError
 from codecarena.registry import user_pins, user_units
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
@@ -44,7 +46,7 @@ from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job, StageReport
 from codecarena.runtime.stages import Stage, run_stage, run_stage_warm
-from codecarena.specs import CodecSpec, parse_spec
+from codecarena.specs import CodecSpec, parse_configuration
 
 # Below this RMS a decoded utterance counts as silent (the reference never is).
 SILENCE_DBFS = -60.0
@@ -151,7 +153,10 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
     payload_path = run.payload(spec.slug, utt.id)
     decoded_path = run.decoded(spec.slug, utt.id)
     replay_path = work / "replay.wav"
-    blocked = _clear_outputs(run, {"payload": payload_path, "decoded audio": decoded_path, "replay": replay_path})
+    impaired_path, trace_path = channel_stage.paths(run, spec.slug, utt.id)
+    blocked = _clear_outputs(run, {"payload": payload_path, "decoded audio": decoded_path, "replay": replay_path,
+                                   **({"impaired payload": impaired_path, "channel trace": trace_path}
+                                      if spec.channel else {})})
     if blocked:
         return failed_row(Task(spec, ref, mode, replay), opts, blocked)
     duration = ref.num_samples / ARENA_RATE
@@ -177,7 +182,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
     model: dict[str, Any] = {}
 
     enc_stage, enc_report = stage("encode", Job.encode(ref.path, payload_path, work / "encode.report.json",
-                                                       spec.canonical, warm_repeats=repeats, weights=opts.weights,
+                                                       spec.bare.canonical, warm_repeats=repeats, weights=opts.weights,
                                                        variant=opts.variant))
     stages.append(enc_stage)
     error = enc_stage.error
@@ -190,9 +195,9 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
         except PayloadError as exc:
             error = f"encode wrote an unreadable payload: {exc}"
         else:
-            if payload.codec != spec.canonical or payload.num_samples != ref.num_samples:
+            if payload.codec != spec.bare.canonical or payload.num_samples != ref.num_samples:
                 error = (f"{payload_path}: payload says {payload.codec} / {payload.num_samples} samples, "
-                         f"expected {spec.canonical} / {ref.num_samples}")
+                         f"expected {spec.bare.canonical} / {ref.num_samples}")
             checkpoint = dict(payload.checkpoint)
             bits = payload.representation_bits()
             size = payload_path.stat().st_size
@@ -202,8 +207,16 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                 payload_bps=size * 8 / duration if duration else None,
             )
 
+    # The decoder gets the payload as the row's channel delivers it (docs/channel.md).
+    received, channel = payload_path, None
+    if not error and spec.channel:
+        try:
+            received, channel = channel_stage.cross(spec.channel, spec.family, utt.id, payload_path, run, spec.slug)
+        except (ChannelError, PayloadError, OSError, ValueError) as exc:
+            error = f"channel {spec.channel}: {exc}"
+
     if not error:
-        dec_stage, dec_report = stage("decode", Job.decode(payload_path, decoded_path, work / "decode.report.json",
+        dec_stage, dec_report = stage("decode", Job.decode(received, decoded_path, work / "decode.report.json",
                                                            warm_repeats=repeats))
         stages.append(dec_stage)
         error = dec_stage.error
@@ -228,7 +241,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
     if not error and replay:
-        rep_stage, _ = run_stage("replay", Job.decode(payload_path, replay_path, work / "replay.report.json",
+        rep_stage, _ = run_stage("replay", Job.decode(received, replay_path, work / "replay.report.json",
                                                       warm_repeats=repeats), opts.limits, work, python)
         stages.append(rep_stage)
         error = rep_stage.error
@@ -248,7 +261,7 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                 weights=str(model.get("weights", "none")), checks_passed=checks_passed, codec_facts=codec_facts,
                 metrics=metrics, scoring_s=scoring_s,
                 metrics_code_sha256=scorer.code_sha256 if scorer is not None else None,
-                model=model, stages=stages, status=status, error=error)
+                model=model, stages=stages, status=status, error=error, channel=channel)
 
 
 def _clear_outputs(run: RunDir, outputs: dict[str, Path]) -> str:
@@ -299,7 +312,7 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
             return False
         if not path.is_file() or sha256_file(path) != digest:
             return False
-    return True
+    return channel_stage.files_verify(row.channel, run)
 
 
 def rows_to_rebuild_reference_results(kept: dict[tuple[str, str], Row], plan: Plan, run: RunDir) -> list[tuple[str, str]]:
@@ -329,7 +342,7 @@ def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
     # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
     return _row(task.spec, task.ref, opts, RunDir(opts.out), task.mode, task.replay, {}, checkpoint={}, runtime={},
                 weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None,
-                metrics_code_sha256=None, model={}, stages=[], status="failed", error=error)
+                metrics_code_sha256=None, model={}, stages=[], status="failed", error=error, channel=None)
 
 
 def plan_tasks(evalset: EvalSet, opts: RunOptions, skip: Iterable[tuple[str, str]],
@@ -386,7 +399,7 @@ def added_codecs(previous: Plan, opts: RunOptions) -> RunOptions:
     """`opts` with the earlier run's codec configurations first and the new ones after them, or
     RunError naming what else differs between the two plans."""
     known = [c.codec for c in previous.codecs]
-    codecs = tuple(parse_spec(c) for c in known) + tuple(s for s in opts.codecs if s.canonical not in known)
+    codecs = tuple(parse_configuration(c) for c in known) + tuple(s for s in opts.codecs if s.canonical not in known)
     runtimes = tuple(dict.fromkeys([tuple(r) for r in previous.runtimes] + list(opts.runtimes)))
     return dataclasses.replace(opts, codecs=codecs, runtimes=runtimes)  # type: ignore[arg-type]
 

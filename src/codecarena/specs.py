@@ -1,9 +1,13 @@
-"""Codec specs: `FAMILY[:CONFIG][,key=value...]`, parsed strictly against the catalog."""
+"""Codec specs: `FAMILY[:CONFIG][,key=value...]`, parsed strictly against the catalog; a run's codec
+configurations may add `@CHANNEL`, the channel their payloads cross (docs/channel.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
+
+from codecarena.channel.spec import ChannelError, parse_channel
 from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS, Family, Option
 
 
@@ -22,18 +26,29 @@ class CodecSpec:
     explicit: tuple[tuple[str, OptionValue], ...]
     # Every option with its value (explicit or default): what ran, recorded in payloads and rows.
     resolved: tuple[tuple[str, OptionValue], ...]
+    # The canonical channel spec the payloads cross ("": none, the perfect channel). Not the codec's:
+    # the encoder runs `bare`, and the payload's codec is the bare canonical spec.
+    channel: str = ""
 
     @property
     def canonical(self) -> str:
         text = f"{self.family}:{self.config}"
         for key, value in self.explicit:
             text += f",{key}={_format(value)}"
-        return text
+        return text + (f"@{self.channel}" if self.channel else "")
+
+    @property
+    def bare(self) -> CodecSpec:
+        """The codec configuration without its channel: what the encoder runs and the payload names."""
+        return dataclasses.replace(self, channel="")
 
     @property
     def slug(self) -> str:
         """File-system safe name of the canonical spec (for payload/decoded folders)."""
-        return re.sub(r"[^A-Za-z0-9._-]+", "_", self.canonical.replace(":", "_").replace(",", "__"))
+        bare = re.sub(r"[^A-Za-z0-9._-]+", "_", self.bare.canonical.replace(":", "_").replace(",", "__"))
+        if not self.channel:
+            return bare
+        return f"{bare}@" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.channel.replace("%", "pct").replace(",", "__"))
 
     def options(self) -> dict[str, OptionValue]:
         return dict(self.resolved)
@@ -118,3 +133,15 @@ def parse_spec(spec: str) -> CodecSpec:
         resolved=tuple(sorted(resolved.items())),
     )
 
+
+
+def parse_configuration(text: str) -> CodecSpec:
+    """`SPEC[@CHANNEL]`: a codec spec and, after `@`, the channel its payloads cross."""
+    head, at, channel = text.strip().partition("@")
+    spec = parse_spec(head)
+    if not at:
+        return spec
+    try:
+        return dataclasses.replace(spec, channel=parse_channel(channel).canonical)
+    except ChannelError as exc:
+        raise SpecError(f"{text}: {exc}") from None

@@ -266,6 +266,8 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
         "clipped_samples": int(np.count_nonzero((pcm == 32767) | (pcm == -32768))),
         "rms_dbfs": 20 * math.log10(rms) if rms > 0 else None,
     }
+    if decoded.facts:  # e.g. how the decoder concealed what a channel lost (docs/channel.md)
+        facts["receiver"] = dict(decoded.facts)
     return payload.num_samples / payload.sample_rate, facts
 
 
@@ -274,6 +276,7 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
     compared bit for bit with the whole-utterance encode and decode of the same audio."""
     import numpy as np
     import soundfile as sf
+    import soxr
 
     from codecarena.codecs.base import to_int16
     from codecarena.alignment import find_delay
@@ -286,20 +289,35 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
     whole = adapter.encode(audio)
     payload = make_payload(spec, whole, model, "", rate, len(audio), adapter.input_rate)
     whole_audio = to_int16(adapter.decode(payload).audio)
-    frame = int(whole.side_info["frame_samples"])
+    frame = int(whole.side_info.get("frame_samples") or adapter.stream_frame_samples)
     samples = to_int16(audio)
     samples = np.concatenate([samples, np.zeros(-len(samples) % frame, dtype=np.int16)])
     encoder, decoder = adapter.new_encoder(), adapter.new_decoder()
     packets, pieces, frame_ms = [], [], []
+    first_packet_at, first_sample_ms = None, None
     for start in range(0, len(samples), frame):
         t = time.perf_counter()
         packet = encoder.encode_frame(samples[start:start + frame])
+        first_packet_at = first_packet_at or time.perf_counter()
         pieces.append(decoder.decode_packet(packet))
         frame_ms.append((time.perf_counter() - t) * 1000)
+        if first_sample_ms is None and len(pieces[-1]):
+            # Compute time from the first packet handed to the decoder to its first samples out (the
+            # frames a real-time receiver waits for are the algorithmic latency, reported apart).
+            first_sample_ms = (time.perf_counter() - first_packet_at) * 1000
+        packets.append(packet)
+    for packet in getattr(encoder, "flush", list)():  # the packets an encoder emits at the end (Opus: one)
+        pieces.append(decoder.decode_packet(packet))
         packets.append(packet)
     streamed = np.concatenate(pieces)
-    delay = find_delay(audio, streamed[: len(audio)].astype(np.float64) / 32768.0, int(0.1 * rate))
+    out_rate = getattr(decoder, "rate", rate)
+    heard = streamed.astype(np.float64) / 32768.0
+    if out_rate != rate:
+        heard = soxr.resample(heard, out_rate, rate, quality="HQ")
+    delay = find_delay(audio, heard[: len(audio)], int(0.1 * rate))
     budget_ms = 1000 * frame / rate
+    declared = adapter.stream_latency_ms(whole) if hasattr(adapter, "stream_latency_ms") else \
+        {"frame_ms": budget_ms, "lookahead_ms": 0.0}
     p50, p95, p99 = (float(np.percentile(frame_ms, q)) for q in (50, 95, 99))
     return len(audio) / rate, {
         "frames": len(packets),
@@ -309,6 +327,8 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
         "measured_delay_samples": delay.delay_samples,
         "measured_delay_correlation": delay.correlation,
         "algorithmic_latency_ms": budget_ms + 1000 * max(0, delay.delay_samples) / rate,
+        "declared_latency_ms": {**declared, "total_ms": declared["frame_ms"] + declared["lookahead_ms"]},
+        "first_packet_to_first_sample_ms": first_sample_ms,
         "frame_compute_ms": {"p50": p50, "p95": p95, "p99": p99, "max": float(max(frame_ms))},
         "realtime_budget_ms": budget_ms,
         "frames_over_budget": sum(ms > budget_ms for ms in frame_ms),

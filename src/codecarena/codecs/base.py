@@ -30,6 +30,8 @@ class Encoded:
 class Decoded:
     audio: np.ndarray  # float64 mono in [-1, 1], at `sample_rate`
     sample_rate: int
+    # What the decoder did that a row should say, e.g. how it concealed a payload's lost packets.
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 class Adapter(ABC):

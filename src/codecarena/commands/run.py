@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from codecarena.datasets import EvalSet
     from codecarena.pipeline import Executor
     from codecarena.results.schema import Row
+    from codecarena.specs import CodecSpec
 
 DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
 
@@ -51,6 +52,11 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                           "a checkpoint and loaded through the real loader (every output says weights: synthetic)")
     run.add_argument("--codec", action="append", dest="codecs", metavar="SPEC",
                      help=f"codec spec, repeatable (default: {' '.join(DEFAULT_CODECS)})")
+    run.add_argument("--channel", action="append", dest="channel_specs", metavar="CHANNEL",
+                     help="also run every codec configuration through this channel, repeatable: loss=R%% (independent "
+                          "packet loss), burst=R%%,len=B (Gilbert bursts), ber=X (bit errors), each with seed=N and "
+                          "policy=repeat|silence; each is a configuration SPEC@CHANNEL beside the clean one "
+                          "(docs/channel.md). Not --channels, which picks channels of multichannel input files")
     run.add_argument("--variant", default="", metavar="NAME",
                      help="a named numerical variant applied to every codec's loaded model and recorded in every row "
                           "(eager_snake_v1: Snake1d evaluated eagerly, see docs/determinism.md); default: upstream numerics")
@@ -85,6 +91,33 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--ray-address", default=None,
                      help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
     add_metric_args(run)
+
+
+def with_channels(specs: tuple[CodecSpec, ...], channels: list[str]) -> tuple[CodecSpec, ...]:
+    """Each configuration followed by itself through each --channel; CliError in one line for a channel
+    that does not parse or a family whose payloads cannot cross one."""
+    from codecarena.channel.spec import ChannelError, parse_channel
+    from codecarena.registry.catalog import FAMILIES
+
+    mistaken = [text for text in channels if text in CHANNEL_CHOICES]
+    if mistaken:
+        raise CliError(f"--channel {mistaken[0]}: --channel impairs the payloads (loss=5%, burst=10%,len=3, "
+                       f"ber=1e-3; docs/channel.md); the audio channel of a multichannel file is --channels "
+                       f"{mistaken[0]}")
+    try:
+        parsed = [parse_channel(text).canonical for text in channels]
+    except ChannelError as exc:
+        raise CliError(f"--channel: {exc}") from None
+    out: list[CodecSpec] = []
+    for spec in specs:
+        out.append(spec)
+        out += [dataclasses.replace(spec, channel=channel) for channel in parsed if not spec.channel]
+    for spec in out:
+        if spec.channel and FAMILIES[spec.family].channel is None:
+            able = ", ".join(f for f, d in FAMILIES.items() if d.channel is not None)
+            raise CliError(f"{spec.canonical}: {spec.family} declares no [channel] support, so its payloads cannot "
+                           f"cross a channel (families that can: {able})")
+    return tuple(out)
 
 
 def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
@@ -205,11 +238,12 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.results.formatting import count, language_label
     from codecarena.results.summary import summarize
     from codecarena.runtime.limits import parse_limits
-    from codecarena.specs import parse_spec
+    from codecarena.specs import parse_configuration
 
     limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
     out_arg = _out_dir(args.out) if args.out is not None else None
-    specs = tuple(parse_spec(s) for s in (args.codecs or DEFAULT_CODECS))
+    specs = with_channels(tuple(parse_configuration(s) for s in (args.codecs or DEFAULT_CODECS)),
+                          args.channel_specs or [])
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
         raise CliError(f"the same codec configuration is given twice: {canon}")
@@ -310,6 +344,11 @@ def run(args: argparse.Namespace) -> int:
             utterances = max(g["utterances"] for g in groups.values())
             print_quality({codec: g["metrics"] for codec, g in groups.items()}, title=f"quality, "
                           f"{language_label(language)} only ({utterances} utterance{'s' if utterances != 1 else ''})")
+    if "channels" in summary:
+        from codecarena.results.robustness import text_lines
+
+        for line in text_lines(summary["channels"]):
+            console.print(line, soft_wrap=True, markup=False)
     failed = [r for r in rows if row_problem(r)]
     console.print(f"run directory: {out}")
     if failed:

@@ -13,7 +13,7 @@ from codecarena.commands.common import CliError
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     stream = subparsers.add_parser(
         "stream", help="feed 20 ms frames one at a time and prove streaming equals whole-utterance coding")
-    stream.add_argument("codec", help="codec spec with a frame-streaming interface, e.g. lyra:6000")
+    stream.add_argument("codec", help="codec spec with a frame-streaming interface: lyra:6000, opus:12k, ...")
     stream.add_argument("--input", type=Path, help="16 kHz mono wav (default: every smoke-set utterance)")
     stream.add_argument("--data-dir", type=Path, help="local mirror of the smoke set")
     stream.add_argument("--json", type=Path, help="also write the per-utterance results here")
@@ -52,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
                           f"audio {f['audio_identical']}; per-frame ms p50 {c['p50']:.2f} p95 {c['p95']:.2f} "
                           f"p99 {c['p99']:.2f} (budget {f['realtime_budget_ms']:.0f}); "
                           f"algorithmic latency {f['algorithmic_latency_ms']:.1f} ms "
-                          f"(frame + measured delay {f['measured_delay_samples']} samples)")
+                          f"(frame + measured delay {f['measured_delay_samples']} samples; declared "
+                          f"{f['declared_latency_ms']['total_ms']:.1f} ms: frame "
+                          f"{f['declared_latency_ms']['frame_ms']:g} + look-ahead "
+                          f"{f['declared_latency_ms']['lookahead_ms']:g}); first packet in to first sample out "
+                          f"{f['first_packet_to_first_sample_ms']:.2f} ms")
     if args.json:
         write_json(args.json, {"version": 1, "codec": spec.canonical, "results": results})
     console.print(f"{spec.canonical}: streamed output identical to whole-utterance output in "

@@ -113,6 +113,18 @@ class Command:
         return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], token) for token in template]
 
 
+#: Who conceals a lost packet or frame of a family that declares `[channel]` (docs/channel.md): its
+#: own decoder, or the arena's policy (repeat the last received frame, or silence).
+CONCEALMENT = ("codec", "arena")
+
+
+@dataclass(frozen=True)
+class ChannelSupport:
+    """The `[channel]` table: the family's payloads may cross a channel (`run --channel`)."""
+    concealment: str  # one of CONCEALMENT
+    description: str  # what its decoder does with a lost unit and with flipped bits, in words
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -136,6 +148,7 @@ class Family:
     command: Command | None = None  # the `[command]` table, for kind "command" only
     # "builtin" (a unit of this package) or "user" (added with `codecarena codec add`, registry/user_units.py).
     origin: str = "builtin"
+    channel: ChannelSupport | None = None  # None: its payloads cannot cross a channel
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -184,7 +197,9 @@ def parse_declaration(text: str, where: str, module: str) -> Family:
     if kind == "command":
         # Its configurations are the fixed ones its [command] table spells out, and a tool has no
         # weights or torch model: the keys that say otherwise are refused, not ignored.
-        for key, value in (("config_is_bitrate", bitrate), ("variants", variants)):
+        # Nor a channel: its payload is the tool's whole file, one packet, not one per frame.
+        for key, value in (("config_is_bitrate", bitrate), ("variants", variants),
+                           ("channel", top.has("channel"))):
             if value:
                 raise top.fail(key, "is not for a command-line family")
         if weights != "none":
@@ -196,9 +211,20 @@ def parse_declaration(text: str, where: str, module: str) -> Family:
     family = Family(name=name, module=module, description=top.get("description", str), configs=configs,
                     default_config=default, options=options, config_is_bitrate=bitrate,
                     supported_weights=weights, variants=variants,
-                    fresh_process_decode=top.get("fresh_process_decode", bool, False), kind=kind, command=command)
+                    fresh_process_decode=top.get("fresh_process_decode", bool, False), kind=kind, command=command,
+                    channel=_channel(top.get("channel", dict), f"{where}: channel") if top.has("channel") else None)
     top.done()
     return family
+
+
+def _channel(raw: Any, where: str) -> ChannelSupport:
+    table = Table(raw, where)
+    concealment = table.get("concealment", str)
+    if concealment not in CONCEALMENT:
+        raise table.fail("concealment", f"must be one of {', '.join(CONCEALMENT)}")
+    support = ChannelSupport(concealment=concealment, description=table.get("description", str))
+    table.done()
+    return support
 
 
 def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Option, ...]) -> Command:

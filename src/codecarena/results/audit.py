@@ -26,11 +26,12 @@ from codecarena.registry import user_units
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
-from codecarena.specs import parse_spec
+from codecarena.specs import parse_configuration
 from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
+from codecarena.results.channel_audit import channel_problems, decoder_input
 from codecarena.results.record import PlanUserCodec, RunLoadError, load_run
 from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.schema import Row
@@ -127,7 +128,7 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
                                 f"row says {row.variant or 'none'!r}")
             if bits != row.representation_bits:
                 problems.append(f"{where}: payload holds {bits} representation bits, row says {row.representation_bits}")
-            if payload.codec != row.codec or payload.num_samples != row.num_samples or payload.sample_rate != row.sample_rate:
+            if payload.codec != row.codec.partition("@")[0] or payload.num_samples != row.num_samples or payload.sample_rate != row.sample_rate:
                 problems.append(f"{where}: payload is {payload.codec} {payload.num_samples} samples at "
                                 f"{payload.sample_rate} Hz, row says {row.codec} {row.num_samples} at {row.sample_rate}")
             seconds = row.num_samples / row.sample_rate
@@ -190,7 +191,7 @@ def _registry_pin_problems(row: Row, where: str) -> list[str]:
         return [f"{where}: its registry entry cannot be read ({exc})"]
     if entry.checkpoint is None:
         return []
-    pinned = entry.checkpoint.for_config(parse_spec(row.codec).config).identity(entry.id)
+    pinned = entry.checkpoint.for_config(parse_configuration(row.codec).config).identity(entry.id)
     if row.checkpoint != pinned:
         return [f"{where}: row says weights 'real' (the registry's pin) but its checkpoint {row.checkpoint} is not "
                 f"the registry's pin for {row.codec} {pinned}"]
@@ -210,6 +211,7 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
         problems.append(f"{where}: row says weights {row.weights!r} but its payload's checkpoint says "
                         f"{'pinned by user' if row.checkpoint.get('pinned_by') == 'user' else 'not pinned by user'}")
     problems += error_count_problems(row, where)
+    problems += channel_problems(row, run, where)
     if row.status == "ok":
         problems += _audit_ok_row(row, run, where)
     else:
@@ -301,7 +303,7 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str,
             if row.status != "ok" or row.payload is None:
                 continue
             try:
-                payload = run.resolve(row.payload)
+                payload = decoder_input(row, run)
             except UnsafePathError:
                 continue  # reported by the file checks; never decode a file outside the run
             out = work / "audit.wav"

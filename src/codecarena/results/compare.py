@@ -83,10 +83,10 @@ def _load(path: Path, label: str) -> _Run:
 
 
 def _canonical(text: str) -> str:
-    from codecarena.specs import SpecError, parse_spec
+    from codecarena.specs import SpecError, parse_configuration
 
     try:
-        return parse_spec(text).canonical
+        return parse_configuration(text).canonical
     except SpecError:
         return text.strip()
 

@@ -16,17 +16,19 @@ from codecarena.files import sha256_json
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 5
+ROW_VERSION = 6
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
 # 1 to 3 did not record how the reference was made from the input (None: not recorded) nor the
-# utterance's speaker ("": unknown). Versions 1 to 4 carried no digest of their content (None).
+# utterance's speaker ("": unknown). Versions 1 to 4 carried no digest of their content (None). Versions
+# 1 to 5 had no channel: every payload reached its decoder as the encoder wrote it (None).
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
     3: {"reference_conversions": None, "speaker": ""},
     4: {"row_sha256": None},
+    5: {"channel": None},
 }
 
 
@@ -86,6 +88,9 @@ class Row:
     stages: list[Stage]
     status: str  # "ok" or "failed"
     error: str
+    # The channel the payload crossed before its decoder got it (docs/channel.md): model, parameters,
+    # the impaired payload and its trace with their sha256, what was lost and flipped; None when none.
+    channel: dict[str, Any] | None
     # sha256 of every other field as the row was computed (None before version 5). Not a signature:
     # it detects a row edited afterwards (the audit fails it, a resume computes it again), while a
     # forger who recomputes it is left to what the audit re-derives (files, plan, --rescore).
@@ -113,6 +118,11 @@ class Row:
         """The sha256 `row_sha256` must hold: of every other field, in the parsed form."""
         data = self.to_dict()
         del data["row_sha256"]
+        # A row of an earlier version was hashed without the fields later versions added.
+        for since, added in ADDED_FIELDS.items():
+            if since >= self.version:
+                for key in added:
+                    data.pop(key, None)
         return sha256_json(data)
 
     @property

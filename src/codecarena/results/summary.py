@@ -20,6 +20,7 @@ import statistics
 from typing import Any, Iterable
 
 from codecarena.metrics import outputs
+from codecarena.results import robustness
 from codecarena.results.bootstrap import LEVEL, MIN_UNITS, bootstrap_ci
 from codecarena.results.schema import Row
 
@@ -178,4 +179,6 @@ def summarize(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]
         "rows": len(rows),
         **({"ci": CI_SETTINGS if version >= 3 else _CI_V2} if version >= 2 else {}),
         "codecs": [summarize_codec(group, version) for group in by_codec.values()],
+        # Only a run whose payloads crossed channels has curves (docs/channel.md).
+        **({"channels": robustness.summary(rows)} if any(r.channel for r in rows) else {}),
     }

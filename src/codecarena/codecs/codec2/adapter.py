@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pycodec2
 
+from codecarena.channel.receive import arena_frames, received
 from codecarena.plugin import Adapter, CodeStream, Decoded, Encoded, Payload, from_int16, to_int16
 
 # pycodec2 names 700C by its number.
@@ -64,9 +65,15 @@ class Codec2Adapter(Adapter):
         codec = self._codec()
         nbytes = math.ceil(self.bits_per_frame / 8)
         pad_bits = 8 * nbytes - self.bits_per_frame
-        out = [codec.decode((int(v) << pad_bits).to_bytes(nbytes, "big")) for v in stream.values]
+        frames = [(int(v) << pad_bits).to_bytes(nbytes, "big") for v in stream.values]
+        got = received(payload, len(frames))
+        facts: dict[str, Any] = {}
+        if got is None:
+            out = [codec.decode(frame) for frame in frames]
+        else:  # libcodec2's frame API has no concealment: the arena's policy fills each lost frame
+            out, facts = arena_frames(frames, got, codec.decode, self.samples_per_frame)
         samples = np.concatenate(out) if out else np.zeros(0, dtype=np.int16)
-        return Decoded(from_int16(samples), self.input_rate)
+        return Decoded(from_int16(samples), self.input_rate, facts)
 
     def length_tolerance(self, arena_rate: int) -> int:
         return math.ceil(self.samples_per_frame * arena_rate / self.input_rate) + 2

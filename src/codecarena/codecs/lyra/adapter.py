@@ -24,6 +24,7 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from codecarena import checkpoints
+from codecarena.channel.receive import received
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
 from codecarena.registry.entries import load_entry
 
@@ -115,9 +116,20 @@ class LyraAdapter(Adapter):
         stream = payload.stream("lyra")
         assert isinstance(stream, PacketStream)
         decoder = self.new_decoder()
+        got = received(payload, len(stream.packets))
+        if got is not None:
+            concealer = Concealment(decoder)
+            out = [concealer.lost() if i in got.erased else concealer.received(p) for i, p in enumerate(stream.packets)]
+            samples = np.concatenate(out) if out else np.zeros(0, dtype=np.int16)
+            return Decoded(from_int16(samples), self.input_rate, concealer.facts(len(got.erased)))
         out = [decoder.decode_packet(p) for p in stream.packets]
         samples = np.concatenate(out) if out else np.zeros(0, dtype=np.int16)
         return Decoded(from_int16(samples), self.input_rate)
+
+    def stream_latency_ms(self, encoded: Encoded) -> dict[str, float]:
+        """One 20 ms hop and no look-ahead: upstream's encoder turns each hop into its packet, and the
+        decoder each packet into its hop."""
+        return {"frame_ms": 1000 * FRAME / self.input_rate, "lookahead_ms": 0.0}
 
     def length_tolerance(self, arena_rate: int) -> int:
         return FRAME
@@ -153,8 +165,71 @@ class FrameDecoder:
         indices = np.full((MAX_QUANTIZERS, 1, 1), -1, dtype=np.int32)
         indices[: self.quantizers, 0, 0] = unpack_indices(packet, self.quantizers)
         features = self._dequantize(encoding_indices=indices)["output_0"]
+        return self._synthesise(features)
+
+    def decode_estimate(self) -> np.ndarray:
+        """A hop of LyraGAN on upstream's estimate for a lost packet: zero features (ZeroFeatureEstimator)."""
+        return self._synthesise(np.zeros((1, 1, FEATURES), dtype=np.float32))
+
+    def _synthesise(self, features: np.ndarray) -> np.ndarray:
         audio = self._generate(input_audio=features)["output_0"].reshape(-1)
         return to_int16(audio.astype(np.float64))
+
+
+FEATURES = 64
+CONCEALMENT_SAMPLES = 1280  # upstream's kConcealmentDurationSeconds, 0.08 s at 16 kHz
+FADE_SAMPLES = 640  # upstream's kFadeDurationSeconds, 0.04 s at 16 kHz
+TO_NOISE, FROM_NOISE = 1, -1
+
+
+class Concealment:
+    """Upstream's LyraDecoder::DecodeSamplesInternal at whole hops (google/lyra lyra_decoder.cc, at the
+    pinned commit): a lost packet is LyraGAN on zero features for the first 80 ms of a loss, then the
+    output fades over 40 ms to comfort noise, and back over 40 ms once packets arrive. Upstream's comfort
+    noise takes its phases from an unseeded absl::BitGen, so no run could repeat it: the arena puts
+    silence in its place, and the facts say so."""
+
+    def __init__(self, decoder: FrameDecoder) -> None:
+        self.decoder = decoder
+        self.progress = 0  # upstream's concealment_progress_
+        self.fade = 0  # upstream's fade_progress_
+        self.direction = FROM_NOISE
+        self.counts = {"estimated_hops": 0, "faded_hops": 0, "silent_hops": 0}
+
+    def received(self, packet: bytes) -> np.ndarray:
+        self.progress = 0
+        self.direction = FROM_NOISE
+        return self._hop(lambda: self.decoder.decode_packet(packet))
+
+    def lost(self) -> np.ndarray:
+        if self.progress == CONCEALMENT_SAMPLES:
+            self.direction = TO_NOISE
+        else:
+            self.progress += FRAME
+        return self._hop(self.decoder.decode_estimate, lost=True)
+
+    def _hop(self, generate: Any, lost: bool = False) -> np.ndarray:
+        start = self.fade
+        self.fade = min(max(start + self.direction * FRAME, 0), FADE_SAMPLES)
+        if self.direction == TO_NOISE and start == FADE_SAMPLES:
+            self.counts["silent_hops"] += 1
+            return np.zeros(FRAME, dtype=np.int16)  # upstream: comfort noise alone; LyraGAN does not run
+        audio = generate()
+        if lost:
+            self.counts["estimated_hops"] += 1
+        if self.direction == FROM_NOISE and start == 0:
+            return audio
+        self.counts["faded_hops"] += 1
+        # Upstream's cross-fade weight and its float arithmetic, the comfort noise being silence here.
+        steps = start + self.direction * np.arange(FRAME)
+        weight = ((1 + np.cos(steps * np.pi / FADE_SAMPLES)) / 2).astype(np.float32)
+        return np.trunc(audio.astype(np.float32) * weight).astype(np.int16)
+
+    def facts(self, lost: int) -> dict[str, Any]:
+        return {"by": "codec", "concealment": "Lyra v2's own (upstream lyra_decoder.cc): LyraGAN on zero features "
+                "for 80 ms of a loss, then a 40 ms fade to comfort noise; the arena plays silence in place of "
+                "upstream's comfort noise, whose phases come from an unseeded generator",
+                "lost_packets": lost, **self.counts}
 
 
 ADAPTER = LyraAdapter

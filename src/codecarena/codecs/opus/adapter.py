@@ -18,6 +18,8 @@ from typing import Any
 import av
 import numpy as np
 
+from codecarena.channel.receive import received
+from codecarena.codecs.opus import libopus
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
 
 # FFmpeg's libopus wrapper maps these cutoff frequencies to OPUS_SET_MAX_BANDWIDTH.
@@ -66,9 +68,13 @@ class OpusAdapter(Adapter):
         }
         if self.options["bandwidth"] != "auto":
             opts["cutoff"] = str(_CUTOFF_HZ[str(self.options["bandwidth"])])
+        if int(self.options["fec"]):
+            # Both knobs: libopus spends bits on LBRR only when it also expects loss.
+            opts["fec"] = "1"
+            opts["packet_loss"] = str(self.options["fec"])
         return opts
 
-    def encode(self, audio: np.ndarray) -> Encoded:
+    def _context(self) -> Any:
         ctx = av.CodecContext.create("libopus", "w")
         ctx.sample_rate = self.input_rate
         ctx.layout = "mono"
@@ -77,6 +83,10 @@ class OpusAdapter(Adapter):
         ctx.time_base = fractions.Fraction(1, self.input_rate)
         ctx.options = self._encoder_options()
         ctx.open()
+        return ctx
+
+    def encode(self, audio: np.ndarray) -> Encoded:
+        ctx = self._context()
         step = ctx.frame_size
         # A real-time sender only ever sends whole frames, so the last partial one is zero-padded
         # (as in docs/reference-smoke.md); the decoder restores the exact length.
@@ -110,6 +120,12 @@ class OpusAdapter(Adapter):
         head = payload.side_info.get("opus_head")
         if not isinstance(head, str):
             raise ValueError("payload side info lacks opus_head")
+        got = received(payload, len(stream.packets))
+        if got is not None:
+            frame = round(float(self.options["frame_ms"]) * libopus.RATE / 1000)
+            audio, facts = libopus.decode_received(stream.packets, got.erased, bytes.fromhex(head), frame,
+                                                   fec=int(self.options["fec"]) > 0)
+            return Decoded(audio, libopus.RATE, facts)
         ctx = av.CodecContext.create("libopus", "r")
         # The OpusHead carries the pre-skip; given it, FFmpeg drops the encoder's look-ahead samples.
         ctx.extradata = bytes.fromhex(head)
@@ -125,6 +141,25 @@ class OpusAdapter(Adapter):
         audio = np.concatenate(chunks) if chunks else np.zeros(0)
         return Decoded(audio, rate or 48000)
 
+    # The frame-streaming interface (`codecarena stream`): the same encoder fed one frame at a time, and
+    # libopus's own decoder fed one packet at a time, as a real-time receiver does.
+    @property
+    def stream_frame_samples(self) -> int:
+        return round(float(self.options["frame_ms"]) * self.input_rate / 1000)
+
+    def new_encoder(self) -> "FrameEncoder":
+        return FrameEncoder(self._context(), self.input_rate)
+
+    def new_decoder(self) -> "FrameDecoder":
+        # The pre-skip this configuration's stream header (OpusHead) declares.
+        return FrameDecoder(libopus.pre_skip(bytes(self._context().extradata or b"")))
+
+    def stream_latency_ms(self, encoded: Encoded) -> dict[str, float]:
+        """The algorithmic latency as libopus declares it: one frame plus its look-ahead, which the
+        OpusHead's pre-skip is (OPUS_GET_LOOKAHEAD, in 48 kHz samples)."""
+        skip = libopus.pre_skip(bytes.fromhex(str(encoded.side_info["opus_head"])))
+        return {"frame_ms": float(self.options["frame_ms"]), "lookahead_ms": 1000 * skip / libopus.RATE}
+
     def length_tolerance(self, arena_rate: int) -> int:
         # Up to one padded final frame plus the frame the flush emits.
         frame = float(self.spec.options()["frame_ms"]) / 1000 * arena_rate
@@ -138,6 +173,45 @@ def _frame_to_float(frame: Any) -> np.ndarray:
     if frame.format.name in ("flt", "fltp"):
         return data.reshape(-1).astype(np.float64)
     raise ValueError(f"unexpected Opus decoder sample format {frame.format.name}")
+
+
+class FrameEncoder:
+    """One encoder stream: int16 frames in, one packet each; `flush()` gives the packet of the end."""
+
+    def __init__(self, ctx: Any, rate: int) -> None:
+        self._ctx, self._rate, self._pts = ctx, rate, 0
+
+    def encode_frame(self, samples: np.ndarray) -> bytes:
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = self._rate
+        frame.pts = self._pts
+        self._pts += len(samples)
+        packets = [bytes(p) for p in self._ctx.encode(frame)]
+        if len(packets) != 1:
+            raise ValueError(f"the encoder gave {len(packets)} packets for one frame")
+        return packets[0]
+
+    def flush(self) -> list[bytes]:
+        return [bytes(p) for p in self._ctx.encode(None)]
+
+
+class FrameDecoder:
+    """One libopus decoder stream at 48 kHz: packets in, int16 samples out, the pre-skip dropped as it
+    comes out (so the stream equals the whole-utterance decode)."""
+
+    rate = libopus.RATE
+
+    def __init__(self, pre_skip: int) -> None:
+        self._decoder = libopus.Decoder(complexity=0)
+        self._skip = pre_skip
+
+    def decode_packet(self, packet: bytes) -> np.ndarray:
+        audio = self._decoder.decode(packet, libopus.MAX_FRAME)
+        if audio is None:
+            raise ValueError("libopus rejected a packet")
+        dropped = min(self._skip, len(audio))
+        self._skip -= dropped
+        return to_int16(audio[dropped:])
 
 
 ADAPTER = OpusAdapter

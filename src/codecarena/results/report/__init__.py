@@ -24,6 +24,7 @@ from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import count
 from codecarena.results.report.audio import AudioStats
+from codecarena.results.report.channel import channel_html
 from codecarena.results.report.context import AUTO, Listen, ReportContext, audio_note, listening_heading
 from codecarena.results.report.listening import listening_html
 from codecarena.results.report.markdown import markdown_summary
@@ -97,6 +98,8 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
             lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}{cost_html(ctx, group)}")
         lb_parts.append("</section>")
     sections.append('<h2 id="leaderboard">Leaderboard</h2>' + "".join(lb_parts))
+    channel = channel_html(ctx)
+    sections.append(channel)
     sections.append(comparison_html(ctx))
     listen = []
     for group in board.groups:
@@ -111,7 +114,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     sections.append(f'<h2 id="provenance">Provenance</h2>{provenance_html(board)}')
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     heading = title or "codecarena report"
-    toc = ['<a href="#leaderboard">Leaderboard</a>']
+    toc = ['<a href="#leaderboard">Leaderboard</a>'] + (['<a href="#channel">Channel</a>'] if channel else [])
     if len(board.runs) > 1:
         toc.append('<a href="#comparison">Comparison</a>')
     toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>',

@@ -1,0 +1,74 @@
+"""The harness's channel step of a row: the clean payload the encoder wrote crosses the row's channel,
+and the decoder gets the impaired payload (run directory: `channel/<configuration>/<utterance>.ccap`,
+its trace beside it as `.trace.json`). What the row records of it is `record()`'s dict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from codecarena.channel.impair import Trace, impair_file
+from codecarena.channel.spec import parse_channel
+from codecarena.files import sha256_file
+from codecarena.registry.catalog import FAMILIES
+from codecarena.rundir import RunDir, UnsafePathError
+
+#: The keys of a row's `channel` record (docs/results.md).
+RECORD_KEYS = ("channel", "model", "parameters", "seed", "policy", "concealment", "payload", "payload_sha256",
+               "payload_bytes", "trace", "trace_sha256", "unit", "units", "lost", "lost_fraction", "bits",
+               "flipped_bits", "bit_error_fraction")
+
+
+def paths(run: RunDir, slug: str, utterance: str) -> tuple[Path, Path]:
+    """Where a row's impaired payload and its trace live."""
+    folder = run.path("channel", slug)
+    return run.path("channel", slug, f"{utterance}.ccap"), folder / f"{utterance}.trace.json"
+
+
+def who_conceals(family: str) -> str:
+    """"codec" or "arena", as the family declares; ValueError for a family whose payloads cannot cross a channel."""
+    support = FAMILIES[family].channel
+    if support is None:
+        raise ValueError(f"{family} declares no [channel] support: its payloads cannot cross a channel (families "
+                         f"that can: {', '.join(f for f, d in FAMILIES.items() if d.channel is not None)})")
+    return support.concealment
+
+
+def cross(channel_text: str, family: str, utterance: str, clean: Path, run: RunDir, slug: str) -> tuple[Path, dict]:
+    """Impair the clean payload; the impaired payload's path and the row's record. ChannelError,
+    PayloadError or OSError when it cannot be done."""
+    channel = parse_channel(channel_text)
+    impaired, trace_path = paths(run, slug, utterance)
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    trace = impair_file(clean, impaired, trace_path, channel, utterance)
+    return impaired, record(trace, channel_text, who_conceals(family), run, impaired, trace_path)
+
+
+def record(trace: Trace, channel_text: str, concealment: str, run: RunDir, impaired: Path,
+           trace_path: Path) -> dict[str, Any]:
+    channel = parse_channel(channel_text)
+    return {
+        "channel": channel.canonical, "model": channel.model, "parameters": channel.parameters(),
+        "seed": channel.seed, "policy": channel.policy, "concealment": concealment,
+        "payload": run.relative(impaired), "payload_sha256": sha256_file(impaired),
+        "payload_bytes": impaired.stat().st_size, "trace": run.relative(trace_path),
+        "trace_sha256": sha256_file(trace_path), "unit": trace.unit, "units": trace.units, "lost": len(trace.lost),
+        "lost_fraction": len(trace.lost) / trace.units if trace.units else 0.0, "bits": trace.bits,
+        "flipped_bits": len(trace.flipped),
+        "bit_error_fraction": len(trace.flipped) / trace.bits if trace.bits else 0.0,
+    }
+
+
+def files_verify(channel: dict[str, Any] | None, run: RunDir) -> bool:
+    """A row's impaired payload and trace still hash as it says (True for a row that crossed no channel)."""
+    if channel is None:
+        return True
+    for rel, digest in ((channel.get("payload"), channel.get("payload_sha256")),
+                        (channel.get("trace"), channel.get("trace_sha256"))):
+        try:
+            path = run.resolve(rel)  # type: ignore[arg-type]
+        except UnsafePathError:
+            return False
+        if not path.is_file() or sha256_file(path) != digest:
+            return False
+    return True

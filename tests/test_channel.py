@@ -1,0 +1,322 @@
+"""Channels (docs/channel.md): specs, seeded draws, impaired payloads and their traces, and what each
+decoder does with a loss. Whole runs through the command line are in test_channel_runs.py."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from conftest import SHORT_CLIPS, need_mirror
+from codecarena.channel.impair import impair, impair_file, read_trace, rederive
+from codecarena.channel.models import Draws, flipped_bits, lost_units
+from codecarena.channel.receive import Received, arena_frames, received
+from codecarena.channel.spec import ChannelError, parse_channel
+from codecarena.payload import CodeStream, PacketStream, Payload, decode_payload, encode_payload, read_payload
+from codecarena.payload import write_payload
+from codecarena.registry.catalog import parse_declaration
+from codecarena.registry.strict import RegistryError
+from codecarena.specs import SpecError, parse_configuration
+
+
+@pytest.mark.parametrize("text,canonical", [
+    ("loss=5%", "loss=5%"), ("loss=05.50%", "loss=5.5%"), ("loss=0%", "loss=0%"),
+    ("burst=10%,len=3", "burst=10%,len=3"), ("ber=0.001", "ber=1e-3"), ("ber=1.5E-4", "ber=1.5e-4"),
+    ("loss=5%,seed=0,policy=repeat", "loss=5%"), ("loss=5%,policy=silence,seed=7", "loss=5%,seed=7,policy=silence"),
+])
+def test_a_channel_spec_has_one_canonical_text(text: str, canonical: str) -> None:
+    assert parse_channel(text).canonical == canonical
+
+
+@pytest.mark.parametrize("text,message", [
+    ("loss=5", "needs a percent sign"), ("loss=101%", "above 100%"), ("ber=0.6", "above 0.5"),
+    ("burst=10%", "needs len=B"), ("burst=60%,len=1", "at most len/(len+1)"), ("loss=5%,len=2", "unknown key 'len'"),
+    ("jitter=5ms", "expected one of loss, burst, ber"), ("loss=5%,seed=x", "not a non-negative integer"),
+    ("loss=5%,policy=guess", "not one of repeat, silence"), ("loss=1e1%", "not a number"),
+])
+def test_a_bad_channel_spec_is_one_line_naming_it(text: str, message: str) -> None:
+    with pytest.raises(ChannelError) as err:
+        parse_channel(text)
+    assert message in str(err.value) and text in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_configuration_is_a_codec_spec_and_a_channel() -> None:
+    spec = parse_configuration("opus:12k,fec=10@loss=05%")
+    assert (spec.canonical, spec.bare.canonical, spec.channel) == ("opus:12k,fec=10@loss=5%", "opus:12k,fec=10",
+                                                                   "loss=5%")
+    assert spec.slug == "opus_12k__fec_10@loss_5pct" and spec.bare.slug == "opus_12k__fec_10"
+    with pytest.raises(SpecError, match="opus@loss=5: channel 'loss=5': .* needs a percent sign"):
+        parse_configuration("opus@loss=5")
+
+
+def test_draws_are_sha256_in_counter_mode_as_documented() -> None:
+    # docs/channel.md: key = SHA-256("codecarena channel draws v1" NUL key); block i = SHA-256(key, i as 8
+    # bytes big-endian), cut into four big-endian 64-bit words.
+    key = hashlib.sha256(b"codecarena channel draws v1\0loss,seed=0\0u\0loss").digest()
+    block1 = hashlib.sha256(key + (1).to_bytes(8, "big")).digest()
+    assert Draws("loss,seed=0\0u\0loss")[5] == int.from_bytes(block1[8:16], "big")
+
+
+def test_independent_loss_loses_the_stated_share_and_nests_across_rates() -> None:
+    five, ten = (lost_units(parse_channel(f"loss={r}%"), 40000, "utt") for r in (5, 10))
+    assert abs(len(five) / 40000 - 0.05) < 0.005 and abs(len(ten) / 40000 - 0.10) < 0.006
+    assert set(five) <= set(ten)
+    assert lost_units(parse_channel("loss=10%"), 40000, "utt") == ten  # the same seed: the same losses
+    assert lost_units(parse_channel("loss=10%,seed=1"), 40000, "utt") != ten
+    assert lost_units(parse_channel("loss=10%"), 40000, "other") != ten
+    assert lost_units(parse_channel("loss=0%"), 1000, "utt") == []
+    assert lost_units(parse_channel("loss=100%"), 10, "utt") == list(range(10))
+
+
+def test_a_burst_channel_has_its_stated_loss_rate_and_mean_burst_length() -> None:
+    lost = lost_units(parse_channel("burst=10%,len=3"), 60000, "utt")
+    bursts = 1 + sum(1 for a, b in zip(lost, lost[1:]) if b != a + 1)
+    assert abs(len(lost) / 60000 - 0.10) < 0.012
+    assert abs(len(lost) / bursts - 3) < 0.25
+
+
+def test_bit_errors_flip_the_stated_share_of_bits() -> None:
+    flips = flipped_bits(parse_channel("ber=1e-2"), [240] * 400, "utt")
+    assert abs(len(flips) / 96000 - 0.01) < 0.0015
+    assert all(0 <= unit < 400 and 0 <= bit < 240 for unit, bit in flips)
+    assert lost_units(parse_channel("ber=1e-2"), 400, "utt") == []
+
+
+def _packets_payload() -> Payload:
+    packets = (b"\x00\x01", b"\xff", b"\x10\x20\x30", b"\x01")
+    return Payload(codec="x:1", family="x", config={}, variant="", checkpoint={}, sample_rate=16000,
+                   num_samples=4, channels=1, codec_sample_rate=16000, streams=(PacketStream("p", packets),),
+                   side_info={"keep": 1})
+
+
+def _codes_payload() -> Payload:
+    codes = CodeStream("frames", 12, (4,), np.array([0xABC, 0x123, 0xFFF, 0x001], dtype=np.uint64))
+    return Payload(codec="x:1", family="x", config={}, variant="", checkpoint={}, sample_rate=16000, num_samples=4,
+                   channels=1, codec_sample_rate=8000, streams=(codes,), side_info={})
+
+
+def test_a_lost_packet_is_emptied_and_announced_and_a_flipped_bit_is_not() -> None:
+    from codecarena.channel.impair import apply
+
+    bad = apply(_packets_payload(), parse_channel("loss=50%"), [1, 3], [[2, 0], [2, 23], [0, 15]])
+    assert bad.packet_stream("p").packets == (b"\x00\x00", b"", b"\x90\x20\x31", b"")
+    assert bad.side_info == {"keep": 1, "channel": {"spec": "loss=50%", "erased": [1, 3], "policy": "repeat"}}
+    assert decode_payload(encode_payload(bad)) == bad  # the payload parser accepts it as it is
+
+
+def test_a_lost_frame_code_is_zeroed_and_flips_count_from_the_codes_top_bit() -> None:
+    from codecarena.channel.impair import apply
+
+    bad = apply(_codes_payload(), parse_channel("ber=1e-3"), [2], [[0, 0], [1, 11]])
+    assert bad.code_stream("frames").values.tolist() == [0x2BC, 0x122, 0, 0x001]
+
+
+def test_a_trace_outside_the_payload_is_refused() -> None:
+    from codecarena.channel.impair import apply
+
+    for lost, flipped in (([4], []), ([-1], []), ([], [[0, 16]]), ([], [[-1, 0]])):
+        with pytest.raises(ChannelError, match="outside the 4 units"):
+            apply(_packets_payload(), parse_channel("loss=5%"), lost, flipped)
+
+
+def test_a_payload_the_channel_cannot_act_on_is_refused_in_one_line() -> None:
+    two = Payload(codec="x:1", family="x", config={}, variant="", checkpoint={}, sample_rate=16000, num_samples=4,
+                  channels=1, codec_sample_rate=16000,
+                  streams=(PacketStream("a", (b"1",)), PacketStream("b", (b"2",))), side_info={})
+    with pytest.raises(ChannelError, match="has 2 streams"):
+        impair(two, parse_channel("loss=5%"), "u", "0" * 64)
+
+
+def test_the_impaired_payload_rederives_from_the_clean_one_and_its_trace(tmp_path: Path) -> None:
+    clean = tmp_path / "clean.ccap"
+    write_payload(clean, _packets_payload())
+    channel = parse_channel("loss=50%,seed=3")
+    trace = impair_file(clean, tmp_path / "bad.ccap", tmp_path / "trace.json", channel, "utt")
+    assert read_trace(tmp_path / "trace.json") == trace
+    assert hashlib.sha256((tmp_path / "bad.ccap").read_bytes()).hexdigest() == trace.impaired_payload_sha256
+    assert read_payload(tmp_path / "bad.ccap").side_info["channel"]["erased"] == trace.lost
+    assert rederive(clean, tmp_path / "trace.json", "loss=50%,seed=3", "utt")[1] == []
+    # A trace edited to lose another packet is neither what the channel draws nor the file's.
+    text = (tmp_path / "trace.json").read_text()
+    forged = text.replace('"lost": [', '"lost": [0, ', 1) if 0 not in trace.lost else text.replace(
+        '"lost": [\n  0,', '"lost": [', 1)
+    (tmp_path / "trace.json").write_text(forged)
+    problems = rederive(clean, tmp_path / "trace.json", "loss=50%,seed=3", "utt")[1]
+    assert any("is not what loss=50%,seed=3 draws" in p for p in problems)
+    assert any("is not the impaired payload the trace names" in p for p in problems)
+
+
+def test_received_reads_the_erasures_strictly() -> None:
+    from codecarena.channel.impair import apply
+
+    bad = apply(_packets_payload(), parse_channel("loss=5%,policy=silence"), [3], [])
+    assert received(bad, 4) == Received("loss=5%,policy=silence", frozenset({3}), "silence")
+    assert received(_packets_payload(), 4) is None
+    with pytest.raises(ValueError, match="unit indices below 2"):
+        received(bad, 2)
+
+
+def test_the_arena_repeats_the_last_received_frame_or_plays_silence() -> None:
+    frames = [1, 2, 3, 4, 5]
+
+    def decode(frame: int) -> np.ndarray:
+        return np.full(2, frame, dtype=np.int16)
+
+    out, facts = arena_frames(frames, Received("loss=5%", frozenset({0, 2, 3}), "repeat"), decode, 2)
+    assert np.concatenate(out).tolist() == [0, 0, 2, 2, 2, 2, 2, 2, 5, 5]
+    assert (facts["by"], facts["repeated_frames"], facts["silent_frames"]) == ("arena", 2, 1)
+    out, facts = arena_frames(frames, Received("loss=5%", frozenset({2}), "silence"), decode, 2)
+    assert np.concatenate(out).tolist() == [1, 1, 2, 2, 0, 0, 4, 4, 5, 5]
+
+
+def test_a_declaration_says_who_conceals_and_a_command_line_family_has_no_channel() -> None:
+    base = 'api_version = 1\nname = "x"\ndescription = "d"\nconfigs = ["a"]\ndefault_config = "a"\n'
+    family = parse_declaration(base + '[channel]\nconcealment = "arena"\ndescription = "repeat"\n', "x.toml", "m")
+    assert family.channel is not None and family.channel.concealment == "arena"
+    with pytest.raises(RegistryError, match="x.toml: channel: concealment must be one of codec, arena"):
+        parse_declaration(base + '[channel]\nconcealment = "both"\ndescription = "?"\n', "x.toml", "m")
+    with pytest.raises(RegistryError, match="x.toml: channel is not for a command-line family"):
+        parse_declaration(base.replace('name', 'kind = "command"\nname') + '[channel]\nconcealment = "arena"\n'
+                          'description = "?"\n', "x.toml", "m")
+
+
+class _StubDecoder:
+    """Stands in for Lyra's FrameDecoder: every hop is 1000 (received) or 100 (zero features)."""
+
+    def decode_packet(self, packet: bytes) -> np.ndarray:
+        return np.full(320, 1000, dtype=np.int16)
+
+    def decode_estimate(self) -> np.ndarray:
+        return np.full(320, 100, dtype=np.int16)
+
+
+def test_lyra_conceals_as_upstream_for_80_ms_then_fades_to_silence_in_place_of_comfort_noise() -> None:
+    from codecarena.codecs.lyra.adapter import Concealment
+
+    lyra = Concealment(_StubDecoder())  # type: ignore[arg-type]
+    hops = [lyra.received(b"")] + [lyra.lost() for _ in range(7)] + [lyra.received(b""), lyra.received(b"")]
+    assert [int(h[0]) for h in hops[:5]] == [1000, 100, 100, 100, 100]  # 4 hops = 80 ms on zero features
+    # Hop 6 fades out from weight 1 to (1 + cos(319 pi / 640)) / 2 = 0.50245: 100 -> 50.
+    assert (int(hops[5][0]), int(hops[5][-1])) == (100, 50)
+    # Hop 7: weight 0.5 down to (1 + cos(639 pi / 640)) / 2 = 6.0e-6, truncated like upstream's int16.
+    assert (int(hops[6][0]), int(hops[6][-1])) == (50, 0)
+    assert not hops[7].any()  # pure comfort noise: silence here, and LyraGAN does not run
+    # Packets again: fade in from weight 0 at sample 0 to 0.49755 at 319, then the second half.
+    assert (int(hops[8][0]), int(hops[8][-1]), int(hops[9][0])) == (0, 497, 500)
+    assert lyra.counts == {"estimated_hops": 6, "faded_hops": 4, "silent_hops": 1}
+
+
+def _opus_payload(spec_text: str, clip: Path) -> tuple[object, Payload]:
+    from codecarena.codecs.opus.adapter import OpusAdapter
+    from codecarena.specs import parse_spec
+
+    spec = parse_spec(spec_text)
+    adapter = OpusAdapter(spec)
+    adapter.load()
+    audio, _ = sf.read(clip)
+    encoded = adapter.encode(audio)
+    return adapter, Payload(codec=spec.canonical, family="opus", config=spec.config_dict(), variant="",
+                            checkpoint={}, sample_rate=16000, num_samples=len(audio), channels=1,
+                            codec_sample_rate=16000, streams=encoded.streams, side_info=encoded.side_info)
+
+
+def test_opus_through_libopus_equals_pyav_without_loss_and_conceals_with_plc_or_fec() -> None:
+    adapter, payload = _opus_payload("opus:24k,fec=10", need_mirror() / SHORT_CLIPS[0])
+    clean = adapter.decode(payload)  # type: ignore[attr-defined]
+    none_lost, _ = impair(payload, parse_channel("loss=0%"), "u", "0" * 64)
+    through = adapter.decode(none_lost)  # type: ignore[attr-defined]
+    assert np.array_equal(through.audio, clean.audio) and through.sample_rate == clean.sample_rate
+    assert through.facts["deep_plc_or_osce"] in (True, False) and through.facts["lost_packets"] == 0
+    from codecarena.channel.impair import apply
+
+    # Packets 26 and 27 of this clip carry LBRR data (libopus.has_lbrr), packet 21 does not.
+    lost = apply(payload, parse_channel("loss=5%"), [25], [])
+    with_fec = adapter.decode(lost)  # type: ignore[attr-defined]
+    assert (with_fec.facts["fec_recovered_packets"], with_fec.facts["plc_packets"]) == (1, 0)
+    lost_two = apply(payload, parse_channel("loss=5%"), [20, 25, 26], [])
+    both = adapter.decode(lost_two)  # type: ignore[attr-defined]
+    # 20: its next packet has no FEC data, so libopus's PLC runs; 25: its next packet is lost; 26: recovered.
+    facts = both.facts
+    assert (facts["fec_recovered_packets"], facts["fec_next_packet_without_lbrr"], facts["plc_packets"]) == (1, 1, 1)
+    assert len(with_fec.audio) == len(clean.audio) == len(both.audio)
+    assert not np.array_equal(with_fec.audio, clean.audio)
+
+
+def test_a_version_5_row_still_hashes_to_its_digest() -> None:
+    """Row version 6 added `channel`; a version 5 row was hashed without it and stays intact."""
+    from codecarena.files import sha256_json
+    from codecarena.results.schema import parse_row
+
+    row = parse_row({**_V5_ROW, "row_sha256": None}).to_dict()
+    del row["channel"], row["row_sha256"]
+    assert "channel" not in _V5_ROW
+    parsed = parse_row({**_V5_ROW, "row_sha256": sha256_json(row)})
+    assert parsed.channel is None and parsed.intact
+
+
+def test_a_family_without_channel_support_is_refused_before_any_work(tmp_path: Path) -> None:
+    from conftest import codecarena
+
+    result = codecarena("run", "--codec", "pcm:16", "--channel", "loss=5%", "--out", tmp_path / "run")
+    assert result.returncode == 2 and not (tmp_path / "run").exists()
+    assert result.stderr.strip().splitlines() == [
+        "codecarena: error: pcm:16@loss=5%: pcm declares no [channel] support, so its payloads cannot cross a channel "
+        "(families that can: opus, codec2, lyra)"]
+
+
+_V5_ROW = {
+    "version": 5, "codec": "pcm:16", "family": "pcm", "config": {"config": "16"}, "registry": "pcm", "checkpoint": {},
+    "runtime": {}, "weights": "none", "variant": "", "mode": "cold", "utterance": "u", "language": "en", "speaker": "",
+    "sample_rate": 16000, "num_samples": 16000, "duration_s": 1.0, "reference": "references/u.wav",
+    "reference_sha256": "0" * 64, "reference_resampled_from": None, "reference_conversions": [], "payload": None,
+    "payload_bytes": None, "payload_sha256": None, "representation_bits": None, "representation_bps": None,
+    "payload_bps": None, "decoded": None, "decoded_sha256": None, "replay_sampled": True, "replay_sha256": None,
+    "replay_identical": None, "decoded_samples": None, "trimmed_samples": None, "padded_samples": None,
+    "length_tolerance": None, "finite": None, "silent": None, "clipped_samples": None, "checks_passed": False,
+    "codec_facts": {}, "metrics": {}, "scoring_s": None, "metrics_code_sha256": None, "limits": None, "model": {},
+    "stages": [], "status": "failed", "error": "x",
+}
+
+
+def _points(rates_values: list[tuple[float, float]], name: str) -> list[dict[str, object]]:
+    return [{"rate": rate, "metrics": {name: value}} for rate, value in rates_values]
+
+
+def test_robustness_is_the_interpolated_rate_of_a_drop_of_half_a_point() -> None:
+    from codecarena.results.robustness import crossing
+
+    # PESQ 4.0 clean, 3.8 at 5%, 3.2 at 10%: the drop reaches 0.5 at 5% + (0.5 - 0.2) / (0.8 - 0.2) x 5% = 7.5%.
+    found = crossing(_points([(0.0, 4.0), (0.05, 3.8), (0.10, 3.2)], "pesq_wb"), "pesq_wb")  # type: ignore[arg-type]
+    assert found["clean"] == 4.0 and found["rate"] == pytest.approx(0.075) and found["beyond"] is None
+    # WER is better lower: 0.1 clean, 0.3 at 10%, 0.7 at 20% -> a rise of 0.5 at 10% + 0.3 / 0.4 x 10% = 17.5%.
+    found = crossing(_points([(0.0, 0.1), (0.1, 0.3), (0.2, 0.7)], "wer"), "wer")  # type: ignore[arg-type]
+    assert found["rate"] == pytest.approx(0.175)
+    found = crossing(_points([(0.0, 4.0), (0.2, 3.9)], "pesq_wb"), "pesq_wb")  # type: ignore[arg-type]
+    assert (found["rate"], found["beyond"]) == (None, 0.2)
+    found = crossing(_points([(0.05, 3.0), (0.2, 1.9)], "pesq_wb"), "pesq_wb")  # type: ignore[arg-type]
+    assert found == {"clean": None, "rate": None, "beyond": None}  # no clean channel: no robustness
+
+
+def test_opus_streams_frame_by_frame_like_its_whole_decode_and_declares_its_latency(tmp_path: Path) -> None:
+    import json
+
+    from conftest import codecarena
+
+    clip = need_mirror() / SHORT_CLIPS[0]
+    result = codecarena("stream", "opus:12k", "--input", clip, "--json", tmp_path / "stream.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (facts,) = json.loads((tmp_path / "stream.json").read_text())["results"]
+    assert facts["packets_identical"] and facts["audio_identical"]
+    # One 20 ms frame plus libopus's look-ahead of 312 samples at 48 kHz (the OpusHead's pre-skip).
+    assert facts["declared_latency_ms"] == {"frame_ms": 20.0, "lookahead_ms": 6.5, "total_ms": 26.5}
+    assert 0 < facts["first_packet_to_first_sample_ms"] < 1000
+
+
+def test_compare_pairs_configurations_named_with_their_channels() -> None:
+    from codecarena.results.compare import parse_pairs
+
+    pairs = parse_pairs("opus:12k@loss=05%=opus:12k,fec=10@loss=5%", ["opus:12k@loss=5%"], ["opus:12k,fec=10@loss=5%"])
+    assert pairs == [("opus:12k@loss=5%", "opus:12k,fec=10@loss=5%")]
