@@ -114,6 +114,11 @@ def test_load_refuses_a_synthetic_checkpoint_that_does_not_match_the_architectur
         Extra(parse_spec(SPEC), "synthetic").load()
 
 
+def test_a_torch_family_without_a_threads_option_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^pcm: a torch family declares an int option `threads` in its codec.toml$"):
+        TinyAdapter(parse_spec("pcm"), "synthetic").load()
+
+
 def test_load_takes_real_weights_from_the_registry_pin_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     buffer = io.BytesIO()
     torch.save(seeded_state(5), buffer)
