@@ -73,7 +73,7 @@ def test_the_loader_is_strict_and_the_config_pinned(fish_env: dict[str, str], tm
 import torch
 from pathlib import Path
 from unittest import mock
-from codecarena.codecs import fish_dac
+from codecarena.codecs.fish_dac import adapter as fish_dac
 from codecarena.codecs.torch_weights import Weights, weights_only_load
 state = fish_dac.build_model().state_dict()
 path = Path({str(tmp_path / 'codec.pth')!r})

@@ -146,10 +146,10 @@ def test_torch_synthetic_weights_are_read_once_and_identified_by_the_bytes_parse
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     state = {"layer.weight": torch.arange(6.0).reshape(2, 3)}
-    torch_weights.checkpoint_weights("encodec", "synthetic:7", "tiny", lambda seed: state)  # generates the file
+    torch_weights.synthetic_file_weights("encodec", "tiny", 7, lambda seed: state)  # generates the file
     path = tmp_path / "cache" / "codecarena" / "models" / "synthetic" / "encodec" / "tiny-seed7.pt"
     opened = opens_under(tmp_path / "cache", monkeypatch)
-    weights = torch_weights.checkpoint_weights("encodec", "synthetic:7", "tiny", lambda seed: state)
+    weights = torch_weights.synthetic_file_weights("encodec", "tiny", 7, lambda seed: state)
     assert opened == Counter({path.name: 1})
     assert weights.identity["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert torch.equal(weights.state["layer.weight"], state["layer.weight"])
@@ -164,11 +164,11 @@ def test_torch_real_weights_are_read_once_verified_and_refused_when_tampered(
                         lambda registry_id: dataclasses.replace(load_entry(registry_id), checkpoint=checkpoint))
     monkeypatch.setenv("CODECARENA_MODELS", str(tmp_path))
     opened = opens_under(tmp_path, monkeypatch)
-    weights = torch_weights.checkpoint_weights("encodec", "real", "unused", lambda seed: {})
+    weights = torch_weights.pinned_file_weights("encodec", "real", "unused")
     assert opened == Counter({"model.pt": 1})
     assert torch.equal(weights.state["layer.weight"], torch.ones(3))
     assert weights.identity == checkpoint.identity("encodec")
     data = buffer.getvalue()
     (tmp_path / "ckpt" / "model.pt").write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
     with pytest.raises(checkpoints.CheckpointError, match="model.pt: sha256 mismatch"):
-        torch_weights.checkpoint_weights("encodec", "real", "unused", lambda seed: {})
+        torch_weights.pinned_file_weights("encodec", "real", "unused")

@@ -121,19 +121,16 @@ def synthetic_checkpoint(registry_id: str, name: str, seed: int, build: Callable
     return path
 
 
-def checkpoint_weights(registry_id: str, weights: str, name: str, build: Callable[[int], dict[str, Any]],
-                       config: str = "") -> Weights:
-    """The checkpoint a torch family loads, parsed weights-only, with the identity its payloads record:
-    the cached synthetic file for `synthetic:SEED`, else the registry's pinned file of codec
-    configuration `config` (one file), verified on the bytes parsed (refused while the registry pins
-    none completely)."""
-    from codecarena.codecs.base import parse_weights
+def synthetic_file_weights(registry_id: str, name: str, seed: int, build: Callable[[int], Any]) -> Weights:
+    """The cached synthetic checkpoint `<name>-seed<seed>.pt` (`build(seed)` saved once, seeded by
+    `build`), parsed weights-only, with the identity its payloads record."""
+    path = synthetic_checkpoint(registry_id, name, seed, lambda: build(seed))
+    return read_synthetic(registry_id, path, seed)
 
-    kind, seed = parse_weights(weights)
-    if kind == "synthetic":
-        assert seed is not None
-        path = synthetic_checkpoint(registry_id, name, seed, lambda: build(seed))
-        return synthetic_weights(registry_id, path, seed)
+
+def pinned_file_weights(registry_id: str, kind: str, config: str) -> Weights:
+    """The registry's (`real`) or the user's (`user`) pinned file of codec configuration `config` (one
+    file), parsed weights-only from the bytes verified (refused while the registry pins none completely)."""
     folder, files, identity = pinned_files(registry_id, kind, config)
     if len(files) != 1:
         raise ValueError(f"{registry_id} ({kind} weights) pins {len(files)} files for configuration {config!r}; "
@@ -167,7 +164,8 @@ def pinned_files(registry_id: str, kind: str, config: str) -> tuple[Path, dict[s
     return folder, files, checkpoint.identity(registry_id)
 
 
-def synthetic_weights(registry_id: str, path: Path, seed: int) -> Weights:
+def read_synthetic(registry_id: str, path: Path, seed: int) -> Weights:
+    """A cached synthetic checkpoint file, read once: parsed weights-only, identified by those bytes."""
     data = path.read_bytes()
     return Weights(path, weights_only_load(path, data), synthetic_identity(registry_id, path, data, seed))
 

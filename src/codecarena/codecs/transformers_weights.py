@@ -22,7 +22,6 @@ import torch
 from transformers.utils import logging as transformers_logging
 
 from codecarena.checkpoints import cache_dir
-from codecarena.codecs.base import parse_weights
 from codecarena.codecs.torch_weights import Weights, generate_once, pinned_files, state_mismatch, synthetic_identity
 
 WEIGHTS_FILE = "model.safetensors"
@@ -111,15 +110,15 @@ def synthetic_folder(registry_id: str, name: str, seed: int, build: Callable[[in
     return folder
 
 
-def folder_weights(registry_id: str, weights: str, config: str, synthetic: Callable[[int], Path]) -> Weights:
-    """The weights file parsed from the bytes its identity hashes: the synthetic folder's, or the
-    registry's (or the user's) pinned one verified on those bytes."""
-    kind, seed = parse_weights(weights)
-    if kind == "synthetic":
-        assert seed is not None
-        path = synthetic(seed) / WEIGHTS_FILE
-        data = path.read_bytes()
-        return safetensors_weights(path, data, synthetic_identity(registry_id, path, data, seed))
+def synthetic_safetensors(registry_id: str, folder: Path, seed: int) -> Weights:
+    """The weights file of a synthetic folder (`synthetic_folder`), parsed from the bytes its identity hashes."""
+    path = folder / WEIGHTS_FILE
+    data = path.read_bytes()
+    return safetensors_weights(path, data, synthetic_identity(registry_id, path, data, seed))
+
+
+def pinned_safetensors(registry_id: str, kind: str, config: str) -> Weights:
+    """The registry's (`real`) or the user's (`user`) pinned weights file, parsed from the bytes verified."""
     folder, files, identity = pinned_files(registry_id, kind, config)
     if WEIGHTS_FILE not in files:
         raise ValueError(f"{registry_id} ({kind} weights) pins no {WEIGHTS_FILE}")

@@ -22,15 +22,9 @@ import numpy as np
 import torch
 from bigcodec.modules import CodecDecoder, CodecEncoder
 
-from codecarena.plugin import Decoded, Encoded, Payload, parse_weights
-from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import (
-    Weights,
-    checkpoint_weights,
-    shapes_of,
-    state_mismatch,
-    training_audio,
-)
+from codecarena.plugin import Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
+from codecarena.codecs.torch_weights import shapes_of, state_mismatch
 
 REGISTRY_ID = "bigcodec"
 RATE = 16000
@@ -106,15 +100,17 @@ def upstream_padding(samples: int) -> int:
 class BigCodecAdapter(TorchAdapter):
     input_rate = RATE
 
-    def load(self) -> dict[str, Any]:
-        torch.set_num_threads(int(self.spec.options()["threads"]))
-        kind, _ = parse_weights(self.weights)
-        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"bigcodec-v{SYNTHETIC_VERSION}",
-                                     synthetic_checkpoint_dict, self.spec.config)
-        self.model = load_checkpoint(weights)
-        return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(),
-                "frame_rate_hz": RATE / HOP, "quantizers": 1, "bits_per_code": BITS,
-                "torch": torch.__version__, "threads": torch.get_num_threads()}
+    registry_id = REGISTRY_ID
+    synthetic_name = f"bigcodec-v{SYNTHETIC_VERSION}"
+
+    def synthetic_state(self, seed: int) -> dict[str, Any]:
+        return synthetic_checkpoint_dict(seed)
+
+    def load_model(self, weights: Weights) -> BigCodecModel:
+        return load_checkpoint(weights)
+
+    def after_load(self) -> dict[str, Any]:
+        return {"frame_rate_hz": RATE / HOP, "quantizers": 1, "bits_per_code": BITS}
 
     def side_modules(self) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
         # The decoder module holds the quantizer, which the encoder side needs for its lookup.

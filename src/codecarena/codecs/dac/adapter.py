@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from dac import DAC
 
-from codecarena.plugin import Decoded, Encoded, Payload, parse_weights
-from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, checkpoint_weights, shapes_of, state_mismatch, training_audio
+from codecarena.plugin import Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
+from codecarena.codecs.torch_weights import shapes_of, state_mismatch
 
 REGISTRY_ID = "dac"
 # Model hyper-parameters from the upstream repository's `conf/final/{16,24,44}khz.yml`
@@ -57,8 +57,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
               "n_codebooks": 9},
 }
 BITS = 10  # log2(codebook_size)
-# Part of the synthetic checkpoint's name: bump it whenever synthetic_state changes, so a cached
-# file made by older code is never mistaken for the current generator's output.
+# Part of the synthetic checkpoint's name: bump it whenever synthetic_checkpoint_dict changes, so a
+# cached file made by older code is never mistaken for the current generator's output.
 SYNTHETIC_VERSION = 1
 
 
@@ -124,27 +124,29 @@ def load_checkpoint(weights: Weights, config: dict[str, Any] = CONFIG_16KHZ) -> 
 
 
 class DacAdapter(TorchAdapter):
+    registry_id = REGISTRY_ID
+
     def __init__(self, spec: Any, weights: str = "real") -> None:
         super().__init__(spec, weights)
         self.config = CONFIGS[spec.config]
         self.input_rate = self.config["sample_rate"]
         self.hop = hop(self.config)
+        self.synthetic_name = f"dac_{spec.config}-v{SYNTHETIC_VERSION}"
 
-    def load(self) -> dict[str, Any]:
-        options = self.spec.options()
-        torch.set_num_threads(int(options["threads"]))
+    def configure(self, options: dict[str, Any]) -> None:
         self.quantizers = int(options["n_quantizers"])
         if not 1 <= self.quantizers <= self.config["n_codebooks"]:
             raise ValueError(f"n_quantizers must be 1..{self.config['n_codebooks']} for {self.spec.config}, "
                              f"got {self.quantizers}")
-        kind, _ = parse_weights(self.weights)
-        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"dac_{self.spec.config}-v{SYNTHETIC_VERSION}",
-                                     lambda seed: synthetic_checkpoint_dict(seed, self.config), self.spec.config)
-        self.model = load_checkpoint(weights, self.config)
-        return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(),
-                "frame_rate_hz": self.input_rate / self.hop,
-                "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
-                "threads": torch.get_num_threads()}
+
+    def synthetic_state(self, seed: int) -> dict[str, Any]:
+        return synthetic_checkpoint_dict(seed, self.config)
+
+    def load_model(self, weights: Weights) -> DAC:
+        return load_checkpoint(weights, self.config)
+
+    def after_load(self) -> dict[str, Any]:
+        return {"frame_rate_hz": self.input_rate / self.hop, "quantizers": self.quantizers, "bits_per_code": BITS}
 
     def encode(self, audio: np.ndarray) -> Encoded:
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]

@@ -16,17 +16,16 @@ import numpy as np
 import torch
 from encodec import EncodecModel
 
-from codecarena.plugin import Decoded, Encoded, Payload, parse_weights
-from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import checkpoint_weights, load_strict, training_audio
+from codecarena.plugin import Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, rvq_codes, rvq_encoded, training_audio
 
 REGISTRY_ID = "encodec"
 RATE = 24000
 HOP = 320  # 24000 / 75
 BITS = 10
 BANDWIDTHS = {"1.5k": 1.5, "3k": 3.0, "6k": 6.0, "12k": 12.0, "24k": 24.0}
-# Part of the synthetic checkpoint's name: bump it whenever synthetic_state changes, so a cached
-# file made by older code is never mistaken for the current generator's output.
+# Part of the synthetic checkpoint's name: bump it whenever synthetic_checkpoint_dict changes, so a
+# cached file made by older code is never mistaken for the current generator's output.
 SYNTHETIC_VERSION = 1
 
 
@@ -36,7 +35,7 @@ def build_model() -> EncodecModel:
     return model.eval()
 
 
-def synthetic_state(seed: int) -> dict[str, Any]:
+def synthetic_checkpoint_dict(seed: int) -> dict[str, Any]:
     """Seeded random weights whose codebooks are k-means-style draws of the encoder's own latents of
     real speech (the smoke set), layer by layer on the residual: with plain random init every frame
     picks the same code, and packing or replay tests would prove nothing."""
@@ -60,22 +59,20 @@ def synthetic_state(seed: int) -> dict[str, Any]:
 class EncodecAdapter(TorchAdapter):
     input_rate = RATE
 
-    def load(self) -> dict[str, Any]:
-        torch.set_num_threads(int(self.spec.options()["threads"]))
-        kind, _ = parse_weights(self.weights)
-        # Parsed before the model is built: the file's bytes are dropped first, which keeps the peak
-        # memory at two copies of the weights (parsed tensors and model).
-        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"encodec_24khz-v{SYNTHETIC_VERSION}", synthetic_state,
-                                     self.spec.config)
-        self.model = build_model()
-        load_strict(self.model, weights)
+    registry_id = REGISTRY_ID
+    synthetic_name = f"encodec_24khz-v{SYNTHETIC_VERSION}"
+
+    def synthetic_state(self, seed: int) -> dict[str, Any]:
+        return synthetic_checkpoint_dict(seed)
+
+    def build_model(self) -> EncodecModel:
+        return build_model()
+
+    def after_load(self) -> dict[str, Any]:
         self.model.set_target_bandwidth(BANDWIDTHS[self.spec.config])
         self.quantizers = self.model.quantizer.get_num_quantizers_for_bandwidth(
             self.model.frame_rate, BANDWIDTHS[self.spec.config])
-        return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(),
-                "frame_rate_hz": self.model.frame_rate,
-                "quantizers": self.quantizers, "bits_per_code": BITS, "torch": torch.__version__,
-                "threads": torch.get_num_threads()}
+        return {"frame_rate_hz": self.model.frame_rate, "quantizers": self.quantizers, "bits_per_code": BITS}
 
     def encode(self, audio: np.ndarray) -> Encoded:
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]

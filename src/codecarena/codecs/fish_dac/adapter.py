@@ -32,10 +32,10 @@ from fish_speech.models.dac import modded_dac
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from codecarena.plugin import CodeStream, Decoded, Encoded, Payload, parse_weights
+from codecarena.plugin import CodeStream, Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, Weights, training_audio
 from codecarena.codecs.dac.adapter import draw_codebooks
-from codecarena.codecs.torch_adapter import TorchAdapter
-from codecarena.codecs.torch_weights import Weights, checkpoint_weights, shapes_of, state_mismatch, training_audio
+from codecarena.codecs.torch_weights import shapes_of, state_mismatch
 
 REGISTRY_ID = "fish_s2_codec"
 CONFIG_NAME = "modded_dac_vq"
@@ -101,20 +101,24 @@ def load_checkpoint(weights: Weights) -> torch.nn.Module:
 class FishDacAdapter(TorchAdapter):
     input_rate = RATE
 
-    def load(self) -> dict[str, Any]:
-        options = self.spec.options()
-        torch.set_num_threads(int(options["threads"]))
+    registry_id = REGISTRY_ID
+    synthetic_name = f"fish_dac_44khz-v{SYNTHETIC_VERSION}"
+
+    def configure(self, options: dict[str, Any]) -> None:
         self.quantizers = int(options["n_quantizers"])
         if not 1 <= self.quantizers <= RESIDUAL_CODEBOOKS:
             raise ValueError(f"n_quantizers must be 1..{RESIDUAL_CODEBOOKS}, got {self.quantizers}")
-        kind, _ = parse_weights(self.weights)
-        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"fish_dac_44khz-v{SYNTHETIC_VERSION}",
-                                     synthetic_checkpoint_dict, self.spec.config)
-        self.model = load_checkpoint(weights)
-        return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(),
-                "frame_rate_hz": RATE / FRAME, "quantizers": self.quantizers,
+
+    def synthetic_state(self, seed: int) -> dict[str, Any]:
+        return synthetic_checkpoint_dict(seed)
+
+    def load_model(self, weights: Weights) -> torch.nn.Module:
+        return load_checkpoint(weights)
+
+    def after_load(self) -> dict[str, Any]:
+        return {"frame_rate_hz": RATE / FRAME, "quantizers": self.quantizers,
                 "bits_per_frame": SEMANTIC_BITS + RESIDUAL_BITS * self.quantizers, "config": CONFIG_NAME,
-                "config_sha256": CONFIG_SHA256, "torch": torch.__version__, "threads": torch.get_num_threads(),
+                "config_sha256": CONFIG_SHA256,
                 "snake1d_modules": sum(type(m).__name__ == "Snake1d" for m in self.model.modules())}
 
     def encode(self, audio: np.ndarray) -> Encoded:

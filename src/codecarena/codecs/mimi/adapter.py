@@ -22,10 +22,14 @@ import numpy as np
 import torch
 from transformers import MimiConfig, MimiModel
 
-from codecarena.plugin import Decoded, Encoded, Payload, parse_weights
-from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, training_audio
-from codecarena.codecs.transformers_weights import folder_weights, load_pretrained, synthetic_folder
+from codecarena.plugin import Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
+from codecarena.codecs.transformers_weights import (
+    load_pretrained,
+    pinned_safetensors,
+    synthetic_folder,
+    synthetic_safetensors,
+)
 
 REGISTRY_ID = "mimi"
 RATE = 24000
@@ -108,24 +112,28 @@ def synthetic_dir(seed: int) -> Path:
     return synthetic_folder(REGISTRY_ID, f"mimi-v{SYNTHETIC_VERSION}", seed, synthetic_model)
 
 
-def checkpoint_weights(weights: str, config: str) -> Weights:
-    return folder_weights(REGISTRY_ID, weights, config, synthetic_dir)
-
-
 class MimiAdapter(TorchAdapter):
     input_rate = RATE
 
-    def load(self) -> dict[str, Any]:
-        torch.set_num_threads(int(self.spec.options()["threads"]))
-        kind, _ = parse_weights(self.weights)
+    registry_id = REGISTRY_ID
+
+    def configure(self, options: dict[str, Any]) -> None:
         self.quantizers = int(self.spec.config)
-        weights = checkpoint_weights(self.weights, self.spec.config)
-        self.model = load_model(weights)
+
+    def synthetic_weights(self, seed: int) -> Weights:
+        return synthetic_safetensors(REGISTRY_ID, synthetic_dir(seed), seed)
+
+    def pinned_weights(self, kind: str) -> Weights:
+        return pinned_safetensors(REGISTRY_ID, kind, self.spec.config)
+
+    def load_model(self, weights: Weights) -> MimiModel:
+        return load_model(weights)
+
+    def after_load(self) -> dict[str, Any]:
         config = self.model.config
         self.frame_size = int(RATE / config.frame_rate)
-        return {"weights": kind, "checkpoint": weights.identity, "config": json.loads(json.dumps(CONFIG)),
-                **self.side_facts(), "frame_rate_hz": float(config.frame_rate), "quantizers": self.quantizers,
-                "bits_per_code": BITS, "torch": torch.__version__, "threads": torch.get_num_threads(),
+        return {"config": json.loads(json.dumps(CONFIG)), "frame_rate_hz": float(config.frame_rate),
+                "quantizers": self.quantizers, "bits_per_code": BITS,
                 "attention": str(config._attn_implementation)}
 
     def encode(self, audio: np.ndarray) -> Encoded:

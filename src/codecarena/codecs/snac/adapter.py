@@ -26,18 +26,9 @@ import torch
 from snac import SNAC
 
 from codecarena.checkpoints import cache_dir
-from codecarena.plugin import CodeStream, Decoded, Encoded, Payload, parse_weights
-from codecarena.codecs.torch_adapter import TorchAdapter
-from codecarena.codecs.torch_weights import (
-    Weights,
-    generate_once,
-    load_strict,
-    pinned_files,
-    save_deterministic,
-    synthetic_weights,
-    training_audio,
-    weights_only_load,
-)
+from codecarena.plugin import CodeStream, Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, Weights, training_audio, weights_only_load
+from codecarena.codecs.torch_weights import generate_once, pinned_files, read_synthetic, save_deterministic
 
 REGISTRY_ID = "snac"
 CONFIG_24KHZ = {
@@ -85,48 +76,44 @@ def draw_codebooks(model: SNAC, seed: int) -> None:
             residual = residual - quantized
 
 
-def pinned_weights(kind: str) -> Weights:
-    """The registry's (`real`) or the user's (`user`) pinned checkpoint, config.json and
-    pytorch_model.bin, verified on the bytes parsed; its config must be the 24 kHz architecture this
-    adapter builds."""
-    folder, files, identity = pinned_files(REGISTRY_ID, kind, "24khz")
-    if set(files) != {"config.json", "pytorch_model.bin"}:
-        raise ValueError(f"{REGISTRY_ID} ({kind} weights) must pin config.json and pytorch_model.bin, "
-                         f"pins {sorted(files)}")
-    try:
-        config = json.loads(files["config.json"])
-    except ValueError:
-        config = None
-    if config != CONFIG_24KHZ:
-        raise ValueError(f"{folder / 'config.json'}: not the 24 kHz SNAC configuration this adapter builds "
-                         f"({CONFIG_24KHZ}); refusing to load")
-    path = folder / "pytorch_model.bin"
-    return Weights(path, weights_only_load(path, files["pytorch_model.bin"]), identity)
-
-
 class SnacAdapter(TorchAdapter):
     input_rate = RATE
 
-    def load(self) -> dict[str, Any]:
-        options = self.spec.options()
-        torch.set_num_threads(int(options["threads"]))
+    registry_id = REGISTRY_ID
+
+    def configure(self, options: dict[str, Any]) -> None:
         self.noise_seed = int(options["noise_seed"])
-        kind, seed = parse_weights(self.weights)
-        if kind == "synthetic":
-            assert seed is not None
-            weights = synthetic_weights(REGISTRY_ID, synthetic_dir(seed) / "pytorch_model.bin", seed)
-        else:
-            weights = pinned_weights(kind)
-        self.model = SNAC(**CONFIG_24KHZ)
-        load_strict(self.model, weights)
-        self.model.eval()
+
+    def synthetic_weights(self, seed: int) -> Weights:
+        return read_synthetic(REGISTRY_ID, synthetic_dir(seed) / "pytorch_model.bin", seed)
+
+    def pinned_weights(self, kind: str) -> Weights:
+        """The registry's (`real`) or the user's (`user`) pinned checkpoint, config.json and
+        pytorch_model.bin, verified on the bytes parsed; its config must be the 24 kHz architecture this
+        adapter builds."""
+        folder, files, identity = pinned_files(REGISTRY_ID, kind, "24khz")
+        if set(files) != {"config.json", "pytorch_model.bin"}:
+            raise ValueError(f"{REGISTRY_ID} ({kind} weights) must pin config.json and pytorch_model.bin, "
+                             f"pins {sorted(files)}")
+        try:
+            config = json.loads(files["config.json"])
+        except ValueError:
+            config = None
+        if config != CONFIG_24KHZ:
+            raise ValueError(f"{folder / 'config.json'}: not the 24 kHz SNAC configuration this adapter builds "
+                             f"({CONFIG_24KHZ}); refusing to load")
+        path = folder / "pytorch_model.bin"
+        return Weights(path, weights_only_load(path, files["pytorch_model.bin"]), identity)
+
+    def build_model(self) -> SNAC:
+        return SNAC(**CONFIG_24KHZ)
+
+    def after_load(self) -> dict[str, Any]:
         self.hop = int(self.model.hop_length)  # a numpy integer in snac 1.2.1
         self.pad_to = self.hop * int(self.model.vq_strides[0])
-        return {"weights": kind, "checkpoint": weights.identity, "config": CONFIG_24KHZ,
-                **self.side_facts(), "hop_length": self.hop,
+        return {"config": CONFIG_24KHZ, "hop_length": self.hop,
                 "scales_hz": [RATE / self.hop / int(s) for s in self.model.vq_strides],
-                "bits_per_code": BITS, "noise_seed": self.noise_seed, "torch": torch.__version__,
-                "threads": torch.get_num_threads()}
+                "bits_per_code": BITS, "noise_seed": self.noise_seed}
 
     def encode(self, audio: np.ndarray) -> Encoded:
         x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]

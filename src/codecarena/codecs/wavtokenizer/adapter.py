@@ -26,9 +26,8 @@ import numpy as np
 import torch
 from transformers import WavTokenizerConfig, WavTokenizerModel
 
-from codecarena.plugin import Decoded, Encoded, Payload, parse_weights
-from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights, checkpoint_weights, training_audio
+from codecarena.plugin import Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
 from codecarena.codecs.transformers_weights import load_pretrained
 
 REGISTRY_ID = "wavtokenizer_large_speech_75"
@@ -122,15 +121,18 @@ def synthetic_checkpoint_dict(seed: int) -> dict[str, Any]:
 class WavTokenizerAdapter(TorchAdapter):
     input_rate = RATE
 
-    def load(self) -> dict[str, Any]:
-        torch.set_num_threads(int(self.spec.options()["threads"]))
-        kind, _ = parse_weights(self.weights)
-        weights = checkpoint_weights(REGISTRY_ID, self.weights, f"wavtokenizer_large_speech_75-v{SYNTHETIC_VERSION}",
-                                     synthetic_checkpoint_dict, self.spec.config)
-        self.model = load_checkpoint(weights)
-        return {"weights": kind, "checkpoint": weights.identity, **self.side_facts(), "frame_rate_hz": RATE / HOP,
-                "quantizers": 1, "bits_per_code": BITS, "upsampling_ratios": list(RATIOS),
-                "torch": torch.__version__, "threads": torch.get_num_threads()}
+    registry_id = REGISTRY_ID
+    synthetic_name = f"wavtokenizer_large_speech_75-v{SYNTHETIC_VERSION}"
+
+    def synthetic_state(self, seed: int) -> dict[str, Any]:
+        return synthetic_checkpoint_dict(seed)
+
+    def load_model(self, weights: Weights) -> WavTokenizerModel:
+        return load_checkpoint(weights)
+
+    def after_load(self) -> dict[str, Any]:
+        return {"frame_rate_hz": RATE / HOP, "quantizers": 1, "bits_per_code": BITS,
+                "upsampling_ratios": list(RATIOS)}
 
     def side_modules(self) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
         # encoder_model holds the codebook, which the decoder side looks its codes up in.

@@ -27,10 +27,14 @@ import numpy as np
 import torch
 from transformers import Xcodec2Config, Xcodec2FeatureExtractor, Xcodec2Model
 
-from codecarena.plugin import Decoded, Encoded, Payload, parse_weights
-from codecarena.codecs.torch_adapter import TorchAdapter, rvq_codes, rvq_encoded
-from codecarena.codecs.torch_weights import Weights
-from codecarena.codecs.transformers_weights import folder_weights, load_pretrained, synthetic_folder
+from codecarena.plugin import Decoded, Encoded, Payload
+from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded
+from codecarena.codecs.transformers_weights import (
+    load_pretrained,
+    pinned_safetensors,
+    synthetic_folder,
+    synthetic_safetensors,
+)
 
 REGISTRY_ID = "xcodec2"
 RATE = 16000
@@ -76,19 +80,24 @@ def synthetic_dir(seed: int) -> Path:
 class Xcodec2Adapter(TorchAdapter):
     input_rate = RATE
 
-    def load(self) -> dict[str, Any]:
-        torch.set_num_threads(int(self.spec.options()["threads"]))
-        kind, _ = parse_weights(self.weights)
-        weights = folder_weights(REGISTRY_ID, self.weights, self.spec.config, synthetic_dir)
-        self.model = load_model(weights)
+    registry_id = REGISTRY_ID
+
+    def synthetic_weights(self, seed: int) -> Weights:
+        return synthetic_safetensors(REGISTRY_ID, synthetic_dir(seed), seed)
+
+    def pinned_weights(self, kind: str) -> Weights:
+        return pinned_safetensors(REGISTRY_ID, kind, self.spec.config)
+
+    def load_model(self, weights: Weights) -> Xcodec2Model:
+        return load_model(weights)
+
+    def after_load(self) -> dict[str, Any]:
         self.features = Xcodec2FeatureExtractor(sampling_rate=RATE, hop_length=HOP)
         levels = [int(v) for v in self.model.config.quantization_levels]
         if math.prod(levels) != 2 ** BITS:
             raise ValueError(f"FSQ levels {levels} do not make {2 ** BITS} codes")
-        return {"weights": kind, "checkpoint": weights.identity, "config_sha256": config_sha256(),
-                **self.side_facts(), "frame_rate_hz": RATE / HOP, "quantizers": 1, "bits_per_code": BITS,
-                "fsq_levels": levels, "torch": torch.__version__, "threads": torch.get_num_threads(),
-                "attention": str(self.model.config._attn_implementation)}
+        return {"config_sha256": config_sha256(), "frame_rate_hz": RATE / HOP, "quantizers": 1,
+                "bits_per_code": BITS, "fsq_levels": levels, "attention": str(self.model.config._attn_implementation)}
 
     def side_modules(self) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
         # The quantizer's projections serve both sides: project_in encodes, project_out decodes.
