@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codecarena.results import ledger_view
 from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, metric_ci_cell, weights_label
 from codecarena.results.leaderboard import (
     BY_CHOICES,
@@ -46,7 +47,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                         help="table: rank by a metric output's mean in its declared direction (best first), or "
                              f"{SORT_BY_RATE} (representation bitrate, lowest first; the default)")
     parser.add_argument("--columns", metavar="NAME,...",
-                        help="table: exactly these columns (metric outputs, kbps, payload_kbps, n, rtf_warm, "
+                        help="table: exactly these columns (metric outputs, kbps, payload_kbps, claimed_kbps, "
+                             "achievable_kbps, n, rtf_warm, "
                              "rtf_cold, peak_rss, dec_model, replay, checks, run, weights, variant) or groups "
                              f"({', '.join(COLUMN_GROUPS)}); the codec is always shown")
     parser.add_argument("--by", choices=BY_CHOICES,
@@ -111,6 +113,12 @@ def all_columns(board: Leaderboard) -> list[Column]:
         Column("n", "n", lambda e: str(e["rows_ok"]), "id"),
         Column("kbps", "repr\nkbps", lambda e: fmt_kbps(e["representation_bps"]), "rate"),
         Column("payload_kbps", "payload\nkbps", lambda e: fmt_kbps(e["payload_bps"]), "rate"),
+        # From the run's bitrate ledger (summary.json, derived from the payloads): the claim and what a
+        # lossless coder reaches over the run.
+        Column("claimed_kbps", "claimed\nkbps", lambda e: ledger_view.claimed(e["ledger"]) if e.get("ledger") else "-",
+               "rate"),
+        Column("achievable_kbps", "achievable\nkbps",
+               lambda e: fmt_kbps(e["ledger"]["achievable_bps"]) if e.get("ledger") else "-", "rate"),
         *[metric_column(n) for n in board.metric_names],
         Column("rtf_warm", "RTF warm\nenc/dec", lambda e: _rtf(e, "warm", 4), "cost"),
         Column("rtf_cold", "RTF cold\nenc/dec", lambda e: _rtf(e, "cold", 3), "cost"),
@@ -151,7 +159,7 @@ def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
 
 
 # When the terminal is too narrow, columns are hidden in this order (first hidden first).
-_HIDE_FIRST = ("dec_model", "rtf_cold", "peak_rss", "payload_kbps", "replay", "rtf_warm", "checks")
+_HIDE_FIRST = ("claimed_kbps", "achievable_kbps", "dec_model", "rtf_cold", "peak_rss", "payload_kbps", "replay", "rtf_warm", "checks")
 
 
 def fit_columns(columns: list[Column], entries: list[dict[str, Any]], width: int,

@@ -7,6 +7,7 @@ from pathlib import Path
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_cold_warm, fmt_kbps, fmt_mib, metric_ci_cell, weights_label
 from codecarena.results.report.context import ReportContext, audio_note
+from codecarena.results.report.ledger import ledger_markdown
 from codecarena.results.report.plots import PARETO_METRICS
 
 
@@ -49,6 +50,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
                  "replaced. kbps: total bits / total seconds of completed rows. RTF: medians. All metric outputs "
                  "are in the HTML report and in `codecarena leaderboard --format csv`.")
     lines.append("")
+    lines += ledger_markdown(board)
     if ctx.skipped_plots:
         lines.append("Plots skipped: " + "; ".join(f"{g} {lb.metric_label(m)} ({why})" for g, m, why in ctx.skipped_plots))
         lines.append("")
