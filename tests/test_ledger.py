@@ -121,6 +121,10 @@ def test_identical_tokens_give_idempotence_one_on_the_first_codebook() -> None:
 # --- claims -------------------------------------------------------------------------------------
 
 
+def row(codec: str, family: str, registry: str, **options: object) -> SimpleNamespace:
+    return SimpleNamespace(family=family, registry=registry, config={"config": codec.split(":")[1], **options})
+
+
 CLAIM = '''
 [[claims]]
 configs = ["8"]
@@ -151,16 +155,15 @@ def test_claims_parse_strictly_with_their_sources() -> None:
         parse_claims(two, "f.toml: claims", ("8", "16"), ("n",))
 
 
-def test_a_user_declaration_may_claim_its_rate() -> None:
+def test_a_user_declaration_may_claim_its_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     text = 'api_version = 1\nname = "toy"\ndescription = "d"\nconfigs = ["8"]\ndefault_config = "8"\n' + CLAIM
-    (claim,) = parse_declaration(text, "toy/codec.toml", "toy").claims
+    family = parse_declaration(text, "toy/codec.toml", "toy")
+    (claim,) = family.claims
     assert (claim.bps, claim.source, claim.reference) == (1100.0, "paper", "somewhere")
+    monkeypatch.setitem(ledger.FAMILIES, "toy", family)
+    assert ledger.claim_for(row("toy:8", "toy", "user-toy")) == claim  # type: ignore[arg-type]
     with pytest.raises(RegistryError, match="toy/codec.toml: claims\\[0\\]: configs names '9'"):
         parse_declaration(text.replace('configs = ["8"]\nbps', 'configs = ["9"]\nbps'), "toy/codec.toml", "toy")
-
-
-def row(codec: str, family: str, registry: str, **options: object) -> SimpleNamespace:
-    return SimpleNamespace(family=family, registry=registry, config={"config": codec.split(":")[1], **options})
 
 
 def test_every_family_kind_has_a_home_for_its_claim() -> None:
@@ -235,3 +238,22 @@ def test_audit_fails_when_an_edited_ledger_no_longer_matches_the_payloads(pcm_ru
         expected = "summary.ledger.codecs[0].stability.utterances.reencode: summary.json says 1, the payload files give 0"
     result = codecarena("audit", copy)
     assert result.returncode == 1 and expected in result.stdout, result.stdout
+
+
+@pytest.mark.slow
+def test_the_ledger_command_updates_an_older_summary_and_refuses_what_it_cannot_do(pcm_run: Path,
+                                                                                  tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(pcm_run, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    stored = summary.pop("ledger")
+    (copy / "summary.json").write_text(json.dumps(summary))  # as a run made before the ledger wrote it
+    assert codecarena("audit", copy).returncode == 0
+    assert codecarena("ledger", copy, "--update").returncode == 0
+    assert json.loads((copy / "summary.json").read_text())["ledger"] == stored
+    refused = codecarena("ledger", copy, "--codec", "pcm:16")
+    assert refused.returncode == 2 and "--codec chooses what --stability measures" in refused.stderr
+    refused = codecarena("ledger", copy, "--stability", "--codec", "mimi:8")
+    assert refused.returncode == 2 and "--codec mimi:8: not a codec configuration of this run" in refused.stderr
+    kept = codecarena("ledger", copy, "--stability")
+    assert kept.returncode == 0 and "pcm:16 en_ljspeech_LJ002-0020: kept" in kept.stdout

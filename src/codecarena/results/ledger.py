@@ -438,8 +438,8 @@ def _stability(ok: list[Row], run: RunDir, layout: tuple[Layout, ...],
             except (ValueError, PayloadError) as exc:
                 skipped.append({"utterance": row.utterance, "part": part, "reason": str(exc)})
                 continue
-            seconds = record.shift_samples / row.sample_rate
-            offsets = ({key: round(seconds * rate) for key, rate in rates.items()} if part == "shift" else {})
+            shift_s = record.shift_samples / row.sample_rate
+            offsets = {key: round(shift_s * rate) for key, rate in rates.items()} if part == "shift" else {}
             for key, (n, equal) in compare_tokens(original, other, layout, offsets).items():
                 total = totals[part].setdefault(key, [0, 0])
                 total[0] += n

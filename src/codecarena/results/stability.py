@@ -64,9 +64,10 @@ def _current(row: Row, paths: dict[str, Path], samples: int) -> bool:
         record = ledger.parse_stability(paths["record"])
     except ledger.LedgerError:
         return False
-    return record.measures(row) and record.shift_samples == samples and \
-        all(sha and not error and sha256_file(paths[part]) == sha if paths[part].is_file() else False
-            for part, sha, error in record.parts)
+    if not record.measures(row) or record.shift_samples != samples:
+        return False
+    return all(sha and not error and paths[part].is_file() and sha256_file(paths[part]) == sha
+               for part, sha, error in record.parts)
 
 
 def _shifted_input(reference: Path, out: Path, samples: int) -> None:
