@@ -257,3 +257,8 @@ def test_the_ledger_command_updates_an_older_summary_and_refuses_what_it_cannot_
     assert refused.returncode == 2 and "--codec mimi:8: not a codec configuration of this run" in refused.stderr
     kept = codecarena("ledger", copy, "--stability")
     assert kept.returncode == 0 and "pcm:16 en_ljspeech_LJ002-0020: kept" in kept.stdout
+    # A payload gone: the configuration's ledger says why it has no measurement; nothing crashes.
+    next((copy / "payloads").glob("opus*/*.ccap")).unlink()
+    shown = codecarena("ledger", copy)
+    assert shown.returncode == 0 and "opus:12k: no ledger measurement:" in shown.stdout
+    assert "no such file" in shown.stdout

@@ -4,8 +4,9 @@ compares with the row's (`results/ledger.py`, docs/ledger.md).
 - re-encode: the row's decoded audio encoded again with the same configuration, weights and variant;
 - shift: the row's reference delayed by `shift_ms` of silence, encoded.
 
-Each is a cold encode stage under the row's memory limit and stage timeout, through the same worker
-protocol as the run's own encodes. What a row's measurement gave is written to
+Each is an encode job of a persistent worker of the family's runtime (one per runtime, its model
+loaded once, as `codecarena run --mode warm` runs rows), under the memory guard and stage timeout
+of the run's rows, through the same worker protocol as the run's own encodes. What a row's measurement gave is written to
 `stability/<codec>/<utterance>.json` with the sha256 of the row's payload, decoded audio and reference
 it was measured on and of each extra payload, so that the audit can derive the numbers again and a
 row computed again later is not paired with an old measurement. Rows already measured on their
@@ -19,6 +20,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -31,8 +33,9 @@ from codecarena.results.record import RunLoadError, load_run
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.runtime.limits import StageLimits, default_memory_limit
+from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job
-from codecarena.runtime.stages import run_stage
+from codecarena.runtime.stages import run_stage_warm
 from codecarena.runtime.venvs import sync_interpreter
 from codecarena.specs import SpecError, parse_spec
 
@@ -76,27 +79,27 @@ def _shifted_input(reference: Path, out: Path, samples: int) -> None:
     sf.write(out, np.concatenate([np.zeros(samples, dtype=np.int16), pcm]), rate, subtype="PCM_16", format="WAV")
 
 
-def _encode(name: str, source: Path, target: Path, row: Row, work: Path, python: str, weights: str) -> tuple[str, str]:
+def _encode(name: str, source: Path, target: Path, row: Row, work: Path, worker: Any, weights: str) -> tuple[str, str]:
     """One extra encode: (payload sha256, "") or ("", why it failed)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
     job = Job.encode(source, target, work / f"{name}.report.json", row.codec, weights=weights, variant=row.variant)
-    stage, _ = run_stage(name, job, row.limits or StageLimits(default_memory_limit()), work, python)
+    stage, _ = run_stage_warm(name, job, work, worker)
     if not stage.ok:
         return "", stage.error
     return sha256_file(target), ""
 
 
-def measure_row(row: Row, run: RunDir, samples: int, python: str, weights: str) -> ledger.StabilityRecord:
+def measure_row(row: Row, run: RunDir, samples: int, worker: Any, weights: str) -> ledger.StabilityRecord:
     paths = ledger.stability_paths(run, row)
     work = run.work(parse_spec(row.codec).slug, row.utterance)
     work.mkdir(parents=True, exist_ok=True)
     shifted = work / "stability-shift-input.wav"
     parts = [("reencode", *_encode("stability-reencode", run.resolve(row.decoded or ""), paths["reencode"], row, work,
-                                   python, weights))]
+                                   worker, weights))]
     try:
         _shifted_input(run.resolve(row.reference), shifted, samples)
-        parts.append(("shift", *_encode("stability-shift", shifted, paths["shift"], row, work, python, weights)))
+        parts.append(("shift", *_encode("stability-shift", shifted, paths["shift"], row, work, worker, weights)))
     finally:
         shifted.unlink(missing_ok=True)
     record = ledger.StabilityRecord(row.codec, row.utterance, row.payload_sha256 or "", row.decoded_sha256 or "",
@@ -140,8 +143,23 @@ def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
     interpreters = {family: python for family, _, python in loaded.record.plan.runtimes}
     for python in set(interpreters.values()):
         sync_interpreter(python)
+    limits = next((r.limits for r in loaded.rows if r.limits is not None), None) or StageLimits(default_memory_limit())
+    workers = WorkerSet(limits.memory_limit_bytes, run.persistent_logs(), limits.guard_poll_s, limits.stage_timeout_s)
+    try:
+        failures = _measure_rows(loaded.rows, run, samples, codecs, on_row, interpreters, workers,
+                                 loaded.record.plan.weights)
+    finally:
+        workers.stop()
+    if loaded.summary is not None:
+        write_json(run.summary, {**loaded.summary, "ledger": ledger.build(loaded.rows, run)})
+    return failures
+
+
+def _measure_rows(rows: list[Row], run: RunDir, samples: int, codecs: tuple[str, ...],
+                  on_row: Callable[[Row, str], None] | None, interpreters: dict[str, str], workers: WorkerSet,
+                  weights: str) -> list[str]:
     failures: list[str] = []
-    for row in loaded.rows:
+    for row in rows:
         if row.status != "ok" or (codecs and row.codec not in codecs):
             continue
         try:
@@ -155,11 +173,8 @@ def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
             if on_row:
                 on_row(row, "kept")
             continue
-        record = measure_row(row, run, samples, interpreters.get(row.family, sys.executable),
-                             loaded.record.plan.weights)
+        record = measure_row(row, run, samples, workers.get(interpreters.get(row.family, sys.executable)), weights)
         failures += [f"{row.codec} {row.utterance}: {part}: {error}" for part, _, error in record.parts if error]
         if on_row:
             on_row(row, "measured")
-    if loaded.summary is not None:
-        write_json(run.summary, {**loaded.summary, "ledger": ledger.build(loaded.rows, run)})
     return failures

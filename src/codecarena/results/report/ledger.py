@@ -14,7 +14,7 @@ Columns = tuple[tuple[str, Callable[[dict[str, Any]], str]], ...]
 
 
 def _table(entries: list[dict[str, Any]], columns: Columns) -> str:
-    head = "".join(f'<th class="{"l" if header == "codec" else ""}">{esc(header)}</th>'
+    head = "".join(f'<th class="l">{esc(header)}</th>' if header == "codec" else f"<th>{esc(header)}</th>"
                    for header, _ in columns if header != "weights")
     body = []
     for e in entries:
@@ -29,7 +29,7 @@ def _table(entries: list[dict[str, Any]], columns: Columns) -> str:
                 cls = ' class="bad"' if flagged else ""
                 cells.append(f"<td{cls}>{esc(cell(e))}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    return (f'<div class="scroll"><table class="ledger sortable"><thead><tr>{head}</tr></thead>'
+    return (f'<div class="scroll"><table class="ledger"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
