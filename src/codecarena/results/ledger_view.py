@@ -28,7 +28,7 @@ def claimed(entry: dict[str, Any]) -> str:
 
 
 def check(entry: dict[str, Any]) -> str:
-    """The measured representation rate against the claim: `+0.5% ok`, `-25.0% UNDER`."""
+    """The codec's measured rate against the claim: `+0.5% ok`, `-25.0% UNDER`."""
     result = entry.get("claim_check")
     if not result:
         return "-"

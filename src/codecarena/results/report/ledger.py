@@ -49,8 +49,9 @@ def ledger_html(board: lb.Leaderboard) -> str:
              '<p class="note">Claimed rates with their sources beside the rates measured from the payload files: '
              'representation (the codec\'s bits), payload (the whole file: the container\'s overhead), framing (a '
              'command-line bitstream\'s file format), achievable (every stream losslessly coded over the whole run by '
-             'an adaptive arithmetic coder) and the empirical entropy bound; a claim differing from the measured '
-             'representation rate by more than its tolerance is marked. Token statistics are over the whole run, '
+             'an adaptive arithmetic coder) and the empirical entropy bound; a claim differing from the codec\'s '
+             'measured rate (representation, less a command-line file format\'s framing) by more than its '
+             'tolerance is marked. Token statistics are over the whole run, '
              'per codebook; stability: first codebook / all codebooks (<code>codecarena ledger RUN --stability'
              '</code>). Synthetic weights measure the pipeline, not the codec. Formulas and references: docs/ledger.md in the repository.</p>']
     for run, entries in _runs(board):
