@@ -267,8 +267,3 @@ def decode(data: bytes, count: int, alphabet: int) -> np.ndarray:
         counts.add(symbol, 1)
         out[t] = symbol
     return out
-
-
-def coded_bits(symbols: np.ndarray, alphabet: int) -> int:
-    """What the symbols cost through the coder: its output's bytes x 8."""
-    return 8 * len(encode(symbols, alphabet))
