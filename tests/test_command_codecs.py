@@ -479,6 +479,14 @@ def test_the_telephony_entries_give_ok_rows_at_their_standard_rates(speech_dir: 
     record = json.loads((out / "run.json").read_text())
     assert {b["name"] for b in record["runtimes"]["lc3"]["binaries"]} == {"elc3", "dlc3"}
     assert rows[0]["model"]["binaries"] == record["runtimes"][rows[0]["family"]]["binaries"]
+    # The ledger (#32): each configuration's declared nominal rate is its claim, checked against the codec's
+    # own bits (the bitstream's, less the framing the rows report).
+    for entry in json.loads((out / "summary.json").read_text())["ledger"]["codecs"]:
+        (row,) = [r for r in rows if r["codec"] == entry["codec"]]
+        facts = row["codec_facts"]
+        assert entry["claim"]["bps"] == facts["nominal_bps"] and entry["claim"]["source"] == "declaration"
+        assert entry["framing_bps"] == pytest.approx(facts["framing_bits"] / row["duration_s"])
+        assert entry["claim_check"]["measured_bps"] == pytest.approx(facts["codec_bits"] / row["duration_s"])
 
 
 def _user_codec(tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -515,6 +523,10 @@ def test_a_users_command_line_codec_runs_and_its_failures_stay_in_their_rows(spe
             assert row["status"] == "failed" and "exited 0 but its bitstream (bitstream) is empty" in row["error"]
     audit = codecarena("audit", out, env=env)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+    # The ledger (#32): a user's command-line codec claims the rate its declaration gives.
+    ledger = {e["codec"]: e for e in json.loads((out / "summary.json").read_text())["ledger"]["codecs"]}
+    assert ledger["mine:ok"]["claim"]["bps"] == 64000 and ledger["mine:ok"]["claim"]["source"] == "declaration"
+    assert ledger["mine:ok"]["claim_check"]["flag"] == "ok"  # a byte per two samples at 16 kHz: 64 kbit/s
     # The tool changes after its pin: refused before any row, with one line.
     _script(tool, TOOL + "# edited\n")
     refused = codecarena("run", "--input", speech_dir, "--codec", "mine:ok", "--metrics", "none",

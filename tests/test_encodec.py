@@ -128,3 +128,23 @@ def test_audit_refuses_synthetic_rows_relabelled_as_real(encodec_run: Path, tmp_
     (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = codecarena("audit", copy)
     assert result.returncode == 1 and "row says weights 'real' but its payload's checkpoint says 'synthetic'" in result.stdout
+
+
+def test_token_stability_runs_in_the_family_runtime(encodec_env: dict[str, str], encodec_run: Path,
+                                                    tmp_path: Path) -> None:
+    """`codecarena ledger --stability` (#32): two extra encodes per row in EnCodec's own runtime, with the
+    run's synthetic weights; the ledger counts them and the audit derives them again."""
+    copy = tmp_path / "run"
+    shutil.copytree(encodec_run, copy)
+    result = codecarena("ledger", copy, "--stability", "--codec", "encodec:1.5k", env=encodec_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    entries = {e["codec"]: e for e in json.loads((copy / "summary.json").read_text())["ledger"]["codecs"]}
+    entry, other = entries["encodec:1.5k"], entries["encodec:6k"]
+    stability = entry["stability"]
+    assert stability["utterances"] == {"reencode": 3, "shift": 3} and stability["skipped"] == []
+    assert [(c["stream"], c["codebook"]) for c in stability["codebooks"]] == [("codes", 0), ("codes", 1)]
+    assert 0 <= stability["idempotence_first"] <= 1 and 0 <= stability["shift_stability_first"] <= 1
+    assert other["stability"] is None and [c["size"] for c in other["codebooks"]] == [1024] * 8
+    assert entry["weights"] == "synthetic" and entry["claim"]["bps"] == 1500 and entry["claim"]["source"] == "paper"
+    assert entry["achievable_bps"] > 0 and 0 < entry["codebooks"][0]["utilisation"] <= 1
+    assert codecarena("audit", copy, env=encodec_env).returncode == 0

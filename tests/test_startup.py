@@ -29,7 +29,8 @@ RUNS = 5
 # The codecarena modules building the parser may import: the command modules and these light ones,
 # each importing nothing beyond the standard library.
 LIGHT_MODULES = {"codecarena", "codecarena.cli", "codecarena.choices", "codecarena.arena", "codecarena.diskspace",
-                 "codecarena.results", "codecarena.results.bootstrap", "codecarena.results.formatting", "codecarena.runtime",
+                 "codecarena.results", "codecarena.results.bootstrap", "codecarena.results.formatting",
+                 "codecarena.results.ledger_view", "codecarena.runtime",
                  "codecarena.runtime.limits"}
 
 _BUILD_THE_PARSER = """

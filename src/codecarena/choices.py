@@ -34,3 +34,6 @@ LISTEN_SAMPLE = 6
 
 # serve and service-check: where the bearer token is read from when --token is not given.
 TOKEN_ENV = "CODECARENA_SERVICE_TOKEN"
+
+# ledger --stability: how far the shifted encode's input is delayed (docs/ledger.md).
+STABILITY_SHIFT_MS = 5.0

@@ -37,7 +37,7 @@ from codecarena.metrics.reference_results import missing, reliances
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.references import Reference, ReferenceCopyError, planned_reference_sha256, prepare_reference
-from codecarena.results import store
+from codecarena.results import ledger, store
 from codecarena.results.record import RUN_VERSION, Plan, RunLoadError, RunRecord, plan_from_dict, read_record
 from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
@@ -555,7 +555,7 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     if missing:
         raise RunError(f"{run_dir}: the executor returned no row for {len(missing)} tasks, e.g. {sorted(missing)[0]}")
     rows = [done[(s.canonical, u.id)] for s in opts.codecs for u in evalset.utterances]
-    write_json(run.summary, summarize(rows))
+    write_json(run.summary, {**summarize(rows), "ledger": ledger.build(rows, run)})
     execution = {**executor.describe(), "rows_computed": len(tasks), "rows_resumed": len(kept),
                  "rows_wall_s": rows_wall, **({"scoring_threads": THREAD_SETTINGS} if scorer is not None else {})}
     write_json(run.run_json, dataclasses.replace(record, execution=execution, finished=True).to_dict())

@@ -134,6 +134,12 @@ class RunDir:
     def work(self, codec_slug: str, utterance: str) -> Path:
         return self.path("work", codec_slug, check_id(utterance, str(self.root)))
 
+    def stability(self, codec_slug: str, utterance: str, part: str) -> Path:
+        """A row's token-stability measurement (results/stability.py): its record or an extra encode's payload."""
+        if part not in ("json", "reencode.ccap", "shift.ccap"):
+            raise UnsafePathError(f"{self.root}: stability part {part!r} is not json, reencode.ccap or shift.ccap")
+        return self.path("stability", codec_slug, f"{check_id(utterance, str(self.root))}.{part}")
+
     def reference_results(self) -> Path:
         """What metrics computed from a reference alone (metrics/reference_results.py)."""
         return self.path("reference_results")

@@ -20,6 +20,7 @@ from codecarena.commands import (
     env,
     fetch,
     leaderboard,
+    ledger,
     metrics,
     registry,
     report,
@@ -53,5 +54,6 @@ COMMANDS: dict[str, Command] = {
     "service-check": service_check,
     "report": report,
     "leaderboard": leaderboard,
+    "ledger": ledger,
     "score": score,
 }

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
+from codecarena.results import ledger_view
 from codecarena.results.formatting import count, fmt_kbps, fmt_mib, fmt_rtf, language_label, metric_ci_cell, weights_label
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                         help="table: rank by a metric output's mean in its declared direction (best first), or "
                              f"{SORT_BY_RATE} (representation bitrate, lowest first; the default)")
     parser.add_argument("--columns", metavar="NAME,...",
-                        help="table: exactly these columns (metric outputs, kbps, payload_kbps, n, rtf_warm, "
+                        help="table: exactly these columns (metric outputs, kbps, payload_kbps, claimed_kbps, "
+                             "achievable_kbps, n, rtf_warm, "
                              "rtf_cold, peak_rss, dec_model, replay, checks, run, weights, variant) or groups "
                              f"({', '.join(COLUMN_GROUPS)}); the codec is always shown")
     parser.add_argument("--by", choices=BY_CHOICES,
@@ -105,6 +107,12 @@ def all_columns(board: Leaderboard) -> list[Column]:
         Column("n", "n", lambda e: str(e["rows_ok"]), "id"),
         Column("kbps", "repr\nkbps", lambda e: fmt_kbps(e["representation_bps"]), "rate"),
         Column("payload_kbps", "payload\nkbps", lambda e: fmt_kbps(e["payload_bps"]), "rate"),
+        # From the run's bitrate ledger (summary.json, derived from the payloads): the claim and what a
+        # lossless coder reaches over the run.
+        Column("claimed_kbps", "claimed\nkbps", lambda e: ledger_view.claimed(e["ledger"]) if e.get("ledger") else "-",
+               "rate"),
+        Column("achievable_kbps", "achievable\nkbps",
+               lambda e: fmt_kbps(e["ledger"]["achievable_bps"]) if e.get("ledger") else "-", "rate"),
         *[metric_column(n) for n in board.metric_names],
         Column("rtf_warm", "RTF warm\nenc/dec", lambda e: fmt_rtf(e, "warm"), "cost"),
         Column("rtf_cold", "RTF cold\nenc/dec", lambda e: fmt_rtf(e, "cold"), "cost"),
@@ -149,9 +157,10 @@ def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
     return max(len(text) for text in words + [cell[0] for cell in lines])
 
 
-# When the terminal is too narrow, columns are hidden in this order (first hidden first): costs, then
-# metrics from the last; the replay and checks columns, which say whether a row's numbers hold, last.
-_HIDE_FIRST = ("dec_model", "rtf_cold", "peak_rss", "payload_kbps", "rtf_warm")
+# When the terminal is too narrow, columns are hidden in this order (first hidden first): the ledger's
+# and the costs, then metrics from the last; the replay and checks columns, which say whether a row's
+# numbers hold, last.
+_HIDE_FIRST = ("claimed_kbps", "achievable_kbps", "dec_model", "rtf_cold", "peak_rss", "payload_kbps", "rtf_warm")
 _HIDE_LAST = ("replay", "checks")
 
 

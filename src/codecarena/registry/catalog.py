@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 from codecarena.registry import user_units
+from codecarena.registry.claims import Claim, parse_claims
 from codecarena.registry.strict import RegistryError, Table
 
 #: The version of the declaration format and of the adapter contract (codecarena.plugin).
@@ -149,6 +150,8 @@ class Family:
     # "builtin" (a unit of this package) or "user" (added with `codecarena codec add`, registry/user_units.py).
     origin: str = "builtin"
     channel: ChannelSupport | None = None  # None: its payloads cannot cross a channel
+    # A user codec's claimed bitrates (`[[claims]]`, registry/claims.py); a built-in unit's are in its registry entry.
+    claims: tuple[Claim, ...] = ()
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -208,11 +211,14 @@ def parse_declaration(text: str, where: str, module: str) -> Family:
         module = COMMAND_MODULE
     elif top.has("command"):
         raise top.fail("command", 'is only for kind = "command"')
+    claims = parse_claims(top.get("claims", list, []), f"{where}: claims", None if bitrate else configs,
+                          tuple(o.name for o in options))
     family = Family(name=name, module=module, description=top.get("description", str), configs=configs,
                     default_config=default, options=options, config_is_bitrate=bitrate,
                     supported_weights=weights, variants=variants,
                     fresh_process_decode=top.get("fresh_process_decode", bool, False), kind=kind, command=command,
-                    channel=_channel(top.get("channel", dict), f"{where}: channel") if top.has("channel") else None)
+                    channel=_channel(top.get("channel", dict), f"{where}: channel") if top.has("channel") else None,
+                    claims=claims)
     top.done()
     return family
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.registry.catalog import BUILTIN, FAMILIES  # data only: imports no codec dependency
+from codecarena.registry.claims import Claim, parse_claims
 from codecarena.registry.strict import RegistryError, Table
 
 SCHEMA_VERSION = 1
@@ -132,6 +133,8 @@ class Entry:
     rate_knobs: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False)
     runtime: Runtime = Runtime("3.11", "main")
     quoted_figures: str = ""
+    # Claimed bitrates with their sources (`[[claims]]`, registry/claims.py): what the ledger checks.
+    claims: tuple[Claim, ...] = field(default=(), compare=False)
 
 
 def debian_versions(entry: Entry) -> dict[str, str]:
@@ -305,6 +308,10 @@ def parse_entry(text: str, where: str) -> Entry:
         parsed = _checkpoint(top.get("checkpoint", dict), f"{where}.checkpoint")
         checkpoint, partial = (None, parsed) if isinstance(parsed, PartialCheckpoint) else (parsed, None)
     knobs = _rate_knobs(top.get("rate_knobs", dict, {}), f"{where}.rate_knobs")
+    declared = FAMILIES.get(family)
+    claims = parse_claims(top.get("claims", list, []), f"{where}.claims",
+                          declared.configs if declared and not declared.config_is_bitrate else None,
+                          tuple(o.name for o in declared.options) if declared else None)
     runtime = _runtime(top.get("runtime", dict), f"{where}.runtime")
     hardware = Table(top.get("reference_hardware", dict), f"{where}.reference_hardware")
     quoted = hardware.get("quoted_figures", str)
@@ -317,7 +324,7 @@ def parse_entry(text: str, where: str) -> Entry:
         source_commit_prefix=source["commit_prefix"], source_release_note=source["release_note"],
         source_bundled_by=source["bundled_by"], source_debian_packages=source["debian_packages"],
         has_source=top.has("source"), partial_checkpoint=partial,
-        rate_knobs=knobs, runtime=runtime, quoted_figures=quoted,
+        rate_knobs=knobs, runtime=runtime, quoted_figures=quoted, claims=claims,
     )
     top.done()
     return entry

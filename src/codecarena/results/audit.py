@@ -32,6 +32,7 @@ from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.results.channel_audit import channel_problems, decoder_input
+from codecarena.results.ledger import ledger_problems
 from codecarena.results.record import PlanUserCodec, RunLoadError, load_run
 from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.schema import Row
@@ -392,7 +393,12 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
     else:
         version = loaded.summary.get("version")
         recomputed = json.loads(json.dumps(summarize(rows, version if version in SUMMARY_VERSIONS else SUMMARY_VERSION)))
-        _diff("summary", loaded.summary, recomputed, problems)
+        # The ledger is derived from the payload files, not from the rows alone: checked on its own.
+        _diff("summary", {k: v for k, v in loaded.summary.items() if k != "ledger"}, recomputed, problems)
+        try:
+            problems += ledger_problems(loaded.summary, rows, run_files)
+        except Exception as exc:  # a ledger the checks cannot derive fails the audit, never crashes it
+            problems.append(f"{run_files.summary}: the audit could not derive the ledger ({type(exc).__name__}: {exc})")
     if replay:
         interpreters = {rid: rec["interpreter"] for rid, rec in record.runtimes.items()
                         if rec.get("environment") == "isolated"}

@@ -23,6 +23,7 @@ from typing import Any
 from codecarena.choices import BY_CHOICES, CI_UNITS, SORT_BY_RATE
 from codecarena.metrics import outputs
 from codecarena.metrics.declarations import ASR_OUTPUTS
+from codecarena.results import ledger_view
 from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
 from codecarena.results.schema import Row
 from codecarena.results.summary import mean_ci, resampling_units
@@ -424,6 +425,10 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
                 entries += [{**e, "language": language} for e in _entries(con, ci_unit)]
         finally:
             con.close()
+    summaries = {run.index: run.summary for run in runs}  # type: ignore[union-attr]
+    for e in entries:
+        # The ledger is the run's (summary.json, derived from its payloads), pooled over languages.
+        e["ledger"] = ledger_view.entry_for(summaries[e["run_index"]], e["codec"]) if e["language"] is None else None
     group_order = {g.id: i for i, g in enumerate(groups)}
     entries.sort(key=lambda e: (group_order[e["group"]], e["run_index"], e["codec_order"]))
     names = sorted({n for e in entries for n in e["metrics"]}, key=metric_sort_key)

@@ -15,7 +15,7 @@ from codecarena.results.leaderboard import Leaderboard, LeaderboardError
 
 # 2: `language` (empty for the pooled entry; `--by language` adds one entry per language) and each
 # metric's `_ci95_low`/`_ci95_high`. 3: `ci_unit` and each metric's `_ci_units` (the interval is null
-# below bootstrap.MIN_UNITS units).
+# below bootstrap.MIN_UNITS units), and the bitrate ledger's columns (LEDGER_COLUMNS).
 EXPORT_VERSION = 3
 
 BASE_COLUMNS: tuple[tuple[str, type], ...] = (
@@ -27,6 +27,12 @@ BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_sampled", int), ("replay_identical", int),
     ("checks_passed", int), ("ci_unit", str),
 )
+# From the run's bitrate ledger (summary.json `ledger`, docs/ledger.md), on pooled entries; empty without one.
+LEDGER_COLUMNS: tuple[tuple[str, type], ...] = (
+    ("claimed_bps", float), ("claim_source", str), ("claim_reference", str), ("claim_flag", str),
+    ("container_bps", float), ("framing_bps", float), ("achievable_bps", float), ("entropy_bps", float),
+    ("token_rate", float), ("idempotence", float), ("shift_stability", float),
+)
 METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int), ("n_failed", int),
                                                  ("n_not_applicable", int), ("n_suspect", int),
                                                  ("mean_with_suspect", float), ("ci95_low", float),
@@ -34,7 +40,7 @@ METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int),
 
 
 def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:
-    cols = list(BASE_COLUMNS)
+    cols = list(BASE_COLUMNS) + list(LEDGER_COLUMNS)
     for name in metric_names:
         cols += [(f"{name}_{suffix}", kind) for suffix, kind in METRIC_SUFFIXES]
     return cols
@@ -51,6 +57,7 @@ def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, 
         for stage in ("encode", "decode"):
             for k, v in e[stage].items():
                 rec[f"{stage}_{k}"] = v
+        rec.update(_ledger_record(e.get("ledger")))
         for name in board.metric_names:
             stats = e["metrics"].get(name) or {}
             low, high = stats.get("ci95") or (None, None)
@@ -59,6 +66,17 @@ def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, 
                 rec[f"{name}_{suffix}"] = stats.get(suffix)
         records.append({k: _coerce(rec.get(k), kind) for k, kind in columns})
     return columns, records
+
+
+def _ledger_record(entry: dict[str, Any] | None) -> dict[str, Any]:
+    """A leaderboard entry's ledger columns; text columns are "" when absent, which reads back the same from csv."""
+    entry = entry or {}
+    claim, check, stability = entry.get("claim") or {}, entry.get("claim_check") or {}, entry.get("stability") or {}
+    return {"claimed_bps": claim.get("bps"), "claim_source": claim.get("source", ""),
+            "claim_reference": claim.get("reference", ""), "claim_flag": check.get("flag", ""),
+            **{k: entry.get(k) for k in ("container_bps", "framing_bps", "achievable_bps", "entropy_bps",
+                                         "token_rate")},
+            "idempotence": stability.get("idempotence"), "shift_stability": stability.get("shift_stability")}
 
 
 def _coerce(value: Any, kind: type) -> Any:
@@ -118,7 +136,7 @@ def write_export(board: Leaderboard, fmt: str, out: Path | None) -> bytes | str:
 
 
 def _column_type(name: str) -> type:
-    base = dict(BASE_COLUMNS)
+    base = dict(BASE_COLUMNS + LEDGER_COLUMNS)
     if name in base:
         return base[name]
     for suffix, kind in METRIC_SUFFIXES:

@@ -7,7 +7,7 @@ reference and decoded file is embedded losslessly as a `data:` URI in an `<audio
 
 Sections: leaderboards (one per group of comparable runs; the numbers come from DuckDB over the
 exported rows, see `results/leaderboard.py`), Pareto plots of quality vs representation bitrate and
-a cost plot (`plots.py`), a comparison of consecutive comparable runs (`results/compare.py`),
+a cost plot (`plots.py`), the bitrate ledger of each run (`ledger.py`), a comparison of consecutive comparable runs (`results/compare.py`),
 per-utterance listening with spectrograms (`listening.py`), every failure with its reason, and
 provenance (`provenance.py`). What each section shows: docs/report.md.
 """
@@ -26,6 +26,7 @@ from codecarena.results.formatting import count
 from codecarena.results.report.audio import AudioStats
 from codecarena.results.report.channel import channel_html
 from codecarena.results.report.context import AUTO, Listen, ReportContext, audio_note, listening_heading
+from codecarena.results.report.ledger import ledger_html
 from codecarena.results.report.listening import listening_html
 from codecarena.results.report.markdown import markdown_summary
 from codecarena.results.report.markup import esc
@@ -100,6 +101,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     sections.append('<h2 id="leaderboard">Leaderboard</h2>' + "".join(lb_parts))
     channel = channel_html(ctx)
     sections.append(channel)
+    sections.append(ledger_html(board))
     sections.append(comparison_html(ctx))
     listen = []
     for group in board.groups:
@@ -114,7 +116,8 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     sections.append(f'<h2 id="provenance">Provenance</h2>{provenance_html(board)}')
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     heading = title or "codecarena report"
-    toc = ['<a href="#leaderboard">Leaderboard</a>'] + (['<a href="#channel">Channel</a>'] if channel else [])
+    toc = ['<a href="#leaderboard">Leaderboard</a>', '<a href="#ledger">Bitrate ledger</a>'] + \
+        (['<a href="#channel">Channel</a>'] if channel else [])
     if len(board.runs) > 1:
         toc.append('<a href="#comparison">Comparison</a>')
     toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>',

@@ -18,6 +18,7 @@ from codecarena.results.formatting import (
     weights_label,
 )
 from codecarena.results.report.context import ReportContext, audio_note
+from codecarena.results.report.ledger import ledger_markdown
 from codecarena.results.report.plots import PARETO_METRICS
 
 
@@ -74,6 +75,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
                  "replaced. kbps: total bits / total seconds of completed rows. RTF: medians. All metric outputs "
                  "are in the HTML report and in `codecarena leaderboard --format csv`.")
     lines.append("")
+    lines += ledger_markdown(board)
     if ctx.skipped_plots:
         lines.append("Plots skipped: " + "; ".join(f"{g} {lb.metric_label(m)} ({why})" for g, m, why in ctx.skipped_plots))
         lines.append("")

@@ -1,0 +1,145 @@
+"""The bitrate ledger as people read it: the cells the `ledger` command, the leaderboard and the report
+show for a ledger entry (`results/ledger.py`). Numbers go through `results/formatting.py`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codecarena.results.formatting import fmt_kbps, fmt_num, weights_label
+
+#: How a claim check reads: measured within the claim's tolerance, above it or below it.
+FLAGS = {"ok": "ok", "over": "OVER", "under": "UNDER"}
+
+
+def entries(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ledger entries a summary.json holds ([] for a summary written before the ledger)."""
+    ledger = (summary or {}).get("ledger")
+    return list(ledger.get("codecs", [])) if isinstance(ledger, dict) else []
+
+
+def entry_for(summary: dict[str, Any] | None, codec: str) -> dict[str, Any] | None:
+    return next((e for e in entries(summary) if e.get("codec") == codec), None)
+
+
+def claimed(entry: dict[str, Any]) -> str:
+    """`1.100 (paper)`, or `-` without a claim."""
+    claim = entry.get("claim")
+    return "-" if not claim else f"{fmt_kbps(claim['bps'])} ({claim['source']})"
+
+
+def check(entry: dict[str, Any]) -> str:
+    """The codec's measured rate against the claim: `+0.5% ok`, `-25.0% UNDER`."""
+    result = entry.get("claim_check")
+    if not result:
+        return "-"
+    return f"{100 * result['difference']:+.1f}% {FLAGS[result['flag']]}"
+
+
+def configuration(entry: dict[str, Any]) -> str:
+    """What ran, from the payloads: per stream its codebooks x bit width (or bytes) at its frame rate."""
+    parts = []
+    for s in entry.get("streams") or []:
+        if s["unit"] == "token":
+            rate = f" @ {fmt_num(s['frame_rate_hz'], 2)} Hz" if s.get("frame_rate_hz") is not None else ""
+            parts.append(f"{s['name']}: {s['codebooks']} x {s['bit_width']} bit{rate}")
+        elif s["kind"] == "codes":
+            parts.append(f"{s['name']}: {s['bit_width']}-bit codes @ {fmt_num(s['frame_rate_hz'], 2)} Hz")
+        else:
+            parts.append(f"{s['name']}: packets")
+    return "; ".join(parts) or "-"
+
+
+def utilisation(entry: dict[str, Any]) -> str:
+    """The codebooks' utilisation, as the range over codebooks (one value for one codebook)."""
+    values = [c["utilisation"] for c in entry.get("codebooks") or []]
+    if not values:
+        return "-"
+    low, high = min(values), max(values)
+    return fmt_num(low) if low == high else f"{fmt_num(low)}-{fmt_num(high)}"
+
+
+def entropy(entry: dict[str, Any]) -> str:
+    """Mean entropy in bits per token over the codebooks, and the first codebook's perplexity."""
+    books = entry.get("codebooks") or []
+    if not books:
+        return "-"
+    mean = sum(c["entropy_bits"] for c in books) / len(books)
+    return f"{fmt_num(mean, 2)} (ppl {fmt_num(books[0]['perplexity'], 0)})"
+
+
+def stability(entry: dict[str, Any], key: str) -> str:
+    """`first/all` codebooks' idempotence or shift stability; `not measured` for a token codec without
+    a measurement, `-` for a codec without tokens."""
+    if not entry.get("codebooks"):
+        return "-"
+    result = entry.get("stability")
+    if not result:
+        return "not measured"
+    return f"{fmt_num(result[f'{key}_first'])}/{fmt_num(result[key])}"
+
+
+def weights(entry: dict[str, Any]) -> str:
+    return weights_label(entry["weights"])
+
+
+#: The rate table: (header, cell).
+RATE_COLUMNS = (
+    ("codec", lambda e: e["codec"]),
+    ("weights", weights),
+    ("claimed kbps", claimed),
+    ("repr kbps", lambda e: fmt_kbps(e["representation_bps"])),
+    ("vs claim", check),
+    ("payload kbps", lambda e: fmt_kbps(e["payload_bps"])),
+    ("container kbps", lambda e: fmt_kbps(e["container_bps"])),
+    ("framing kbps", lambda e: fmt_kbps(e["framing_bps"])),
+    ("achievable kbps", lambda e: fmt_kbps(e["achievable_bps"])),
+    ("entropy kbps", lambda e: fmt_kbps(e["entropy_bps"])),
+)
+
+#: The token table: (header, cell).
+TOKEN_COLUMNS = (
+    ("codec", lambda e: e["codec"]),
+    ("weights", weights),
+    ("streams (from the payloads)", configuration),
+    ("tokens/s", lambda e: fmt_num(e["token_rate"], 1)),
+    ("utilisation", utilisation),
+    ("entropy bits/token", entropy),
+    ("idempotence first/all", lambda e: stability(e, "idempotence")),
+    ("shift stability first/all", lambda e: stability(e, "shift_stability")),
+)
+
+#: The per-codebook table: (header, cell).
+CODEBOOK_COLUMNS = (
+    ("stream", lambda c: c["stream"]),
+    ("codebook", lambda c: str(c["codebook"])),
+    ("size", lambda c: str(c["size"])),
+    ("tokens/s", lambda c: fmt_num(c["token_rate"], 1)),
+    ("used", lambda c: str(c["used"])),
+    ("utilisation", lambda c: fmt_num(c["utilisation"])),
+    ("entropy bits", lambda c: fmt_num(c["entropy_bits"])),
+    ("perplexity", lambda c: fmt_num(c["perplexity"], 1)),
+    ("coded bits/token", lambda c: fmt_num(c["coded_bits_per_token"])),
+)
+
+
+def codebook_stability(entry: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """A configuration's per-codebook stability, by (stream, codebook)."""
+    result = entry.get("stability") or {}
+    return {(c["stream"], c["codebook"]): c for c in result.get("codebooks", [])}
+
+
+def notes(entry: dict[str, Any]) -> list[str]:
+    """What a table cannot say: the claim's reference, an error, stability rows skipped."""
+    out = []
+    claim = entry.get("claim")
+    if claim:
+        options = ", ".join(f"{k}={v}" for k, v in claim["options"].items())
+        out.append(f"{entry['codec']}: claimed {fmt_kbps(claim['bps'])} kbps ({claim['source']}"
+                   f"{'; with ' + options if options else ''}; tolerance {100 * claim['tolerance']:g}%): "
+                   f"{claim['reference']}")
+    if entry.get("error"):
+        out.append(f"{entry['codec']}: no ledger measurement: {entry['error']}")
+    for skip in (entry.get("stability") or {}).get("skipped", []):
+        what = " ".join(x for x in (skip["utterance"], skip["part"]) if x)
+        out.append(f"{entry['codec']} {what}: stability not counted: {skip['reason']}")
+    return out
