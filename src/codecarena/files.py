@@ -139,6 +139,24 @@ def read_json(path: Path) -> Any:
         raise JSONFileError(f"{path}: not valid JSON ({exc})") from None
 
 
+def json_differences(path: str, stored: Any, derived: Any, stored_name: str, derived_name: str) -> list[str]:
+    """One line per value of a stored JSON document that the files no longer give, recursively (numbers
+    equal to 1e-12, relatively or absolutely): what the audit reports of summary.json."""
+    if isinstance(stored, dict) and isinstance(derived, dict):
+        return [line for key in sorted(set(stored) | set(derived))
+                for line in json_differences(f"{path}.{key}", stored.get(key), derived.get(key), stored_name,
+                                             derived_name)]
+    if isinstance(stored, list) and isinstance(derived, list) and len(stored) == len(derived):
+        return [line for i, (a, b) in enumerate(zip(stored, derived))
+                for line in json_differences(f"{path}[{i}]", a, b, stored_name, derived_name)]
+    if isinstance(stored, float) or isinstance(derived, float):
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (stored, derived))
+        same = numbers and math.isclose(float(stored), float(derived), rel_tol=1e-12, abs_tol=1e-12)
+    else:
+        same = stored == derived and type(stored) is type(derived)
+    return [] if same else [f"{path}: {stored_name} says {stored!r}, {derived_name} give {derived!r}"]
+
+
 def write_json(path: Path, data: Any, durable: bool = True) -> None:
     """Atomic replace; `durable` also fsyncs (the worker protocol's job and report files are
     transient and skip it: a crash loses the stage either way)."""

@@ -12,8 +12,6 @@ files still verify is not computed again.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
-import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable
@@ -31,7 +29,7 @@ from codecarena.registry import user_pins, user_units
 from codecarena.registry.catalog import FAMILIES
 from codecarena.datasets import EvalSet, Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, row_bytes
-from codecarena.files import LinkedFileError, open_unlinked, sha256_file, write_json
+from codecarena.files import sha256_file, write_json
 from codecarena.metrics.guarded import THREAD_SETTINGS
 from codecarena.metrics.reference_results import missing, reliances
 from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
@@ -41,7 +39,7 @@ from codecarena.results import ledger, store
 from codecarena.results.record import RUN_VERSION, Plan, RunLoadError, RunRecord, plan_from_dict, read_record
 from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
-from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.rundir import RunDir, RunLockError, UnsafePathError
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job, StageReport
@@ -378,21 +376,10 @@ def execute(
     run_dir = opts.out
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        lock = open_unlinked(RunDir(run_dir).lock, truncate=False)
-    except (LinkedFileError, UnsafePathError) as exc:
+        with RunDir(run_dir).locked():
+            return _execute_locked(evalset, opts, run_info, on_row, scorer, executor, add)
+    except RunLockError as exc:
         raise RunError(str(exc)) from None
-    try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunError(f"{run_dir}: another codecarena run is using this directory") from None
-        try:
-            RunDir(run_dir).refuse_links()
-        except UnsafePathError as exc:
-            raise RunError(str(exc)) from None
-        return _execute_locked(evalset, opts, run_info, on_row, scorer, executor, add)
-    finally:
-        os.close(lock)
 
 
 def added_codecs(previous: Plan, opts: RunOptions) -> RunOptions:

@@ -9,10 +9,15 @@ only run-relative paths, which `resolve()` turns back into paths under the same 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+
+from codecarena.files import LinkedFileError, open_unlinked
 
 # Letters, digits, '.', '_' and '-'; not starting with a dot (no hidden files, no '.' or '..'), at
 # most 128 characters so that id + suffix stays far below any file system's name limit.
@@ -23,6 +28,10 @@ ROWS = "rows.jsonl"
 RUN = "run.json"
 SUMMARY = "summary.json"
 LOCK = ".lock"
+
+
+class RunLockError(ValueError):
+    """A run directory codecarena may not write into now: another run holds it, or it holds links."""
 
 
 class UnsafePathError(ValueError):
@@ -79,6 +88,28 @@ class RunDir:
             return resolved.relative_to(self.root).as_posix()
         except ValueError:
             raise UnsafePathError(f"{self.root}: {path} is outside the run directory") from None
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the run's lock for writing into it: refused (RunLockError, one line) while another
+        codecarena process holds it, or when the run holds a link anywhere (`refuse_links`). The lock file
+        is opened without following a link and never truncated."""
+        try:
+            fd = open_unlinked(self.lock, truncate=False)
+        except (LinkedFileError, UnsafePathError) as exc:
+            raise RunLockError(str(exc)) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunLockError(f"{self.root}: another codecarena run is using this directory") from None
+            try:
+                self.refuse_links()
+            except UnsafePathError as exc:
+                raise RunLockError(str(exc)) from None
+            yield
+        finally:
+            os.close(fd)
 
     def refuse_links(self) -> None:
         """UnsafePathError naming the first symlink, hard-linked file or special file anywhere in the

@@ -18,7 +18,7 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.codecs.base import to_int16
-from codecarena.files import sha256_file
+from codecarena.files import json_differences, sha256_file
 from codecarena.metrics import outputs
 from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
                                                    value_sha256)
@@ -46,20 +46,6 @@ def _close(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
-
-
-def _diff(path: str, a: Any, b: Any, out: list[str]) -> None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            _diff(f"{path}.{key}", a.get(key), b.get(key), out)
-    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            _diff(f"{path}[{i}]", x, y, out)
-    elif isinstance(a, float) or isinstance(b, float):
-        if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and _close(float(a), float(b))):
-            out.append(f"{path}: summary.json says {a!r}, the rows give {b!r}")
-    elif a != b:
-        out.append(f"{path}: summary.json says {a!r}, the rows give {b!r}")
 
 
 def _audit_stages(row: Row, where: str) -> list[str]:
@@ -394,7 +380,8 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
         version = loaded.summary.get("version")
         recomputed = json.loads(json.dumps(summarize(rows, version if version in SUMMARY_VERSIONS else SUMMARY_VERSION)))
         # The ledger is derived from the payload files, not from the rows alone: checked on its own.
-        _diff("summary", {k: v for k, v in loaded.summary.items() if k != "ledger"}, recomputed, problems)
+        problems += json_differences("summary", {k: v for k, v in loaded.summary.items() if k != "ledger"}, recomputed,
+                                     "summary.json", "the rows")
         try:
             problems += ledger_problems(loaded.summary, rows, run_files)
         except Exception as exc:  # a ledger the checks cannot derive fails the audit, never crashes it

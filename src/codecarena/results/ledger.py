@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from codecarena.codecs.framing import FramingError, parse
-from codecarena.files import sha256_file
+from codecarena.files import json_differences, sha256_file
 from codecarena.payload import CodeStream, PacketStream, Payload, PayloadError, pack_codes, read_payload
 from codecarena.registry import user_units
 from codecarena.registry.catalog import FAMILIES
@@ -485,32 +485,10 @@ def build(rows: list[Row], run: RunDir) -> dict[str, Any]:
             "codecs": [codec_entry(group, run) for group in by_codec.values()]}
 
 
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
-
-
-def differences(path: str, stored: Any, derived: Any, out: list[str]) -> None:
-    """One line per value of the stored ledger that the files no longer give."""
-    if isinstance(stored, dict) and isinstance(derived, dict):
-        for key in sorted(set(stored) | set(derived)):
-            differences(f"{path}.{key}", stored.get(key), derived.get(key), out)
-    elif isinstance(stored, list) and isinstance(derived, list) and len(stored) == len(derived):
-        for i, (a, b) in enumerate(zip(stored, derived)):
-            differences(f"{path}[{i}]", a, b, out)
-    elif isinstance(stored, float) or isinstance(derived, float):
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (stored, derived))
-        if not (numbers and _close(float(stored), float(derived))):
-            out.append(f"{path}: summary.json says {stored!r}, the payload files give {derived!r}")
-    elif stored != derived or type(stored) is not type(derived):
-        out.append(f"{path}: summary.json says {stored!r}, the payload files give {derived!r}")
-
-
 def ledger_problems(summary: dict[str, Any], rows: list[Row], run: RunDir) -> list[str]:
     """The stored ledger against the one the files give; [] when summary.json holds none (a run made
     before the ledger: `codecarena ledger RUN --update` writes it)."""
     if "ledger" not in summary:
         return []
     derived = json.loads(json.dumps(build(rows, run)))
-    out: list[str] = []
-    differences("summary.ledger", summary["ledger"], derived, out)
-    return out
+    return json_differences("summary.ledger", summary["ledger"], derived, "summary.json", "the payload files")

@@ -15,8 +15,6 @@ current files with the same shift are kept.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,12 +24,12 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.arena import ARENA_RATE
-from codecarena.files import LinkedFileError, open_unlinked, sha256_file, write_json
+from codecarena.files import sha256_file, write_json
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import ledger
 from codecarena.results.record import RunLoadError, load_run
 from codecarena.results.schema import Row
-from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.rundir import RunDir, RunLockError, UnsafePathError
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job
@@ -116,20 +114,10 @@ def measure(run_dir: Path, shift_ms: float = DEFAULT_SHIFT_MS, codecs: tuple[str
     samples = shift_samples(shift_ms)
     run = RunDir(run_dir)
     try:
-        lock = open_unlinked(run.lock, truncate=False)
-    except (LinkedFileError, UnsafePathError) as exc:
+        with run.locked():
+            return _measure_locked(run, samples, codecs, on_row)
+    except (RunLockError, UnsafePathError, RunLoadError) as exc:
         raise StabilityError(str(exc)) from None
-    try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StabilityError(f"{run.root}: a codecarena run is using this directory") from None
-        run.refuse_links()
-        return _measure_locked(run, samples, codecs, on_row)
-    except (UnsafePathError, RunLoadError) as exc:
-        raise StabilityError(str(exc)) from None
-    finally:
-        os.close(lock)
 
 
 def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
