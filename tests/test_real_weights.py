@@ -37,7 +37,7 @@ def _pin_files(tmp_path: Path, family: str, files: dict[str, Path]) -> dict[str,
     """Point the family's pins at `files` (name -> file): sha256 and size replaced in its TOML, in a
     registry fork under `tmp_path`.
     EnCodec's URL is hash-named, so its name follows the new hash. Returns name -> new name."""
-    toml = registry_fork(registry, family)
+    toml = registry_fork(tmp_path, family)
     text = toml.read_text()
     names = {}
     for name, path in files.items():

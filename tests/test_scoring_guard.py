@@ -82,7 +82,15 @@ def test_guarded_model_metrics_equal_in_process_ones(clips: list[Path], tmp_path
     in_process = Scorer(metrics)
     assert json.dumps(got) == json.dumps([in_process.score_files(utt, clip, clip)
                                           for utt, clip in zip(utterances, clips)])
-    assert {record["status"] for scores in got for record in scores.values()} == {"ok"}
+    # The transcript is not what was said, so the ASR's own check on the reference distrusts every
+    # ASR value (kept, marked suspect with its reason); every other metric is ok.
+    for scores in got:
+        for name, record in scores.items():
+            if record["status"] == "suspect":
+                assert "the reference audio's own ASR has ref_wer" in record["error"], (name, record)
+            else:
+                assert record["status"] == "ok", (name, record)
+    assert any(record["status"] == "suspect" for scores in got for record in scores.values())
 
 
 @pytest.mark.parametrize("body, reason", [
