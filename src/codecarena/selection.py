@@ -36,6 +36,26 @@ def canonical_weights(text: str) -> str:
     return kind if kind in ("real", "user") else f"synthetic:{seed}"
 
 
+def probe_devices(specs: Iterable[CodecSpec], runtimes: dict[str, dict[str, Any]], device: str) -> dict[str, Any]:
+    """Registry id -> the device as each torch family's runtime sees it (devices.DeviceInfo as a dict),
+    asked before any row; SelectionError naming the family and its interpreter when one cannot use it.
+    On the CPU nothing is asked: every runtime can run there."""
+    from codecarena.devices import DeviceError, probe
+
+    found: dict[str, Any] = {}
+    if device == "cpu":
+        return found
+    for family in dict.fromkeys(s.family for s in specs):
+        record = runtimes[family]
+        if not FAMILIES[family].torch or record["registry"] in found:
+            continue
+        try:
+            found[record["registry"]] = probe(record["interpreter"], device).to_dict()
+        except DeviceError as exc:
+            raise SelectionError(f"--device {device}: {family}'s runtime cannot run there: {exc}") from None
+    return found
+
+
 def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, Any]]:
     """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
     from codecarena.registry.rules import pin_gaps
