@@ -206,3 +206,24 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
                                     "cpu: another device is another configuration, never a resume; use a new --out "
                                     "directory")
     assert (out / "rows.jsonl").read_bytes() == before
+
+
+def test_learned_metrics_are_refused_on_another_device_before_any_row(tmp_path: Path) -> None:
+    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror
+
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,distill_mos",
+                     "--device", "cuda", "--out", out)
+    assert run.returncode == 2
+    assert run.stderr.strip() == ("codecarena: error: --metric-device cuda: the learned metrics distill_mos run on the "
+                                  "CPU only in this version; ask for --metric-device cpu (the codecs still run on "
+                                  "--device) or leave them out with --metrics")
+    assert not out.exists()
+    bad = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--device", "gpu", "--out", out)
+    assert bad.returncode == 2 and bad.stderr.strip() == ("codecarena: error: --device 'gpu': not a device; accepted: "
+                                                          "cpu, cuda, cuda:N (N = 0, 1, ...) or mps")
+    score = codecarena("score", tmp_path / "in", tmp_path / "in", "--metrics", "distill_mos", "--device", "cuda:0")
+    assert score.returncode == 2 and "--metric-device cuda:0: the learned metrics distill_mos" in score.stderr

@@ -56,6 +56,20 @@ def probe_devices(specs: Iterable[CodecSpec], runtimes: dict[str, dict[str, Any]
     return found
 
 
+def check_metric_device(scorer: Scorer | None, metric_device: str) -> None:
+    """Learned metrics (a model, or an ASR) run on the CPU in this version: any other metric device is
+    refused before any row, never replaced by the CPU silently."""
+    from codecarena.metrics.declarations import BY_NAME, Need
+
+    if scorer is None or metric_device == "cpu":
+        return
+    learned = [name for name in scorer.metrics if BY_NAME[name].models or Need.ASR_LANGUAGE in BY_NAME[name].needs]
+    if learned:
+        raise SelectionError(f"--metric-device {metric_device}: the learned metrics {', '.join(learned)} run on the "
+                             "CPU only in this version; ask for --metric-device cpu (the codecs still run on "
+                             "--device) or leave them out with --metrics")
+
+
 def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, Any]]:
     """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
     from codecarena.registry.rules import pin_gaps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.commands.common import CliError
+from codecarena.commands.common import CliError, add_device_arg, device_option
 
 # Long enough for the encoder's receptive field on speech; with TorchScript fusion on, the fuser runs
 # through its interpreter on this CPU build (no LLVM), about 10 s per DAC encode of 0.02 s, so the
@@ -24,6 +24,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     p.add_argument("--jit-fusion", choices=["on", "off"], default="off",
                    help="on: TorchScript CPU fusion with the tensor-expression fuser (how the cold/warm divergence "
                         "of docs/determinism.md is provoked without a GPU); off: torch's defaults")
+    add_device_arg(p, "the probed model")
     p.add_argument("--input", type=Path, help=f"a 16 kHz mono wav (default: smoke-set {DEFAULT_INPUT})")
     p.add_argument("--data-dir", type=Path, help="local mirror of the smoke set")
     p.add_argument("--start", type=float, default=None,
@@ -53,7 +54,12 @@ def run(args: argparse.Namespace) -> int:
     weights = selection.canonical_weights(args.weights)
     if weights == "user":
         raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")
+    device = device_option(args.device)
     runtime = selection.runtimes((spec,), weights)[spec.family]
+    # A device the runtime cannot use is refused before any probe runs.
+    selection.probe_devices((spec,), {spec.family: runtime}, device)
+    if device != "cpu":
+        raise CliError(f"--device {device}: the doctor probes on the CPU only in this version")
     variant = selection.check_variant(args.variant, (spec,))
     seconds = args.seconds if args.seconds is not None else (
         DEFAULT_SECONDS_FUSED if args.jit_fusion == "on" else DEFAULT_SECONDS)

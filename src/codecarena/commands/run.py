@@ -267,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--warm-repeats must be >= 0")
     languages = sorted({u.language for u in evalset.utterances if u.language})
     scorer = selection.scorer(args.metrics, args.asr_model, languages)
+    selection.check_metric_device(scorer, metric_device)
     weights = selection.canonical_weights(args.weights)
     runtimes = selection.runtimes(specs, weights)
     # Every runtime that would run on the device is asked before anything is written: a device that is
