@@ -227,3 +227,33 @@ def test_learned_metrics_are_refused_on_another_device_before_any_row(tmp_path: 
                                                           "cpu, cuda, cuda:N (N = 0, 1, ...) or mps")
     score = codecarena("score", tmp_path / "in", tmp_path / "in", "--metrics", "distill_mos", "--device", "cuda:0")
     assert score.returncode == 2 and "--metric-device cuda:0: the learned metrics distill_mos" in score.stderr
+
+
+def test_compare_across_devices_counts_identical_payloads_and_how_far_metrics_moved(tmp_path: Path) -> None:
+    """Two runs of one CPU run's rows, B's edited to say it ran on cuda:0 (no GPU here): compare says
+    the devices differ, counts the byte-identical payloads and reports the metric movement (0 here)."""
+    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror
+
+    from codecarena.results.compare import compare_runs
+
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    for clip in SHORT_CLIPS:
+        shutil.copy(MIRROR / clip, tmp_path / "in" / clip)
+    a = tmp_path / "a"
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi", "--out", a)
+    assert run.returncode == 0, run.stdout + run.stderr
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    rows = [json.loads(line) for line in (b / "rows.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["device"]["device"] = "cuda:0"
+    (b / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = compare_runs(a, b)
+    (comparison,) = result["comparisons"]
+    assert comparison["devices"] == {"a": "cpu", "b": "cuda:0", "pairs": 2, "payload_identical": 2,
+                                     "metric_movement": [{"metric": "stoi", "n": 2, "mean_abs_diff": 0.0,
+                                                          "max_abs_diff": 0.0}]}
+    assert any("ran on cpu in A and cuda:0 in B" in note and "2 of 2 payloads byte-identical" in note
+               for note in result["notes"])
+    assert compare_runs(a, a)["comparisons"][0]["devices"] is None

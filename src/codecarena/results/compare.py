@@ -205,6 +205,8 @@ def _codec_provenance(run: _Run, codec: str) -> dict[str, Any]:
         "variant": _distinct(r.variant for r in rows),
         "weights": _distinct(r.weights for r in rows),
         "sample_rate": _distinct(r.sample_rate for r in rows),
+        # Rows before version 7 ran on the CPU: codecarena had no other device then.
+        "device": _distinct((r.device or {}).get("device", "cpu") for r in rows),
         "worker_runtime": _distinct(r.runtime for r in rows),
         "model": _distinct(r.model for r in rows),
         "runtime_environment": record.get("environment") if record else None,
@@ -331,6 +333,19 @@ def _metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str,
         out["warning"] = few_units_warning(out["units"], "speaker" if units is not None else "utterance") + (
             ": read it as descriptive")
     return out
+
+
+def device_movement(names: list[str], pairs: list[tuple[str, Row, Row]]) -> list[dict[str, Any]]:
+    """How far each metric moved between two devices: over the pairs with an ok value on both sides,
+    the mean and the largest absolute difference."""
+    moved = []
+    for name in names:
+        values = [(_metric_record(ra, name)[0], _metric_record(rb, name)[0]) for _, ra, rb in pairs]
+        diffs = np.array([abs(b - a) for a, b in values if a is not None and b is not None])
+        moved.append({"metric": name, "n": int(diffs.size),
+                      "mean_abs_diff": float(diffs.mean()) if diffs.size else None,
+                      "max_abs_diff": float(diffs.max()) if diffs.size else None})
+    return moved
 
 
 def _decoded_same(pairs: list[tuple[str, Row, Row]]) -> int:
@@ -486,6 +501,14 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
             notes.append(f"{codec_a} vs {codec_b}: {why}")
             names = [n for n in names if n not in unpooled]
         stats = [_metric_stats(n, pairs, speakers, identical, resamples, seed) for n in names]
+        devices = None
+        if prov_a["device"] != prov_b["device"]:
+            devices = {"a": prov_a["device"], "b": prov_b["device"], "pairs": len(pairs),
+                       "payload_identical": payload_same, "metric_movement": device_movement(names, pairs)}
+            notes.append(f"{codec_a} vs {codec_b}: ran on {prov_a['device']} in A and {prov_b['device']} in B (another "
+                         f"device is another configuration): {payload_same} of {len(pairs)} payloads byte-identical"
+                         + "".join(f"; {m['metric']} moved by {m['mean_abs_diff']:.4g} on average, at most "
+                                   f"{m['max_abs_diff']:.4g}" for m in devices["metric_movement"] if m["n"]))
         # Per language first: a pooled mean can hide a codec that fails one language (and pools word with
         # character error rates), so each language of the pairs gets its own statistics.
         languages = sorted({ra.language for _, ra, _ in pairs})
@@ -503,6 +526,7 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
             "unpaired": unpaired,
             "identity": {"pairs": len(pairs), "payload_identical": payload_same, "decoded_identical": decoded_same,
                          "all_decoded_identical": identical},
+            "devices": devices,  # None when both ran on one device
             "provenance": {"a": _public(prov_a), "b": _public(prov_b),
                            "differences": _differences(prov_a, prov_b)},
             "metrics": stats,
