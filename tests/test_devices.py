@@ -257,3 +257,60 @@ def test_compare_across_devices_counts_identical_payloads_and_how_far_metrics_mo
     assert any("ran on cpu in A and cuda:0 in B" in note and "2 of 2 payloads byte-identical" in note
                for note in result["notes"])
     assert compare_runs(a, a)["comparisons"][0]["devices"] is None
+
+
+def test_a_torch_adapter_puts_its_tensors_on_its_device() -> None:
+    """Real torch on its `meta` device (no GPU here): use_device and to_device move what they are given."""
+    torch = pytest.importorskip("torch")
+    from codecarena.plugin.torch import TorchAdapter, rvq_encoded
+
+    class Tiny(TorchAdapter):
+        def encode(self, audio):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def decode(self, payload):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+    adapter = Tiny.__new__(Tiny)
+    assert adapter.device == torch.device("cpu")
+    adapter.use_device("meta")
+    assert adapter.to_device(torch.zeros(3)).device.type == "meta"
+    assert adapter.to_device(torch.nn.Linear(2, 2).weight).device.type == "meta"
+    # Codes come back to the CPU whatever device made them.
+    encoded = rvq_encoded(torch.ones(1, 2, 3, dtype=torch.int64), 4)
+    assert encoded.facts == {"frames": 3, "quantizers": 2}
+
+
+class FakeCuda:
+    """FAKE: stands for torch.cuda (no GPU here); records the calls the worker makes."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def synchronize(self) -> None:
+        self.calls.append("synchronize")
+
+    def max_memory_allocated(self) -> int:
+        return 123
+
+
+def test_the_worker_synchronises_cuda_around_every_timed_call_and_reads_its_peak() -> None:
+    from codecarena import worker
+
+    assert worker.cuda_of("cpu") is None and worker.cuda_of("mps") is None
+    fake = FakeCuda()
+    times = {"compute_s": 0.0}
+    assert worker._timed(lambda: fake.calls.append("call") or 7, times, "compute_s", fake) == 7
+    assert fake.calls == ["synchronize", "call", "synchronize"]
+    warm: list[float] = []
+    worker._warm(lambda: fake.calls.append("call"), 2, warm, fake)
+    assert fake.calls[3:] == ["synchronize", "call", "synchronize"] * 2 and len(warm) == 2
+    assert worker._peak_device_memory(fake) == 123 and worker._peak_device_memory(None) is None
+
+
+def test_a_family_that_is_not_torch_refuses_another_device() -> None:
+    from codecarena import worker
+
+    worker.use_device(object(), "opus", "cpu")
+    with pytest.raises(ValueError, match="^opus is not a torch family: it runs on the CPU only, not on cuda:0$"):
+        worker.use_device(object(), "opus", "cuda:0")
