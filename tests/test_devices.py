@@ -314,3 +314,18 @@ def test_a_family_that_is_not_torch_refuses_another_device() -> None:
     worker.use_device(object(), "opus", "cpu")
     with pytest.raises(ValueError, match="^opus is not a torch family: it runs on the CPU only, not on cuda:0$"):
         worker.use_device(object(), "opus", "cuda:0")
+
+
+def test_a_version_6_row_reads_with_no_device_and_still_hashes_to_its_digest() -> None:
+    from test_channel import _V5_ROW
+
+    from codecarena.files import sha256_json
+    from codecarena.results.schema import SchemaError, parse_row
+
+    v6 = {**_V5_ROW, "version": 6, "channel": None}
+    row = parse_row({**v6, "row_sha256": None}).to_dict()
+    del row["device"], row["row_sha256"]
+    parsed = parse_row({**v6, "row_sha256": sha256_json(row)})
+    assert parsed.device is None and parsed.intact
+    with pytest.raises(SchemaError, match="missing keys \\['device'\\]"):
+        parse_row({**v6, "version": 7, "row_sha256": None})
