@@ -16,3 +16,11 @@ def add_metric_args(parser: argparse.ArgumentParser) -> None:
                         help="the ASR model of a language: tiny.en or base (catalogued, pinned), or a CTranslate2 "
                              "Whisper model folder; defaults: tiny.en for English, base for the other languages "
                              "Whisper knows")
+
+
+def add_runtime_python_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runtime-python", default=None, metavar="PATH",
+                        help="run the torch families (those with an isolated runtime) in this existing Python "
+                             "interpreter instead of their locked runtime, e.g. a GPU host's own torch; it must import "
+                             "this codecarena and the family's packages; every output marks it as an external runtime "
+                             "(docs/devices.md)")

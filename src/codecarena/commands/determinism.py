@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.commands.common import CliError
+from codecarena.commands.common import CliError, add_runtime_python_arg
 
 # Long enough for the encoder's receptive field on speech; with TorchScript fusion on, the fuser runs
 # through its interpreter on this CPU build (no LLVM), about 10 s per DAC encode of 0.02 s, so the
@@ -36,6 +36,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     p.add_argument("--inject-divergence", default="", metavar="MODULE",
                    help="detector self-check: perturb this module's output by one ulp on the first encode; the "
                         "evidence is marked as a self-check")
+    add_runtime_python_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     weights = selection.canonical_weights(args.weights)
     if weights == "user":
         raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")
-    runtime = selection.runtimes((spec,), weights)[spec.family]
+    runtime = selection.runtimes((spec,), weights, args.runtime_python)[spec.family]
     variant = selection.check_variant(args.variant, (spec,))
     seconds = args.seconds if args.seconds is not None else (
         DEFAULT_SECONDS_FUSED if args.jit_fusion == "on" else DEFAULT_SECONDS)

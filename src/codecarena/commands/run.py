@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from codecarena.arena import ARENA_RATE
 from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS
-from codecarena.commands.common import CliError, add_metric_args
+from codecarena.commands.common import CliError, add_metric_args, add_runtime_python_arg
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--ray-address", default=None,
                      help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
     add_metric_args(run)
+    add_runtime_python_arg(run)
 
 
 def with_channels(specs: tuple[CodecSpec, ...], channels: list[str]) -> tuple[CodecSpec, ...]:
@@ -237,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.pipeline import RunOptions, execute, plan_of, planned
     from codecarena.results.formatting import count, language_label
     from codecarena.results.summary import summarize
+    from codecarena.runtime.external import ExternalRuntime, external_mark
     from codecarena.runtime.limits import parse_limits
     from codecarena.specs import parse_configuration
 
@@ -265,14 +267,16 @@ def run(args: argparse.Namespace) -> int:
     languages = sorted({u.language for u in evalset.utterances if u.language})
     scorer = selection.scorer(args.metrics, args.asr_model, languages)
     weights = selection.canonical_weights(args.weights)
-    runtimes = selection.runtimes(specs, weights)
+    runtimes = selection.runtimes(specs, weights, args.runtime_python)
     selection.pinned_checkpoints(specs, weights, allow_download=not args.no_download)
     opts = RunOptions(
         out=Path("."), codecs=specs, limits=limits, warm_repeats=args.warm_repeats,
         metrics=scorer.metrics if scorer else (),
         asr_models=tuple(sorted(scorer.asr_models.items())) if scorer else (),
         weights=weights, variant=selection.check_variant(args.variant, specs),
-        runtimes=tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items()),
+        runtimes=tuple((family, rec["registry"], rec["interpreter"], *external_mark(rec))
+                       for family, rec in runtimes.items()),
+        external=tuple(ExternalRuntime.of(family, rec) for family, rec in runtimes.items() if external_mark(rec)),
         mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample)
     if out_arg is None:
         digest = sha256_json(plan_of(evalset, opts))[:10]
