@@ -14,18 +14,9 @@ from typing import Any
 import psutil
 
 import codecarena
+from codecarena.devices import cpu_model
 
 PACKAGES = ("codecarena", "numpy", "soundfile", "soxr", "psutil", "rich", "av", "pycodec2")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def git_revision() -> dict[str, Any]:
