@@ -18,7 +18,13 @@ DEFAULT_INPUT = "en_librispeech_1089-134686-0000"  # smoke set, 10.4 s, speech f
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = subparsers.add_parser("determinism", help="cold/warm, cross-process and attention-backend controls of a torch "
                                                   "codec's encoder, with a layer trace of any divergence")
-    p.add_argument("codec", help="codec spec of a torch family (e.g. dac:16khz)")
+    p.add_argument("codec", nargs="?", help="codec spec of a torch family (e.g. dac:16khz)")
+    p.add_argument("--device", default="cpu", metavar="cpu|cuda[:N]|mps",
+                   help="where every probe runs the model (default cpu)")
+    p.add_argument("--switches", default="", metavar="all|NAME,...",
+                   help="also probe these controls of the GPU case, each in fresh processes on the device "
+                        "(--list-switches shows them; one that cannot apply is listed with why)")
+    p.add_argument("--list-switches", action="store_true", help="print the switches and what each sets, then exit")
     p.add_argument("--weights", default="real", metavar="real|synthetic[:SEED]")
     p.add_argument("--variant", default="", metavar="NAME", help="numerical variant to apply (e.g. eager_snake_v1)")
     p.add_argument("--jit-fusion", choices=["on", "off"], default="off",
@@ -44,10 +50,22 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.datasets import load_smoke
     from codecarena.determinism.doctor import DoctorError, diagnose, loudest_window
+    from codecarena.determinism.switches import SwitchError, listing, parse_switches
+    from codecarena.devices import DeviceError, parse_device, probe
     from codecarena.registry.catalog import FAMILIES
     from codecarena.runtime.limits import parse_limits
     from codecarena.specs import parse_spec
 
+    if args.list_switches:
+        console.print(listing(), end="", markup=False, soft_wrap=True)
+        return 0
+    if args.codec is None:
+        raise CliError("determinism: name the codec spec of a torch family (e.g. dac:16khz)")
+    try:
+        device = parse_device(args.device)
+        switches = parse_switches(args.switches) if args.switches else ()
+    except (DeviceError, SwitchError) as exc:
+        raise CliError(str(exc)) from None
     spec = parse_spec(args.codec)
     if FAMILIES[spec.family].supported_weights == "none":
         raise CliError(f"{spec.family} is not a torch model; the determinism doctor probes torch codecs")
@@ -56,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")
     runtime = selection.runtimes((spec,), weights, args.runtime_python)[spec.family]
     variant = selection.check_variant(args.variant, (spec,))
+    if device != "cpu":
+        try:  # before any probe: a device the runtime cannot use is one line, not a failed probe
+            probe(runtime["interpreter"], device)
+        except DeviceError as exc:
+            raise CliError(str(exc)) from None
     seconds = args.seconds if args.seconds is not None else (
         DEFAULT_SECONDS_FUSED if args.jit_fusion == "on" else DEFAULT_SECONDS)
     if args.input is not None:
@@ -64,14 +87,17 @@ def run(args: argparse.Namespace) -> int:
         smoke = load_smoke(data_dir=args.data_dir)
         input_path = next(u.path for u in smoke.utterances if u.id == DEFAULT_INPUT)
     start = args.start if args.start is not None else loudest_window(input_path, seconds)
-    out = args.out or Path("determinism") / f"{spec.slug}-{variant or 'default'}-fusion-{args.jit_fusion}"
+    out = args.out or Path("determinism") / (f"{spec.slug}-{variant or 'default'}-fusion-{args.jit_fusion}"
+                                             + (f"-{device.replace(':', '')}" if device != "cpu" else ""))
     limit = parse_limits(args.memory_limit).memory_limit_bytes
-    console.print(f"probing {spec.canonical} (variant {variant or 'none'}, fusion {args.jit_fusion}) on "
+    console.print(f"probing {spec.canonical} on {device} (variant {variant or 'none'}, fusion {args.jit_fusion}"
+                  f"{', switches ' + ','.join(switches) if switches else ''}) on "
                   f"{seconds} s of {input_path.name} from {start:.3f} s; evidence in {out}")
     try:
         evidence = diagnose(spec, weights=weights, variant=variant, jit_fusion=args.jit_fusion, input_path=input_path,
                             start_s=start, seconds=seconds, python=runtime["interpreter"], out=out,
-                            limit_bytes=limit, inject=args.inject_divergence)
+                            limit_bytes=limit, inject=args.inject_divergence, device=device, switches=switches,
+                            runtime=runtime)
     except DoctorError as exc:
         raise CliError(str(exc)) from None
     console.print((out / "summary.txt").read_text(encoding="utf-8"), end="")
