@@ -238,7 +238,7 @@ FAKE_WORKER = textwrap.dedent(
 def _fake_worker(tmp_path: Path) -> str:
     template = StageReport(version=PROTOCOL_VERSION, stage="encode", ok=True, error="", pid=0, started_at=time.time(),
                            imports_s=0.0, load_s=0.0, io_s=0.0, compute_s=0.001, warm_compute_s=[], maxrss_bytes=0,
-                           audio_s=1.0, model={}, facts={}, runtime={})
+                           peak_device_memory_bytes=None, audio_s=1.0, model={}, facts={}, runtime={}, device=None)
     return _fake_interpreter(tmp_path, FAKE_WORKER.format(template=json.dumps(asdict(template))))
 
 

@@ -75,6 +75,8 @@ class RunOptions:
     mode: str = "cold"  # "cold": a fresh process per stage; "warm": persistent workers per codec runtime
     cold_sample: int = 1  # warm mode: the first N rows of each codec configuration still run cold
     replay_sample: int | None = None  # rows per codec configuration replayed in a fresh process; None = all
+    device: str = "cpu"  # where torch families run (devices.parse_device); every other family runs on the CPU
+    metric_device: str = "cpu"  # where learned metrics run
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,8 @@ def plan_of(evalset: EvalSet, opts: RunOptions) -> dict[str, Any]:
         "weights": opts.weights,
         "variant": variants.provenance(opts.variant),
         "warm_repeats": opts.warm_repeats,
+        "device": opts.device,
+        "metric_device": opts.metric_device,
         "mode": opts.mode,
         "cold_sample": opts.cold_sample if opts.mode == "warm" else None,
         "replay_sample": opts.replay_sample,
@@ -129,6 +133,29 @@ def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
         if fam == family:
             return registry_id, python
     return "", opts.python
+
+
+def stage_device(opts: RunOptions, family: str) -> str:
+    """The device a family's stages run on: the run's for a torch family, the CPU for any other."""
+    return opts.device if FAMILIES[family].torch else "cpu"
+
+
+def row_device(opts: RunOptions, family: str, reports: dict[str, StageReport | None]) -> dict[str, Any]:
+    """The row's `device` (docs/results.md): asked, used, whether --device applied to the family, the
+    device facts its encode worker reported and each stage's peak device memory."""
+    encode = reports.get("encode")
+    return {"requested": opts.device, "device": stage_device(opts, family), "applied": FAMILIES[family].torch,
+            "info": encode.device if encode is not None else None,
+            "peak_device_memory_bytes": {name: report.peak_device_memory_bytes if report is not None else None
+                                         for name, report in reports.items()}}
+
+
+def _device_problem(name: str, report: StageReport | None, device: str) -> str:
+    """A stage whose worker says it ran on another device than the row's (the worker reports only what
+    it checked, so this catches an old or foreign worker)."""
+    if report is None or report.device is None or report.device.get("device") == device:
+        return ""
+    return f"{name} worker ran on {report.device.get('device')}, the row's device is {device}"
 
 
 def _score(scorer: RowScorer | None, ref: Reference, decoded_path: Path | None, failure: str) -> dict[str, Any]:
@@ -177,6 +204,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
         return run_stage(name, stage_job, opts.limits, work, python)
 
     stages: list[Stage] = []
+    reports: dict[str, StageReport | None] = {}
+    device = stage_device(opts, spec.family)
     fields: dict[str, Any] = {}
     checkpoint: dict[str, Any] = {}
     runtime: dict[str, Any] = {}
@@ -186,9 +215,10 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
 
     enc_stage, enc_report = stage("encode", Job.encode(ref.path, payload_path, work / "encode.report.json",
                                                        spec.bare.canonical, warm_repeats=repeats, weights=opts.weights,
-                                                       variant=opts.variant))
+                                                       variant=opts.variant, device=device))
     stages.append(enc_stage)
-    error = enc_stage.error
+    reports["encode"] = enc_report
+    error = enc_stage.error or _device_problem("encode", enc_report, device)
     if not error and enc_report is not None:
         model = enc_report.model
         runtime = enc_report.runtime
@@ -220,9 +250,10 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
 
     if not error:
         dec_stage, dec_report = stage("decode", Job.decode(received, decoded_path, work / "decode.report.json",
-                                                           warm_repeats=repeats))
+                                                           warm_repeats=repeats, device=device))
         stages.append(dec_stage)
-        error = dec_stage.error
+        reports["decode"] = dec_report
+        error = dec_stage.error or _device_problem("decode", dec_report, device)
         if not error and dec_report is not None:
             facts = dec_report.facts
             codec_facts["decode"] = facts
@@ -244,10 +275,11 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
     if not error and replay:
-        rep_stage, _ = run_stage("replay", Job.decode(received, replay_path, work / "replay.report.json",
-                                                      warm_repeats=repeats), opts.limits, work, python)
+        rep_stage, rep_report = run_stage("replay", Job.decode(received, replay_path, work / "replay.report.json",
+                                                               warm_repeats=repeats, device=device), opts.limits, work, python)
         stages.append(rep_stage)
-        error = rep_stage.error
+        reports["replay"] = rep_report
+        error = rep_stage.error or _device_problem("replay", rep_report, device)
         if not error:
             fields["replay_sha256"] = sha256_file(replay_path)
             fields["replay_identical"] = fields["replay_sha256"] == fields["decoded_sha256"]
@@ -264,7 +296,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                 weights=str(model.get("weights", "none")), checks_passed=checks_passed, codec_facts=codec_facts,
                 metrics=metrics, scoring_s=scoring_s,
                 metrics_code_sha256=scorer.code_sha256 if scorer is not None else None,
-                model=model, stages=stages, status=status, error=error, channel=channel)
+                model=model, stages=stages, status=status, error=error, channel=channel,
+                device=row_device(opts, spec.family, reports))
 
 
 def _clear_outputs(run: RunDir, outputs: dict[str, Path]) -> str:
@@ -348,7 +381,8 @@ def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
     # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
     return _row(task.spec, task.ref, opts, RunDir(opts.out), task.mode, task.replay, {}, checkpoint={}, runtime={},
                 weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None,
-                metrics_code_sha256=None, model={}, stages=[], status="failed", error=error, channel=None)
+                metrics_code_sha256=None, model={}, stages=[], status="failed", error=error, channel=None,
+                device=row_device(opts, task.spec.family, {}))
 
 
 def plan_tasks(evalset: EvalSet, opts: RunOptions, skip: Iterable[tuple[str, str]],
@@ -451,6 +485,11 @@ def planned(evalset: EvalSet, opts: RunOptions, add: bool = False) -> tuple[RunO
         raise RunError(f"{run.root}: holds a run made before plans pinned references, transcripts and user "
                        f"checkpoints (run.json version {earlier.version}), whose rows cannot be tied to "
                        f"them; use another --out directory")
+    for key, option in (("device", "--device"), ("metric_device", "--metric-device")):
+        was, now = getattr(previous, key), getattr(plan, key)
+        if was is not None and was != now:
+            raise RunError(f"{run.root}: holds a run with {option} {was}, this command asks for {now}: another "
+                           f"device is another configuration, never a resume; use a new --out directory")
     if add:
         opts = added_codecs(previous, opts)
         plan = plan_from_dict(plan_of(evalset, opts))

@@ -36,6 +36,40 @@ def canonical_weights(text: str) -> str:
     return kind if kind in ("real", "user") else f"synthetic:{seed}"
 
 
+def probe_devices(specs: Iterable[CodecSpec], runtimes: dict[str, dict[str, Any]], device: str) -> dict[str, Any]:
+    """Registry id -> the device as each torch family's runtime sees it (devices.DeviceInfo as a dict),
+    asked before any row; SelectionError naming the family and its interpreter when one cannot use it.
+    On the CPU nothing is asked: every runtime can run there."""
+    from codecarena.devices import DeviceError, probe
+
+    found: dict[str, Any] = {}
+    if device == "cpu":
+        return found
+    for family in dict.fromkeys(s.family for s in specs):
+        record = runtimes[family]
+        if not FAMILIES[family].torch or record["registry"] in found:
+            continue
+        try:
+            found[record["registry"]] = probe(record["interpreter"], device).to_dict()
+        except DeviceError as exc:
+            raise SelectionError(f"--device {device}: {family}'s runtime cannot run there: {exc}") from None
+    return found
+
+
+def check_metric_device(scorer: Scorer | None, metric_device: str) -> None:
+    """Learned metrics (a model, or an ASR) run on the CPU in this version: any other metric device is
+    refused before any row, never replaced by the CPU silently."""
+    from codecarena.metrics.declarations import BY_NAME, Need
+
+    if scorer is None or metric_device == "cpu":
+        return
+    learned = [name for name in scorer.metrics if BY_NAME[name].models or Need.ASR_LANGUAGE in BY_NAME[name].needs]
+    if learned:
+        raise SelectionError(f"--metric-device {metric_device}: the learned metrics {', '.join(learned)} run on the "
+                             "CPU only in this version; ask for --metric-device cpu (the codecs still run on "
+                             "--device) or leave them out with --metrics")
+
+
 def runtimes(specs: Iterable[CodecSpec], weights: str, runtime_python: str | None = None) -> dict[str, dict[str, Any]]:
     """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use. With
     `runtime_python`, every family that has an isolated runtime runs in that interpreter instead

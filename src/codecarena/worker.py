@@ -37,7 +37,7 @@ def _maxrss_bytes() -> int:
 def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, dict[str, Any]]] | None = None) -> int:
     """One job. A persistent worker passes `loaded_adapters`, so each (codec, weights, variant) is
     loaded once and its later jobs report load_s 0."""
-    from codecarena.runtime.protocol import StageReport, read_job, write_report
+    from codecarena.runtime.protocol import PROTOCOL_VERSION, StageReport, read_job, write_report
 
     job = read_job(job_path)
     times = {"imports_s": 0.0, "load_s": 0.0, "io_s": 0.0, "compute_s": 0.0}
@@ -46,6 +46,8 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
     warm: list[float] = []
     audio_s = 0.0
     error = ""
+    device: dict[str, Any] | None = None
+    cuda: Any = None
     try:
         t = time.perf_counter()
         import numpy as np  # noqa: F401
@@ -88,6 +90,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
             adapter, model = loaded_adapters[key]  # type: ignore[index]
         else:
             adapter = module.ADAPTER(spec, weights)
+            use_device(adapter, spec.family, job.device)
             adapter.checkpoints = checkpoint_paths(spec.family)
             # A user codec's checkpoint identity is its pin, whatever its adapter reports.
             model = {**adapter.load(), **user_codec}
@@ -101,30 +104,38 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
             raise ValueError(f"payload was encoded with checkpoint {dict(loaded.checkpoint)}, "
                              f"this decoder loads {model.get('checkpoint', {})}")
 
+        if hasattr(adapter, "use_device"):  # a torch model: the device and the settings it runs under
+            from codecarena.device_probe import device_info
+
+            device = device_info(job.device).to_dict()
+            cuda = cuda_of(job.device)
+        if cuda is not None:
+            cuda.reset_peak_memory_stats()
         if job.stage == "encode":
-            audio_s, facts = _encode(job, spec, adapter, model, times, warm)
+            audio_s, facts = _encode(job, spec, adapter, model, times, warm, cuda)
         elif job.stage == "stream":
             if variant:
                 raise ValueError("the stream stage runs upstream numerics only; it takes no variant")
             audio_s, facts = _stream(job, spec, adapter, model)
         else:
             assert loaded is not None
-            audio_s, facts = _decode(job, loaded, adapter, times, warm)
+            audio_s, facts = _decode(job, loaded, adapter, times, warm, cuda)
     except Exception as exc:  # every failure becomes a structured, one-line reason in the report
         error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         traceback.print_exc()
     report = StageReport(
-        version=1, stage=job.stage, ok=not error, error=error, pid=os.getpid(), started_at=STARTED_AT,
+        version=PROTOCOL_VERSION, stage=job.stage, ok=not error, error=error, pid=os.getpid(), started_at=STARTED_AT,
         imports_s=times["imports_s"], load_s=times["load_s"], io_s=times["io_s"],
         compute_s=times["compute_s"], warm_compute_s=warm, maxrss_bytes=_maxrss_bytes(),
-        audio_s=audio_s, model=model, facts=facts, runtime=_runtime(),
+        peak_device_memory_bytes=_peak_device_memory(cuda),
+        audio_s=audio_s, model=model, facts=facts, runtime=_runtime(), device=device,
     )
     try:
         write_report(Path(job.report), report)
     except (TypeError, ValueError) as exc:
         # An adapter that reports a value JSON cannot hold must still leave a report saying so.
         error = f"stage report not serialisable: {exc}"
-        report = dataclasses.replace(report, ok=False, error=error, model={}, facts={})
+        report = dataclasses.replace(report, ok=False, error=error, model={}, facts={}, device=None)
         write_report(Path(job.report), report)
     return 0 if not error else 2
 
@@ -134,6 +145,34 @@ def _writable(job: Any, persistent: bool) -> list[Path]:
     confined to; a persistent worker serves many jobs of one run, so it gets their common folder."""
     folders = [Path(job.output).resolve().parent, Path(job.report).resolve().parent]
     return [Path(os.path.commonpath(folders))] if persistent else folders
+
+
+def use_device(adapter: Any, family: str, device: str) -> None:
+    """Put a torch adapter on the job's device before it loads; any other runs on the CPU only."""
+    if hasattr(adapter, "use_device"):
+        adapter.use_device(device)
+    elif device != "cpu":
+        raise ValueError(f"{family} is not a torch family: it runs on the CPU only, not on {device}")
+
+
+def cuda_of(device: str) -> Any:
+    """torch.cuda when the stage runs on a CUDA device, whose calls return before the work is done;
+    None on any other device, whose calls are done when they return."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda
+
+
+def _synchronize(cuda: Any) -> None:
+    if cuda is not None:
+        cuda.synchronize()
+
+
+def _peak_device_memory(cuda: Any) -> int | None:
+    """Peak bytes allocated on the CUDA device since the model was loaded (its weights included)."""
+    return int(cuda.max_memory_allocated()) if cuda is not None else None
 
 
 def apply_variant(adapter: Any, name: str) -> dict[str, Any]:
@@ -162,23 +201,30 @@ def _runtime() -> dict[str, Any]:
             "numpy": getattr(numpy, "__version__", None)}
 
 
-def _timed(fn: Any, times: dict[str, float], key: str) -> Any:
+def _timed(fn: Any, times: dict[str, float], key: str, cuda: Any = None) -> Any:
+    # On CUDA the clock is read only once the device is idle: before, so no earlier work is charged
+    # to this call, and after, so all of its work is.
+    _synchronize(cuda)
     t = time.perf_counter()
     result = fn()
+    _synchronize(cuda)
     times[key] += time.perf_counter() - t
     return result
 
 
-def _warm(fn: Any, repeats: int, warm: list[float]) -> None:
-    # The first (cold) call already ran; these repeats measure the steady state in this process.
+def _warm(fn: Any, repeats: int, warm: list[float], cuda: Any = None) -> None:
+    # The first (cold) call already ran, and on a GPU paid for kernel selection, autotuning and JIT;
+    # these repeats measure the steady state in this process.
     for _ in range(repeats):
+        _synchronize(cuda)
         t = time.perf_counter()
         fn()
+        _synchronize(cuda)
         warm.append(time.perf_counter() - t)
 
 
 def _encode(job: Any, spec: Any, adapter: Any, model: dict[str, Any], times: dict[str, float],
-            warm: list[float]) -> tuple[float, dict]:
+            warm: list[float], cuda: Any = None) -> tuple[float, dict]:
     import numpy as np
     import soundfile as sf
     import soxr
@@ -197,17 +243,18 @@ def _encode(job: Any, spec: Any, adapter: Any, model: dict[str, Any], times: dic
 
     (audio, rate) = _timed(read, times, "io_s")
     num_samples = sf.info(job.input).frames
-    encoded = _timed(lambda: adapter.encode(audio), times, "compute_s")
+    encoded = _timed(lambda: adapter.encode(audio), times, "compute_s", cuda)
     payload = make_payload(spec, encoded, model, job.variant, rate, num_samples, adapter.input_rate)
     _timed(lambda: write_payload(Path(job.output), payload, durable=False), times, "io_s")
-    _warm(lambda: adapter.encode(audio), job.warm_repeats, warm)
+    _warm(lambda: adapter.encode(audio), job.warm_repeats, warm, cuda)
     facts = dict(encoded.facts)
     facts["resampled_to"] = adapter.input_rate if adapter.input_rate != rate else None
     facts["representation_bits"] = payload.representation_bits()
     return num_samples / rate, facts
 
 
-def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm: list[float]) -> tuple[float, dict]:
+def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm: list[float],
+            cuda: Any = None) -> tuple[float, dict]:
     import numpy as np
     import soundfile as sf
     import soxr
@@ -219,7 +266,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     # write (and allocate) whatever a forged header asks for, so both are checked before restoring.
     if payload.sample_rate != job.arena_rate:
         raise ValueError(f"{job.input}: payload declares {payload.sample_rate} Hz, the arena runs at {job.arena_rate} Hz")
-    decoded = _timed(lambda: adapter.decode(payload), times, "compute_s")
+    decoded = _timed(lambda: adapter.decode(payload), times, "compute_s", cuda)
     # What any adapter returns is checked before it is used: a user's codec may return anything.
     if type(decoded.sample_rate) is not int or not 1000 <= decoded.sample_rate <= 768_000:
         raise ValueError(f"the decoder returned a sample rate of {decoded.sample_rate!r}, not a rate of 1000 to "
@@ -254,7 +301,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
             os.replace(tmp, out)
 
     _timed(write, times, "io_s")
-    _warm(lambda: adapter.decode(payload), job.warm_repeats, warm)
+    _warm(lambda: adapter.decode(payload), job.warm_repeats, warm, cuda)
     rms = float(np.sqrt(np.mean(np.square(pcm / 32768.0)))) if len(pcm) else 0.0
     facts = {
         "decoder_rate": decoded.sample_rate,

@@ -16,6 +16,26 @@ def add_metric_args(parser: argparse.ArgumentParser) -> None:
                         help="the ASR model of a language: tiny.en or base (catalogued, pinned), or a CTranslate2 "
                              "Whisper model folder; defaults: tiny.en for English, base for the other languages "
                              "Whisper knows")
+    parser.add_argument("--metric-device", default=None, metavar="cpu|cuda[:N]",
+                        help="where learned metrics run (default: --device); a metric library that cannot use it "
+                             "fails the command before any result, never falls back silently: ask for "
+                             "--metric-device cpu")
+
+
+def add_device_arg(parser: argparse.ArgumentParser, what: str = "torch codec families") -> None:
+    parser.add_argument("--device", default="cpu", metavar="cpu|cuda[:N]|mps",
+                        help=f"where {what} run (default cpu); other families run on the CPU whatever it says, and "
+                             "every row records where it ran (docs/results.md, Devices)")
+
+
+def device_option(text: str, option: str = "--device") -> str:
+    """The canonical device, or CliError naming the option and the accepted forms."""
+    from codecarena.devices import DeviceError, parse_device
+
+    try:
+        return parse_device(text, option)
+    except DeviceError as exc:
+        raise CliError(str(exc)) from None
 
 
 def add_runtime_python_arg(parser: argparse.ArgumentParser) -> None:

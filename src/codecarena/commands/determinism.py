@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.commands.common import CliError, add_runtime_python_arg
+from codecarena.commands.common import CliError, add_device_arg, add_runtime_python_arg, device_option
 
 # Long enough for the encoder's receptive field on speech; with TorchScript fusion on, the fuser runs
 # through its interpreter on this CPU build (no LLVM), about 10 s per DAC encode of 0.02 s, so the
@@ -19,8 +19,6 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     p = subparsers.add_parser("determinism", help="cold/warm, cross-process and attention-backend controls of a torch "
                                                   "codec's encoder, with a layer trace of any divergence")
     p.add_argument("codec", nargs="?", help="codec spec of a torch family (e.g. dac:16khz)")
-    p.add_argument("--device", default="cpu", metavar="cpu|cuda[:N]|mps",
-                   help="where every probe runs the model (default cpu)")
     p.add_argument("--switches", default="", metavar="all|NAME,...",
                    help="also probe these controls of the GPU case, each in fresh processes on the device "
                         "(--list-switches shows them; one that cannot apply is listed with why)")
@@ -30,6 +28,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     p.add_argument("--jit-fusion", choices=["on", "off"], default="off",
                    help="on: TorchScript CPU fusion with the tensor-expression fuser (how the cold/warm divergence "
                         "of docs/determinism.md is provoked without a GPU); off: torch's defaults")
+    add_device_arg(p, "the probed model")
     p.add_argument("--input", type=Path, help=f"a 16 kHz mono wav (default: smoke-set {DEFAULT_INPUT})")
     p.add_argument("--data-dir", type=Path, help="local mirror of the smoke set")
     p.add_argument("--start", type=float, default=None,
@@ -51,7 +50,6 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.datasets import load_smoke
     from codecarena.determinism.doctor import DoctorError, diagnose, loudest_window
     from codecarena.determinism.switches import SwitchError, listing, parse_switches
-    from codecarena.devices import DeviceError, parse_device, probe
     from codecarena.registry.catalog import FAMILIES
     from codecarena.runtime.limits import parse_limits
     from codecarena.specs import parse_spec
@@ -62,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
     if args.codec is None:
         raise CliError("determinism: name the codec spec of a torch family (e.g. dac:16khz)")
     try:
-        device = parse_device(args.device)
         switches = parse_switches(args.switches) if args.switches else ()
-    except (DeviceError, SwitchError) as exc:
+    except SwitchError as exc:
         raise CliError(str(exc)) from None
+    device = device_option(args.device)
     spec = parse_spec(args.codec)
     if FAMILIES[spec.family].supported_weights == "none":
         raise CliError(f"{spec.family} is not a torch model; the determinism doctor probes torch codecs")
@@ -73,12 +71,9 @@ def run(args: argparse.Namespace) -> int:
     if weights == "user":
         raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")
     runtime = selection.runtimes((spec,), weights, args.runtime_python)[spec.family]
+    # A device the runtime cannot use is refused before any probe runs.
+    selection.probe_devices((spec,), {spec.family: runtime}, device)
     variant = selection.check_variant(args.variant, (spec,))
-    if device != "cpu":
-        try:  # before any probe: a device the runtime cannot use is one line, not a failed probe
-            probe(runtime["interpreter"], device)
-        except DeviceError as exc:
-            raise CliError(str(exc)) from None
     seconds = args.seconds if args.seconds is not None else (
         DEFAULT_SECONDS_FUSED if args.jit_fusion == "on" else DEFAULT_SECONDS)
     if args.input is not None:

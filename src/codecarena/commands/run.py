@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from codecarena.arena import ARENA_RATE
 from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS
-from codecarena.commands.common import CliError, add_metric_args, add_runtime_python_arg
+from codecarena.commands.common import CliError, add_device_arg, add_metric_args, add_runtime_python_arg, device_option
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="rows in flight at once (default: local, one per CPU core; ray, one per cluster CPU)")
     run.add_argument("--ray-address", default=None,
                      help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
+    add_device_arg(run)
     add_metric_args(run)
     add_runtime_python_arg(run)
 
@@ -243,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.specs import parse_configuration
 
     limits = parse_limits(args.memory_limit, args.guard_poll, args.stage_timeout)
+    device = device_option(args.device)
+    metric_device = device_option(args.metric_device or device, "--metric-device")
     out_arg = _out_dir(args.out) if args.out is not None else None
     specs = with_channels(tuple(parse_configuration(s) for s in (args.codecs or DEFAULT_CODECS)),
                           args.channel_specs or [])
@@ -266,8 +269,15 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--warm-repeats must be >= 0")
     languages = sorted({u.language for u in evalset.utterances if u.language})
     scorer = selection.scorer(args.metrics, args.asr_model, languages)
+    selection.check_metric_device(scorer, metric_device)
     weights = selection.canonical_weights(args.weights)
     runtimes = selection.runtimes(specs, weights, args.runtime_python)
+    # Every runtime that would run on the device is asked before anything is written: a device that is
+    # not there fails the command, never a row.
+    for registry_id, info in selection.probe_devices(specs, runtimes, device).items():
+        for rec in runtimes.values():
+            if rec["registry"] == registry_id:
+                rec["device"] = info
     selection.pinned_checkpoints(specs, weights, allow_download=not args.no_download)
     opts = RunOptions(
         out=Path("."), codecs=specs, limits=limits, warm_repeats=args.warm_repeats,
@@ -277,7 +287,8 @@ def run(args: argparse.Namespace) -> int:
         runtimes=tuple((family, rec["registry"], rec["interpreter"], *external_mark(rec))
                        for family, rec in runtimes.items()),
         external=tuple(ExternalRuntime.of(family, rec) for family, rec in runtimes.items() if external_mark(rec)),
-        mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample)
+        mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample, device=device,
+        metric_device=metric_device)
     if out_arg is None:
         digest = sha256_json(plan_of(evalset, opts))[:10]
         name = evalset.name.replace(":", "-").replace("/", "_")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.commands.common import CliError, add_metric_args
+from codecarena.commands.common import CliError, add_device_arg, add_metric_args, device_option
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -17,6 +17,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     score.add_argument("--recursive", action="store_true",
                        help="also read REF_DIR's subfolders (default: its top folder only; subfolders are named)")
     score.add_argument("--json", type=Path, help="also write every score to this JSON file")
+    add_device_arg(score, "learned metrics")
     add_metric_args(score)
 
 
@@ -40,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances))
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")
+    selection.check_metric_device(scorer, device_option(args.metric_device or device_option(args.device),
+                                                        "--metric-device"))
     pairs, unmatched = [], []
     for utt in refs.utterances:
         relative = utt.path.relative_to(args.ref_dir.resolve())

@@ -50,6 +50,15 @@ class TorchAdapter(Adapter):
     #: The synthetic checkpoint's file name (without `-seed<N>.pt`), with a generator version: bump it
     #: whenever `synthetic_state` changes, so a file made by older code is never taken for the new one's.
     synthetic_name: str
+    #: Where the model runs (`run --device`): the worker calls `use_device` before `load`, which moves
+    #: the model there; encode and decode move their inputs with `to_device` and results back to the CPU.
+    device: torch.device = torch.device("cpu")
+
+    def use_device(self, device: str) -> None:
+        self.device = torch.device(device)
+
+    def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.to(self.device)
 
     def load(self) -> dict[str, Any]:
         options = self.spec.options()
@@ -61,7 +70,8 @@ class TorchAdapter(Adapter):
         # Parsed before the model is built: the file's bytes are dropped first, which keeps the peak
         # memory at two copies of the weights (parsed tensors and model).
         weights = self.pinned_weights(kind) if seed is None else self.synthetic_weights(seed)
-        self.model = self.load_model(weights).eval()
+        # Loaded on the CPU (weights are parsed there), then moved: one path for every device.
+        self.model = self.load_model(weights).eval().to(self.device)
         # The common facts come last: a family's facts never replace the checkpoint identity, which
         # the payload records.
         return {**self.after_load(), "weights": kind, "checkpoint": weights.identity, **self.side_facts(),
@@ -118,13 +128,13 @@ class TorchAdapter(Adapter):
 
 
 def rvq_encoded(codes: torch.Tensor, bits: int) -> Encoded:
-    """Codes of shape (1, quantizers, frames) as one stream packed at the codebook's bit width."""
-    values = codes[0].numpy().astype(np.uint64)  # quantizers x frames
+    """Codes of shape (1, quantizers, frames), on any device, as one stream packed at the codebook's bit width."""
+    values = codes[0].cpu().numpy().astype(np.uint64)  # quantizers x frames
     return Encoded(streams=(CodeStream("codes", bits, tuple(values.shape), values.reshape(-1)),),
                    side_info={}, facts={"frames": int(values.shape[1]), "quantizers": int(values.shape[0])})
 
 
 def rvq_codes(payload: Payload) -> torch.Tensor:
-    """The payload's code stream back as a (1, quantizers, frames) int64 tensor."""
+    """The payload's code stream back as a (1, quantizers, frames) int64 tensor, on the CPU."""
     stream = payload.code_stream("codes")
     return torch.from_numpy(stream.values.astype(np.int64).reshape(stream.shape))[None]

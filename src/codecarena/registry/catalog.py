@@ -141,6 +141,8 @@ class Family:
     supported_weights: str = "none"
     # Named numerical variants (codecarena.variants) that apply to this family's model.
     variants: tuple[str, ...] = ()
+    # Its adapter is a codecarena.plugin.torch.TorchAdapter: it runs on --device (the others on the CPU).
+    torch: bool = False
     # The decoder carries hidden process-wide state (libcodec2's own PRNG), so a decode equals a
     # fresh decoder's only in a fresh process: warm mode still decodes such a family cold.
     fresh_process_decode: bool = False
@@ -202,7 +204,7 @@ def parse_declaration(text: str, where: str, module: str) -> Family:
         # weights or torch model: the keys that say otherwise are refused, not ignored.
         # Nor a channel: its payload is the tool's whole file, one packet, not one per frame.
         for key, value in (("config_is_bitrate", bitrate), ("variants", variants),
-                           ("channel", top.has("channel"))):
+                           ("channel", top.has("channel")), ("torch", top.get("torch", bool, False))):
             if value:
                 raise top.fail(key, "is not for a command-line family")
         if weights != "none":
@@ -215,7 +217,7 @@ def parse_declaration(text: str, where: str, module: str) -> Family:
                           tuple(o.name for o in options))
     family = Family(name=name, module=module, description=top.get("description", str), configs=configs,
                     default_config=default, options=options, config_is_bitrate=bitrate,
-                    supported_weights=weights, variants=variants,
+                    supported_weights=weights, variants=variants, torch=top.get("torch", bool, False),
                     fresh_process_decode=top.get("fresh_process_decode", bool, False), kind=kind, command=command,
                     channel=_channel(top.get("channel", dict), f"{where}: channel") if top.has("channel") else None,
                     claims=claims)

@@ -14,7 +14,9 @@ language, speaker, transcript and critical entities) and of every user-pinned ch
 (`user_pins`); an older plan reads with None there, which the audit reports as not auditable and a
 resume refuses (its rows cannot be tied to what they were computed from). Version 6 added the pins
 of every user codec the run uses (`user_codecs`: declaration, source, checkpoints, requirements);  an
-older record reads with None there (no user codec could run before it).
+older record reads with None there (no user codec could run before it). Version 7 added the devices
+(`device`, where torch families run, and `metric_device`, where learned metrics run); an older record
+reads with None there (everything ran on the CPU then).
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from codecarena.devices import DeviceError, DeviceInfo, parse_device
 from codecarena.files import JSONFileError, read_json, sha256_json
+from codecarena.registry.catalog import FAMILIES
 from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.results.store import StoreError, load_rows
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 6
+RUN_VERSION = 7
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 _V5_PLAN_FIELDS = ("references", "user_pins")
+_V7_PLAN_FIELDS = ("device", "metric_device")
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,8 @@ class Plan:
     references: list[PlanReference] | None  # one per utterance, in order; None before version 5
     user_pins: list[PlanUserPin] | None  # one per configuration with --weights user; None before version 5
     user_codecs: list[PlanUserCodec] | None  # one per user codec family the run uses; None before version 6
+    device: str | None  # --device: where torch families run (the others run on the CPU); None before version 7
+    metric_device: str | None  # --metric-device: where learned metrics run; None before version 7
     legacy_limits: dict[str, Any] | None = None  # version 1 only: the limits the plan held then
 
     def __post_init__(self) -> None:
@@ -119,6 +126,13 @@ class Plan:
         if self.user_pins is not None and not all(isinstance(k, str) and isinstance(v, str)
                                                   for p in self.user_pins for k, v in p.checkpoint.items()):
             raise SchemaError("plan.user_pins: a checkpoint identity maps names to strings")
+        for key in _V7_PLAN_FIELDS:
+            value = getattr(self, key)
+            try:
+                if value is not None and parse_device(value, f"plan.{key}") != value:
+                    raise SchemaError(f"plan.{key} {value!r} is not spelled canonically")
+            except DeviceError as exc:
+                raise SchemaError(str(exc)) from None
 
     def keys(self) -> list[tuple[str, str]]:
         """(codec, utterance) of every planned row, in plan order."""
@@ -129,7 +143,7 @@ class Plan:
         plan before version 5 without the fields it did not have)."""
         data = asdict(self)
         legacy = data.pop("legacy_limits")
-        for added in (*_V5_PLAN_FIELDS, "user_codecs"):
+        for added in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS):
             if data[added] is None:
                 del data[added]
         return {**data, **(legacy or {})}
@@ -172,11 +186,39 @@ class Plan:
                                 f"{pinned_codec.source_sha256}")
         elif row.registry.startswith("user-"):
             problems.append(f"its registry {row.registry!r} names a user codec the plan does not pin")
+        problems += self.device_problems(row)
         if self.user_pins is not None and self.weights == "user" and row.checkpoint:
             identity = {p.codec: p.checkpoint for p in self.user_pins}.get(row.codec)
             if row.checkpoint != identity:
                 problems.append(f"its checkpoint {row.checkpoint} is not the user pin the plan records for "
                                 f"{row.codec}: {identity}")
+        return problems
+
+    def device_problems(self, row: Row) -> list[str]:
+        """How a row's device disagrees with the plan's: requested, where it ran (the plan's device for a
+        torch family, the CPU for any other) and the device its worker reported. Nothing before version 7."""
+        if self.device is None:
+            return []
+        if row.device is None:
+            return [f"it records no device; the plan's is {self.device}"]
+        where, problems = row.device, []
+        family = FAMILIES.get(row.family)
+        applies = family.torch if family is not None else where.get("applied")
+        expected = self.device if applies else "cpu"
+        if where.get("requested") != self.device:
+            problems.append(f"its device was requested as {where.get('requested')!r}, the plan's is {self.device}")
+        if where.get("applied") is not applies or where.get("device") != expected:
+            problems.append(f"it ran on {where.get('device')!r} (applied {where.get('applied')!r}); a "
+                            f"{'torch' if applies else 'CPU-only'} family of this plan runs on {expected}")
+        info = where.get("info")
+        if info is not None:
+            try:
+                ran = DeviceInfo.from_dict(info, "device.info").device
+            except DeviceError as exc:
+                problems.append(str(exc))
+            else:
+                if ran != expected:
+                    problems.append(f"its encode worker reported device {ran}, not {expected}")
         return problems
 
     @property
@@ -216,7 +258,7 @@ class RunRecord:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """A current plan from its JSON form (what the pipeline builds and a version 6 run.json holds)."""
+    """A current plan from its JSON form (what the pipeline builds and a version 7 run.json holds)."""
     if "legacy_limits" in data:
         raise SchemaError("plan: unexpected key 'legacy_limits'")
     plan = from_dict(Plan, {**data, "legacy_limits": None}, "plan")
@@ -224,16 +266,18 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
     if plan.references is None or plan.user_pins is None:
         raise SchemaError("plan: references and user_pins must be lists")
+    if plan.device is None or plan.metric_device is None:
+        raise SchemaError("plan: device and metric_device must be devices")
     return plan
 
 
 def _older_plan(data: dict[str, Any], legacy: dict[str, Any] | None) -> Plan:
     """A plan of a record before version 5, which pinned neither references nor user checkpoints."""
-    unexpected = [key for key in (*_V5_PLAN_FIELDS, "user_codecs", "legacy_limits") if key in data]
+    unexpected = [key for key in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "legacy_limits") if key in data]
     if unexpected:
         raise SchemaError(f"plan: unexpected keys {unexpected}")
-    return from_dict(Plan, {**data, **dict.fromkeys((*_V5_PLAN_FIELDS, "user_codecs")), "legacy_limits": legacy},
-                     "plan")
+    return from_dict(Plan, {**data, **dict.fromkeys((*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS)),
+                            "legacy_limits": legacy}, "plan")
 
 
 def parse_run_record(data: Any) -> RunRecord:
@@ -250,12 +294,16 @@ def parse_run_record(data: Any) -> RunRecord:
         data = {**data, "plan": _older_plan(plan, legacy or None)}
     elif version in (2, 3, 4) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": _older_plan(data["plan"], None)}
-    elif version == 5 and isinstance(data.get("plan"), dict):
-        if "user_codecs" in data["plan"]:
-            raise SchemaError("plan: unexpected key 'user_codecs' in a version 5 record")
-        plan = from_dict(Plan, {**data["plan"], "user_codecs": None, "legacy_limits": None}, "plan")
+    elif version in (5, 6) and isinstance(data.get("plan"), dict):
+        added = (("user_codecs",) if version == 5 else ()) + _V7_PLAN_FIELDS
+        unexpected = [key for key in added if key in data["plan"]]
+        if unexpected:
+            raise SchemaError(f"plan: unexpected keys {unexpected} in a version {version} record")
+        plan = from_dict(Plan, {**data["plan"], **dict.fromkeys(added), "legacy_limits": None}, "plan")
         if plan.references is None or plan.user_pins is None:
             raise SchemaError("plan: references and user_pins must be lists")
+        if version == 6 and (plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs)):
+            raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
         data = {**data, "plan": plan}
     elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}

@@ -16,19 +16,21 @@ from codecarena.files import sha256_json
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 6
+ROW_VERSION = 7
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
 # 1 to 3 did not record how the reference was made from the input (None: not recorded) nor the
 # utterance's speaker ("": unknown). Versions 1 to 4 carried no digest of their content (None). Versions
-# 1 to 5 had no channel: every payload reached its decoder as the encoder wrote it (None).
+# 1 to 5 had no channel: every payload reached its decoder as the encoder wrote it (None). Versions 1 to 6
+# did not record a device (None): codecarena ran every codec on the CPU then.
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
     3: {"reference_conversions": None, "speaker": ""},
     4: {"row_sha256": None},
     5: {"channel": None},
+    6: {"device": None},
 }
 
 
@@ -91,6 +93,11 @@ class Row:
     # The channel the payload crossed before its decoder got it (docs/channel.md): model, parameters,
     # the impaired payload and its trace with their sha256, what was lost and flipped; None when none.
     channel: dict[str, Any] | None
+    # The device (docs/results.md, "Devices"): requested (the run's --device), device (where this row's
+    # stages ran), applied (whether --device applies to its family: torch families only), info (the
+    # device facts its encode worker reported; None without a torch model) and each stage's peak device
+    # memory; None before version 7.
+    device: dict[str, Any] | None
     # sha256 of every other field as the row was computed (None before version 5). Not a signature:
     # it detects a row edited afterwards (the audit fails it, a resume computes it again), while a
     # forger who recomputes it is left to what the audit re-derives (files, plan, --rescore).

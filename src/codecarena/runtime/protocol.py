@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.arena import ARENA_RATE
+from codecarena.devices import FORMS, DeviceError, DeviceInfo, parse_device
 from codecarena.files import write_json
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: the job's device, the report's device facts and peak device memory
 
 
 class ProtocolError(ValueError):
@@ -33,19 +34,29 @@ class Job:
     warm_repeats: int
     weights: str = "real"  # "real" or "synthetic:SEED"; decode learns it from the payload
     variant: str = ""  # a named numerical variant ("" = upstream); decode learns it from the payload
+    # Where a torch family's model runs (canonical, devices.parse_device); "cpu" for every other family.
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        try:
+            canonical = parse_device(self.device, "job device") == self.device
+        except DeviceError:
+            canonical = False
+        if not isinstance(self.device, str) or not canonical:
+            raise ProtocolError(f"job device {self.device!r} is not a canonical device ({FORMS})")
 
     @classmethod
     def encode(cls, reference: Path, payload: Path, report: Path, codec: str, *, warm_repeats: int = 0,
-               weights: str = "real", variant: str = "") -> Job:
+               weights: str = "real", variant: str = "", device: str = "cpu") -> Job:
         return cls(version=PROTOCOL_VERSION, stage="encode", input=str(reference), output=str(payload),
                    report=str(report), codec=codec, arena_rate=ARENA_RATE, warm_repeats=warm_repeats,
-                   weights=weights, variant=variant)
+                   weights=weights, variant=variant, device=device)
 
     @classmethod
-    def decode(cls, payload: Path, audio: Path, report: Path, *, warm_repeats: int = 0) -> Job:
+    def decode(cls, payload: Path, audio: Path, report: Path, *, warm_repeats: int = 0, device: str = "cpu") -> Job:
         """The decoder learns codec, weights and variant from the payload itself."""
         return cls(version=PROTOCOL_VERSION, stage="decode", input=str(payload), output=str(audio),
-                   report=str(report), codec="", arena_rate=ARENA_RATE, warm_repeats=warm_repeats)
+                   report=str(report), codec="", arena_rate=ARENA_RATE, warm_repeats=warm_repeats, device=device)
 
     @classmethod
     def stream(cls, reference: Path, report: Path, codec: str) -> Job:
@@ -67,10 +78,14 @@ class StageReport:
     compute_s: float
     warm_compute_s: list[float]
     maxrss_bytes: int  # the worker's own peak RSS (getrusage), complements the guard's polling
+    # Peak memory the stage's calls allocated on a CUDA device (torch.cuda.max_memory_allocated); None off CUDA.
+    peak_device_memory_bytes: int | None
     audio_s: float  # duration of the utterance, for RTF
     model: dict[str, Any]
     facts: dict[str, Any]
     runtime: dict[str, Any]  # the interpreter that ran and its numpy version: proves which runtime served
+    # The device the stage's torch model ran on, as devices.DeviceInfo.to_dict(); None when no torch model ran.
+    device: dict[str, Any] | None
 
 
 def _strict(cls: type, data: Any, what: str) -> Any:
@@ -82,6 +97,11 @@ def _strict(cls: type, data: Any, what: str) -> Any:
         raise ProtocolError(f"{what}: missing keys {sorted(missing)}, unexpected keys {sorted(extra)}")
     if data["version"] != PROTOCOL_VERSION:
         raise ProtocolError(f"{what}: protocol version {data['version']!r}, expected {PROTOCOL_VERSION}")
+    if cls is StageReport and data["device"] is not None:
+        try:
+            DeviceInfo.from_dict(data["device"], f"{what}: device")
+        except DeviceError as exc:
+            raise ProtocolError(str(exc)) from None
     return cls(**data)
 
 

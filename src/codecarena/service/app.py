@@ -98,6 +98,7 @@ class ServiceConfig:
     token: str  # "" when requests need no bearer token
     memory_limit: int
     work: Path
+    device: str = "cpu"  # where a torch family's model runs (`serve --device`); any other family runs on the CPU
 
     @property
     def max_samples(self) -> int:
@@ -216,6 +217,8 @@ class CodecService:
                                      "packages_sha256": self.config.runtime.get("packages_sha256"),
                                      "packages": self.config.runtime.get("packages")}},
             "model": {k: v for k, v in self.model.items() if k not in ("checkpoint", "variant")},
+            # Where the model runs and the numerical settings in force (None: no torch model).
+            "device": report.device,
             "pid": os.getpid(),
             "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         }
@@ -223,8 +226,10 @@ class CodecService:
 
     def _run(self, stage: str, src: Path, dst: Path) -> StageReport:
         report = Path(str(dst) + ".report.json")
+        device = self.config.device if FAMILIES[self.config.spec.family].torch else "cpu"
         job = (Job.encode(src, dst, report, self.config.spec.canonical, weights=self.config.weights,
-                          variant=self.config.variant) if stage == "encode" else Job.decode(src, dst, report))
+                          variant=self.config.variant, device=device) if stage == "encode"
+               else Job.decode(src, dst, report, device=device))
         return self.worker.submit(job, Path(str(dst) + ".job.json"))
 
     @contextlib.contextmanager

@@ -117,7 +117,7 @@ class BigCodecAdapter(TorchAdapter):
         return (self.model.encoder, self.model.quantizer), (self.model.decoder,)
 
     def encode(self, audio: np.ndarray) -> Encoded:
-        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, :]
+        x = self.to_device(torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, :])
         x = torch.nn.functional.pad(x, (0, upstream_padding(x.shape[1])))
         with torch.no_grad():
             _, codes, _ = self.model.decoder(self.model.encoder(x[:, None, :]), vq=True)
@@ -126,11 +126,11 @@ class BigCodecAdapter(TorchAdapter):
         return Encoded(encoded.streams, {}, {**encoded.facts, "upstream_padded_length": int(x.shape[1])})
 
     def decode(self, payload: Payload) -> Decoded:
-        codes = rvq_codes(payload)  # 1 x quantizers x frames
+        codes = self.to_device(rvq_codes(payload))  # 1 x quantizers x frames
         with torch.no_grad():
             latents = self.model.decoder.vq2emb(codes.transpose(1, 2)).transpose(1, 2)
             audio = self.model.decoder(latents, vq=False)
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), RATE)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # Upstream's padding: up to one whole hop, even when the input is a multiple of it.

@@ -149,17 +149,17 @@ class DacAdapter(TorchAdapter):
         return {"frame_rate_hz": self.input_rate / self.hop, "quantizers": self.quantizers, "bits_per_code": BITS}
 
     def encode(self, audio: np.ndarray) -> Encoded:
-        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        x = self.to_device(torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :])
         with torch.no_grad():
             _, codes, _, _, _ = self.model.encode(self.model.preprocess(x, self.input_rate), self.quantizers)
         return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
-        codes = rvq_codes(payload)
+        codes = self.to_device(rvq_codes(payload))
         with torch.no_grad():
             z, _, _ = self.model.quantizer.from_codes(codes)
             audio = self.model.decode(z)
-        return Decoded(audio[0, 0].numpy().astype(np.float64), self.input_rate)
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), self.input_rate)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # Up to one hop of padding (the last partial frame) plus DAC's few missing samples.

@@ -75,7 +75,7 @@ class EncodecAdapter(TorchAdapter):
         return {"frame_rate_hz": self.model.frame_rate, "quantizers": self.quantizers, "bits_per_code": BITS}
 
     def encode(self, audio: np.ndarray) -> Encoded:
-        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        x = self.to_device(torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :])
         with torch.no_grad():
             (codes, scale), = self.model.encode(x)
         if scale is not None:
@@ -83,10 +83,10 @@ class EncodecAdapter(TorchAdapter):
         return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
-        codes = rvq_codes(payload)
+        codes = self.to_device(rvq_codes(payload))
         with torch.no_grad():
             audio = self.model.decode([(codes, None)])
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), RATE)
 
     def length_tolerance(self, arena_rate: int) -> int:
         return math.ceil(HOP * arena_rate / RATE) + 2

@@ -122,10 +122,10 @@ class FishDacAdapter(TorchAdapter):
                 "snake1d_modules": sum(type(m).__name__ == "Snake1d" for m in self.model.modules())}
 
     def encode(self, audio: np.ndarray) -> Encoded:
-        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        x = self.to_device(torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :])
         with torch.no_grad():
             codes, _ = self.model.encode(x, n_quantizers=self.quantizers)
-        values = codes[0].numpy().astype(np.uint64)  # (1 + quantizers) x frames
+        values = codes[0].cpu().numpy().astype(np.uint64)  # (1 + quantizers) x frames
         semantic, residual = values[:1], values[1:]
         return Encoded(streams=(CodeStream("semantic", SEMANTIC_BITS, semantic.shape, semantic.reshape(-1)),
                                 CodeStream("residual", RESIDUAL_BITS, residual.shape, residual.reshape(-1))),
@@ -134,10 +134,10 @@ class FishDacAdapter(TorchAdapter):
     def decode(self, payload: Payload) -> Decoded:
         streams = [payload.code_stream(name) for name in ("semantic", "residual")]
         codes = np.concatenate([s.values.astype(np.int64).reshape(s.shape) for s in streams])
-        indices = torch.from_numpy(codes)[None]
+        indices = self.to_device(torch.from_numpy(codes)[None])
         with torch.no_grad():
-            audio, _ = self.model.decode(indices, torch.tensor([indices.shape[-1]]))
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+            audio, _ = self.model.decode(indices, self.to_device(torch.tensor([indices.shape[-1]])))
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), RATE)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # Up to one 2048-sample frame of padding, plus the resampling's rounding.

@@ -137,18 +137,18 @@ class MimiAdapter(TorchAdapter):
                 "attention": str(config._attn_implementation)}
 
     def encode(self, audio: np.ndarray) -> Encoded:
-        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        x = self.to_device(torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :])
         with torch.inference_mode():
             codes = self.model.encode(x, num_quantizers=self.quantizers).audio_codes
         return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
-        codes = rvq_codes(payload)
+        codes = self.to_device(rvq_codes(payload))
         if codes.shape[1] != self.quantizers:
             raise ValueError(f"payload holds {codes.shape[1]} quantizers, this decoder is mimi:{self.quantizers}")
         with torch.inference_mode():
             audio = self.model.decode(codes).audio_values
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), RATE)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # Mimi's causal convolutions pad the input up to whole 1920-sample frames.

@@ -116,10 +116,10 @@ class SnacAdapter(TorchAdapter):
                 "bits_per_code": BITS, "noise_seed": self.noise_seed}
 
     def encode(self, audio: np.ndarray) -> Encoded:
-        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        x = self.to_device(torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :])
         with torch.inference_mode():
             codes = self.model.encode(x)
-        streams = tuple(CodeStream(f"scale{i}", BITS, (int(c.shape[1]),), c[0].numpy().astype(np.uint64))
+        streams = tuple(CodeStream(f"scale{i}", BITS, (int(c.shape[1]),), c[0].cpu().numpy().astype(np.uint64))
                         for i, c in enumerate(codes))
         return Encoded(streams=streams, side_info={},
                        facts={"codes_per_scale": [int(c.shape[1]) for c in codes]})
@@ -128,12 +128,12 @@ class SnacAdapter(TorchAdapter):
         codes = []
         for i in range(len(self.model.vq_strides)):
             stream = payload.code_stream(f"scale{i}")
-            codes.append(torch.from_numpy(stream.values.astype(np.int64))[None])
+            codes.append(self.to_device(torch.from_numpy(stream.values.astype(np.int64))[None]))
         # The NoiseBlock draws from torch's global generator: seed it for every decode.
         torch.manual_seed(self.noise_seed)
         with torch.inference_mode():
             audio = self.model.decode(codes)
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), RATE)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # SNAC pads its input to a multiple of hop x the coarsest stride before encoding.

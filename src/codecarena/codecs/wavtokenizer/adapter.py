@@ -140,18 +140,18 @@ class WavTokenizerAdapter(TorchAdapter):
                 (self.model.encoder_model.quantizer, self.model.backbone, self.model.head))
 
     def encode(self, audio: np.ndarray) -> Encoded:
-        x = torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :]
+        x = self.to_device(torch.from_numpy(np.asarray(audio, dtype=np.float32))[None, None, :])
         with torch.inference_mode():
             codes = self.model.encode(x).audio_codes  # 1 x 1 x ceil(n / hop)
         return rvq_encoded(codes, BITS)
 
     def decode(self, payload: Payload) -> Decoded:
-        codes = rvq_codes(payload)
+        codes = self.to_device(rvq_codes(payload))
         if codes.shape[1] != 1:
             raise ValueError(f"payload holds {codes.shape[1]} code streams, WavTokenizer has one")
         with torch.inference_mode():
             audio = self.model.decode(codes).audio_values
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), RATE)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # The encoder pads to whole hops; resampling to and from 24 kHz adds a sample either way.

@@ -107,19 +107,19 @@ class Xcodec2Adapter(TorchAdapter):
     def encode(self, audio: np.ndarray) -> Encoded:
         inputs = self.features(np.asarray(audio, dtype=np.float32), sampling_rate=RATE, return_tensors="pt")
         with torch.inference_mode():
-            codes = self.model.encode(inputs["input_values"], inputs["input_features"], inputs["padding_mask"],
-                                      inputs["input_features_mask"]).audio_codes
+            codes = self.model.encode(*(self.to_device(inputs[name]) for name in (
+                "input_values", "input_features", "padding_mask", "input_features_mask"))).audio_codes
         encoded = rvq_encoded(codes, BITS)  # 1 x 1 x frames
         return Encoded(encoded.streams, {},
                        {**encoded.facts, "upstream_padded_length": int(inputs["input_values"].shape[-1])})
 
     def decode(self, payload: Payload) -> Decoded:
-        codes = rvq_codes(payload)
+        codes = self.to_device(rvq_codes(payload))
         if codes.shape[1] != 1:
             raise ValueError(f"payload holds {codes.shape[1]} code streams, X-Codec 2 has one")
         with torch.inference_mode():
             audio = self.model.decode(audio_codes=codes).audio_values
-        return Decoded(audio[0, 0].numpy().astype(np.float64), RATE)
+        return Decoded(audio[0, 0].cpu().numpy().astype(np.float64), RATE)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # The appended sample and the padding to whole hops: up to one whole hop.
