@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from codecarena.determinism.switches import NAMES
 from codecarena.results.formatting import weights_label
 from codecarena.results.record import RunLoadError, load_run
 
@@ -87,7 +88,9 @@ def table(run_a: Path, run_b: Path, doctor: Path | None = None) -> str:
                       f"CUDA {device['cuda'] or '-'}, cuDNN {device['cudnn'] or '-'}); plain controls: "
                       f"{evidence['verdict']}"]
         rows = [["switch", "cold vs warm", "cross-process", "first divergent module"]]
-        for name, result in evidence["switches"].items():
+        # evidence.json keeps its keys sorted: the switches are shown in the order of their list.
+        for name in sorted(evidence["switches"], key=lambda n: NAMES.index(n) if n in NAMES else len(NAMES)):
+            result = evidence["switches"][name]
             if not result["applicable"]:
                 rows.append([name, "-", "-", result["reason"]])
                 continue
