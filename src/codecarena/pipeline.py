@@ -11,7 +11,6 @@ files still verify is not computed again.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import sys
 import time
@@ -41,7 +40,7 @@ from codecarena.results.record import RUN_VERSION, Plan, RunLoadError, RunRecord
 from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
 from codecarena.rundir import RunDir, RunLockError, UnsafePathError
-from codecarena.runtime.external import ExternalRuntime
+from codecarena.runtime.external import ExternalRuntime, mixed_runtimes
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job, StageReport
@@ -63,9 +62,8 @@ class RunOptions:
     limits: StageLimits  # recorded per row, not part of the plan
     warm_repeats: int = 2
     python: str = sys.executable
-    # (codec family, registry id, interpreter of its runtime), with a fourth item "external" when that
-    # interpreter is one the user named (--runtime-python) rather than the locked runtime; families
-    # absent use `python`.
+    # (codec family, registry id, interpreter of its runtime[, "external": one --runtime-python named]);
+    # families absent use `python`.
     runtimes: tuple[tuple[str, ...], ...] = ()
     external: tuple[ExternalRuntime, ...] = ()  # what the rows of each external-runtime family record
     weights: str = "real"  # "real" or "synthetic:SEED"
@@ -430,20 +428,10 @@ def added_codecs(previous: Plan, opts: RunOptions) -> RunOptions:
     known = [c.codec for c in previous.codecs]
     codecs = tuple(parse_configuration(c) for c in known) + tuple(s for s in opts.codecs if s.canonical not in known)
     runtimes = tuple(dict.fromkeys([tuple(r) for r in previous.runtimes] + list(opts.runtimes)))
-    # A family's rows come from one runtime: an external interpreter and the locked runtime are two
-    # configurations, never mixed in one run.
-    for family, count in collections.Counter(r[0] for r in runtimes).items():
-        if count > 1:
-            was = next(r for r in previous.runtimes if r[0] == family)
-            raise RunError(f"--add: the run's {family} rows ran in {_runtime_words(was)}, this command's would run "
-                           f"in {_runtime_words(next(r for r in opts.runtimes if r[0] == family))}; use the run's "
-                           f"runtime (see runtimes in its run.json) or another --out directory")
+    mixed = mixed_runtimes(previous.runtimes, opts.runtimes)
+    if mixed:
+        raise RunError(f"--add: {mixed}")
     return dataclasses.replace(opts, codecs=codecs, runtimes=runtimes)  # type: ignore[arg-type]
-
-
-def _runtime_words(entry: Iterable[str]) -> str:
-    family, registry_id, python, *external = entry
-    return f"the external runtime {python}" if external else f"the runtime {registry_id} ({python})"
 
 
 def changed_binaries(before: dict[str, Any], now: dict[str, Any]) -> str:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 PROBE_VERSION = 2
+#: The cuBLAS workspace that makes cuBLAS reductions reproducible (CUDA's documentation).
+CUBLAS_WORKSPACE = ":4096:8"
 
 
 @dataclass(frozen=True)
@@ -298,8 +300,6 @@ def main() -> None:
     elif job.jit != "default":
         raise SystemExit(f"{sys.argv[1]}: jit {job.jit!r}: expected default or disabled")
     if "deterministic_algorithms" in job.switches:
-        from codecarena.determinism.switches import CUBLAS_WORKSPACE
-
         # cuBLAS reads it when its first handle is made: set before torch is imported.
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
     try:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codecarena.determinism.probe import CUBLAS_WORKSPACE
 from codecarena.registry.catalog import FAMILIES
 from codecarena.specs import CodecSpec
 
-#: The cuBLAS workspace that makes cuBLAS reductions reproducible (CUDA's documentation).
-CUBLAS_WORKSPACE = ":4096:8"
 
 
 @dataclass(frozen=True)

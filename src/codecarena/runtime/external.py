@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,20 @@ def external_mark(record: dict[str, Any]) -> tuple[str, ...]:
     """What a runtime record adds to the plan's [family, registry id, interpreter]: ("external",) for an
     external runtime (so a run with one is another plan than one with the locked runtime), else ()."""
     return (ENVIRONMENT,) if record.get("environment") == ENVIRONMENT else ()
+
+
+def _words(entry: Sequence[str]) -> str:
+    family, registry_id, python, *external = entry
+    return f"the external runtime {python}" if external else f"the runtime {registry_id} ({python})"
+
+
+def mixed_runtimes(before: Sequence[Sequence[str]], now: Sequence[Sequence[str]]) -> str:
+    """A family's rows come from one runtime: an external interpreter and the locked runtime are two
+    configurations, never mixed in one run. Why two plans' runtimes would mix ("" when they would not)."""
+    had = {entry[0]: entry for entry in before}
+    for entry in now:
+        was = had.get(entry[0])
+        if was is not None and list(was) != list(entry):
+            return (f"the run's {entry[0]} rows ran in {_words(was)}, this command's would run in {_words(entry)}; "
+                    f"use the run's runtime (see runtimes in its run.json) or another --out directory")
+    return ""
