@@ -144,3 +144,29 @@ def test_compare_default_against_eager_snake_reports_identity_and_intervals(
                for d in comparison["provenance"]["differences"]), comparison["provenance"]["differences"]
     if not comparison["identity"]["all_decoded_identical"]:
         assert all("ci" in m or "verdict" in m for m in comparison["metrics"].values())
+
+
+def test_switches_on_cpu_name_which_remove_the_divergence_and_list_the_cuda_ones(dac_env: dict[str, str],
+                                                                                 tmp_path: Path) -> None:
+    # The GPU case's controls, on the CPU divergence that TorchScript fusion provokes: seeds and
+    # deterministic algorithms leave it, the eager Snake removes it; the CUDA settings cannot apply.
+    code, evidence, stdout = doctor(dac_env, tmp_path / "e", "--jit-fusion", "on", "--seconds", "0.02",
+                                    "--switches", "all")
+    switches = evidence["switches"]
+    assert sorted(switches) == sorted(["seeds_only", "cudnn_deterministic", "deterministic_algorithms", "tf32_off",
+                                       "jit_fusion_on", "jit_fusion_off", "eager_snake_v1"])
+    for name in ("cudnn_deterministic", "tf32_off", "jit_fusion_on", "jit_fusion_off"):
+        assert switches[name] == {"sets": switches[name]["sets"], "applicable": False,
+                                  "reason": "not applicable on cpu: it changes CUDA settings only"}, switches[name]
+        assert f"{name}" in stdout and "not applicable on cpu" in stdout
+    assert evidence["switches_agreeing"] == ["eager_snake_v1"], stdout
+    assert evidence["switches_differing"] == ["seeds_only", "deterministic_algorithms"], stdout
+    for name in ("seeds_only", "deterministic_algorithms"):
+        assert not switches[name]["controls"]["cold_vs_warm"]["agree"]
+        assert switches[name]["first_divergence"]["module"] == FIRST_SNAKE
+        assert switches[name]["applied"]["seeds"] == {"random": 0, "numpy": 0, "torch": 0}
+    assert switches["deterministic_algorithms"]["device_settings"]["deterministic_algorithms"] is True
+    assert switches["deterministic_algorithms"]["device_settings"]["cublas_workspace_config"] == ":4096:8"
+    assert switches["seeds_only"]["device_settings"]["deterministic_algorithms"] is False
+    assert switches["eager_snake_v1"]["first_divergence"] is None
+    assert evidence["device"]["device"] == "cpu" and evidence["version"] == 2

@@ -42,7 +42,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
         peaks = [c[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if c[s]["peak_rss_bytes_max"]]
         table.add_row(
             c["codec"],
-            weights_label(c["weights"], c.get("user_codec", "")),
+            weights_label(c["weights"], c.get("user_codec", ""), c.get("runtime", "")),
             f"{c['rows_ok']}/{c['rows']}",
             fmt_kbps(c["representation_bps"]),
             fmt_kbps(c["payload_bps"]),

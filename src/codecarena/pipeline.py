@@ -40,6 +40,7 @@ from codecarena.results.record import RUN_VERSION, Plan, RunLoadError, RunRecord
 from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
 from codecarena.rundir import RunDir, RunLockError, UnsafePathError
+from codecarena.runtime.external import ExternalRuntime, mixed_runtimes
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job, StageReport
@@ -61,8 +62,10 @@ class RunOptions:
     limits: StageLimits  # recorded per row, not part of the plan
     warm_repeats: int = 2
     python: str = sys.executable
-    # codec family -> (registry id, interpreter of its runtime); families absent use `python`.
-    runtimes: tuple[tuple[str, str, str], ...] = ()
+    # (codec family, registry id, interpreter of its runtime[, "external": one --runtime-python named]);
+    # families absent use `python`.
+    runtimes: tuple[tuple[str, ...], ...] = ()
+    external: tuple[ExternalRuntime, ...] = ()  # what the rows of each external-runtime family record
     weights: str = "real"  # "real" or "synthetic:SEED"
     metrics: tuple[str, ...] = ()
     asr_models: tuple[tuple[str, str], ...] = ()  # (language, ASR model: a catalogue name or a folder)
@@ -124,7 +127,7 @@ def user_pin_identity(spec: CodecSpec, registry_id: str) -> dict[str, str]:
 
 
 def _runtime_of(opts: RunOptions, family: str) -> tuple[str, str]:
-    for fam, registry_id, python in opts.runtimes:
+    for fam, registry_id, python, *_ in opts.runtimes:
         if fam == family:
             return registry_id, python
     return "", opts.python
@@ -319,6 +322,9 @@ _OUTCOME_FIELDS = ("payload", "payload_bytes", "payload_sha256", "representation
 def _row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir, mode: str, replay: bool,
          fields: dict[str, Any], **rest: Any) -> Row:
     """A row: identity and reference from the task, outcome fields from `fields`, the rest as given."""
+    for external in opts.external:
+        if external.family == spec.family:
+            rest["runtime"] = {**rest["runtime"], **external.row_fields()}
     return Row(version=ROW_VERSION, codec=spec.canonical, family=spec.family, config=spec.config_dict(),
                registry=_runtime_of(opts, spec.family)[0], variant=opts.variant, mode=mode,
                utterance=ref.utterance.id, language=ref.utterance.language, speaker=ref.utterance.speaker,
@@ -422,6 +428,9 @@ def added_codecs(previous: Plan, opts: RunOptions) -> RunOptions:
     known = [c.codec for c in previous.codecs]
     codecs = tuple(parse_configuration(c) for c in known) + tuple(s for s in opts.codecs if s.canonical not in known)
     runtimes = tuple(dict.fromkeys([tuple(r) for r in previous.runtimes] + list(opts.runtimes)))
+    mixed = mixed_runtimes(previous.runtimes, opts.runtimes)
+    if mixed:
+        raise RunError(f"--add: {mixed}")
     return dataclasses.replace(opts, codecs=codecs, runtimes=runtimes)  # type: ignore[arg-type]
 
 

@@ -70,13 +70,21 @@ def check_metric_device(scorer: Scorer | None, metric_device: str) -> None:
                              "--device) or leave them out with --metrics")
 
 
-def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, Any]]:
-    """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use."""
+def runtimes(specs: Iterable[CodecSpec], weights: str, runtime_python: str | None = None) -> dict[str, dict[str, Any]]:
+    """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use. With
+    `runtime_python`, every family that has an isolated runtime runs in that interpreter instead
+    (an external runtime, recorded as one); the others keep theirs."""
     from codecarena.registry.rules import pin_gaps
+    from codecarena.runtime.external import ExternalRuntimeError, describe as describe_external
     from codecarena.runtime.venvs import describe as describe_runtime
 
     found = {}
-    for family in dict.fromkeys(s.family for s in specs):
+    families = list(dict.fromkeys(s.family for s in specs))
+    if runtime_python is not None and not any(
+            FAMILIES[f].origin != "user" and entry_for_family(f).runtime.environment == "isolated" for f in families):
+        raise SelectionError(f"--runtime-python {runtime_python}: none of {', '.join(families)} runs in an isolated "
+                             "runtime (it replaces the runtime of torch families such as encodec or dac)")
+    for family in families:
         if FAMILIES[family].origin == "user":
             found[family] = _user_runtime(family, weights)
             continue
@@ -98,7 +106,13 @@ def runtimes(specs: Iterable[CodecSpec], weights: str) -> dict[str, dict[str, An
                               if kind == "real_or_synthetic" else "")
             raise SelectionError(f"{entry.id}: registry pins are incomplete (status {entry.status}); "
                                  f"codecarena refuses to run it until they are supplied{synthetic_hint}")
-        found[family] = describe_runtime(entry)
+        if runtime_python is not None and entry.runtime.environment == "isolated":
+            try:
+                found[family] = describe_external(runtime_python, entry)
+            except ExternalRuntimeError as exc:
+                raise SelectionError(str(exc)) from None
+        else:
+            found[family] = describe_runtime(entry)
         command = FAMILIES[family].command
         if command is not None:
             found[family]["binaries"] = _binaries(entry, command)

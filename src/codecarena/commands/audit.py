@@ -21,7 +21,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
-    from codecarena.results.audit import audit
+    from codecarena.results.audit import audit, external_runtime_notes
+    from codecarena.results.record import RunLoadError, read_record
     from codecarena.results.rescore import parse_sample
 
     if not args.run_dir.is_dir():
@@ -33,5 +34,11 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         console.print(f"audit failed: {len(problems)} problem(s) in {args.run_dir}")
         return 1
+    try:
+        notes = external_runtime_notes(read_record(args.run_dir))
+    except RunLoadError:
+        notes = []
+    for note in notes:
+        console.print(f"note: {note}", soft_wrap=True)
     console.print(f"audit passed: {args.run_dir} re-derives from its files")
     return 0

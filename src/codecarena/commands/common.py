@@ -36,3 +36,11 @@ def device_option(text: str, option: str = "--device") -> str:
         return parse_device(text, option)
     except DeviceError as exc:
         raise CliError(str(exc)) from None
+
+
+def add_runtime_python_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runtime-python", default=None, metavar="PATH",
+                        help="run the torch families (those with an isolated runtime) in this existing Python "
+                             "interpreter instead of their locked runtime, e.g. a GPU host's own torch; it must import "
+                             "this codecarena and the family's packages; every output marks it as an external runtime "
+                             "(docs/devices.md)")

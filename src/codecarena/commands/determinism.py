@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.commands.common import CliError, add_device_arg, device_option
+from codecarena.commands.common import CliError, add_device_arg, add_runtime_python_arg, device_option
 
 # Long enough for the encoder's receptive field on speech; with TorchScript fusion on, the fuser runs
 # through its interpreter on this CPU build (no LLVM), about 10 s per DAC encode of 0.02 s, so the
@@ -18,7 +18,11 @@ DEFAULT_INPUT = "en_librispeech_1089-134686-0000"  # smoke set, 10.4 s, speech f
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = subparsers.add_parser("determinism", help="cold/warm, cross-process and attention-backend controls of a torch "
                                                   "codec's encoder, with a layer trace of any divergence")
-    p.add_argument("codec", help="codec spec of a torch family (e.g. dac:16khz)")
+    p.add_argument("codec", nargs="?", help="codec spec of a torch family (e.g. dac:16khz)")
+    p.add_argument("--switches", default="", metavar="all|NAME,...",
+                   help="also probe these controls of the GPU case, each in fresh processes on the device "
+                        "(--list-switches shows them; one that cannot apply is listed with why)")
+    p.add_argument("--list-switches", action="store_true", help="print the switches and what each sets, then exit")
     p.add_argument("--weights", default="real", metavar="real|synthetic[:SEED]")
     p.add_argument("--variant", default="", metavar="NAME", help="numerical variant to apply (e.g. eager_snake_v1)")
     p.add_argument("--jit-fusion", choices=["on", "off"], default="off",
@@ -37,6 +41,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     p.add_argument("--inject-divergence", default="", metavar="MODULE",
                    help="detector self-check: perturb this module's output by one ulp on the first encode; the "
                         "evidence is marked as a self-check")
+    add_runtime_python_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,22 +49,30 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.datasets import load_smoke
     from codecarena.determinism.doctor import DoctorError, diagnose, loudest_window
+    from codecarena.determinism.switches import SwitchError, listing, parse_switches
     from codecarena.registry.catalog import FAMILIES
     from codecarena.runtime.limits import parse_limits
     from codecarena.specs import parse_spec
 
+    if args.list_switches:
+        console.print(listing(), end="", markup=False, soft_wrap=True)
+        return 0
+    if args.codec is None:
+        raise CliError("determinism: name the codec spec of a torch family (e.g. dac:16khz)")
+    try:
+        switches = parse_switches(args.switches) if args.switches else ()
+    except SwitchError as exc:
+        raise CliError(str(exc)) from None
+    device = device_option(args.device)
     spec = parse_spec(args.codec)
     if FAMILIES[spec.family].supported_weights == "none":
         raise CliError(f"{spec.family} is not a torch model; the determinism doctor probes torch codecs")
     weights = selection.canonical_weights(args.weights)
     if weights == "user":
         raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")
-    device = device_option(args.device)
-    runtime = selection.runtimes((spec,), weights)[spec.family]
+    runtime = selection.runtimes((spec,), weights, args.runtime_python)[spec.family]
     # A device the runtime cannot use is refused before any probe runs.
     selection.probe_devices((spec,), {spec.family: runtime}, device)
-    if device != "cpu":
-        raise CliError(f"--device {device}: the doctor probes on the CPU only in this version")
     variant = selection.check_variant(args.variant, (spec,))
     seconds = args.seconds if args.seconds is not None else (
         DEFAULT_SECONDS_FUSED if args.jit_fusion == "on" else DEFAULT_SECONDS)
@@ -69,14 +82,17 @@ def run(args: argparse.Namespace) -> int:
         smoke = load_smoke(data_dir=args.data_dir)
         input_path = next(u.path for u in smoke.utterances if u.id == DEFAULT_INPUT)
     start = args.start if args.start is not None else loudest_window(input_path, seconds)
-    out = args.out or Path("determinism") / f"{spec.slug}-{variant or 'default'}-fusion-{args.jit_fusion}"
+    out = args.out or Path("determinism") / (f"{spec.slug}-{variant or 'default'}-fusion-{args.jit_fusion}"
+                                             + (f"-{device.replace(':', '')}" if device != "cpu" else ""))
     limit = parse_limits(args.memory_limit).memory_limit_bytes
-    console.print(f"probing {spec.canonical} (variant {variant or 'none'}, fusion {args.jit_fusion}) on "
+    console.print(f"probing {spec.canonical} on {device} (variant {variant or 'none'}, fusion {args.jit_fusion}"
+                  f"{', switches ' + ','.join(switches) if switches else ''}) on "
                   f"{seconds} s of {input_path.name} from {start:.3f} s; evidence in {out}")
     try:
         evidence = diagnose(spec, weights=weights, variant=variant, jit_fusion=args.jit_fusion, input_path=input_path,
                             start_s=start, seconds=seconds, python=runtime["interpreter"], out=out,
-                            limit_bytes=limit, inject=args.inject_divergence)
+                            limit_bytes=limit, inject=args.inject_divergence, device=device, switches=switches,
+                            runtime=runtime)
     except DoctorError as exc:
         raise CliError(str(exc)) from None
     console.print((out / "summary.txt").read_text(encoding="utf-8"), end="")

@@ -102,7 +102,7 @@ def all_columns(board: Leaderboard) -> list[Column]:
     return [
         Column("run", "run", lambda e: e["run_label"], "id", left=True),
         Column("codec", "codec", lambda e: e["codec"], "id", left=True),
-        Column("weights", "weights", lambda e: weights_label(e["weights"], e.get("user_codec") or ""), "id", left=True),
+        Column("weights", "weights", lambda e: weights_label(e["weights"], e.get("user_codec") or "", e.get("runtime") or ""), "id", left=True),
         Column("variant", "variant", lambda e: e["variant"] or "-", "id", left=True),
         Column("n", "n", lambda e: str(e["rows_ok"]), "id"),
         Column("kbps", "repr\nkbps", lambda e: fmt_kbps(e["representation_bps"]), "rate"),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from codecarena.arena import ARENA_RATE
 from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS
-from codecarena.commands.common import CliError, add_device_arg, add_metric_args, device_option
+from codecarena.commands.common import CliError, add_device_arg, add_metric_args, add_runtime_python_arg, device_option
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
     add_device_arg(run)
     add_metric_args(run)
+    add_runtime_python_arg(run)
 
 
 def with_channels(specs: tuple[CodecSpec, ...], channels: list[str]) -> tuple[CodecSpec, ...]:
@@ -238,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.pipeline import RunOptions, execute, plan_of, planned
     from codecarena.results.formatting import count, language_label
     from codecarena.results.summary import summarize
+    from codecarena.runtime.external import ExternalRuntime, external_mark
     from codecarena.runtime.limits import parse_limits
     from codecarena.specs import parse_configuration
 
@@ -269,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
     scorer = selection.scorer(args.metrics, args.asr_model, languages)
     selection.check_metric_device(scorer, metric_device)
     weights = selection.canonical_weights(args.weights)
-    runtimes = selection.runtimes(specs, weights)
+    runtimes = selection.runtimes(specs, weights, args.runtime_python)
     # Every runtime that would run on the device is asked before anything is written: a device that is
     # not there fails the command, never a row.
     for registry_id, info in selection.probe_devices(specs, runtimes, device).items():
@@ -282,7 +284,9 @@ def run(args: argparse.Namespace) -> int:
         metrics=scorer.metrics if scorer else (),
         asr_models=tuple(sorted(scorer.asr_models.items())) if scorer else (),
         weights=weights, variant=selection.check_variant(args.variant, specs),
-        runtimes=tuple((family, rec["registry"], rec["interpreter"]) for family, rec in runtimes.items()),
+        runtimes=tuple((family, rec["registry"], rec["interpreter"], *external_mark(rec))
+                       for family, rec in runtimes.items()),
+        external=tuple(ExternalRuntime.of(family, rec) for family, rec in runtimes.items() if external_mark(rec)),
         mode=args.mode, cold_sample=args.cold_sample, replay_sample=replay_sample, device=device,
         metric_device=metric_device)
     if out_arg is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 from codecarena.choices import TOKEN_ENV
-from codecarena.commands.common import CliError, add_device_arg, device_option
+from codecarena.commands.common import CliError, add_device_arg, add_runtime_python_arg, device_option
 
 VARIANT_FOR_STABLE_ACTIVATIONS = "eager_snake_v1"
 KEEP_ALIVE_S = 5  # an idle connection between requests is closed after this (uvicorn's default, stated)
@@ -41,6 +41,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     p.add_argument("--memory-limit", default=None, help="memory guard of the codec worker (default half of RAM)")
     p.add_argument("--models-dir", type=Path, help="local mirror of model files (else $CODECARENA_MODELS)")
     add_device_arg(p, "a torch codec family's model")
+    add_runtime_python_arg(p)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         if not (math.isfinite(seconds) and seconds > 0):
             raise CliError(f"{option} {seconds:g}: must be a positive number of seconds")
     device = device_option(args.device)
-    runtime = selection.runtimes((spec,), weights)[spec.family]
+    runtime = selection.runtimes((spec,), weights, args.runtime_python)[spec.family]
     selection.probe_devices((spec,), {spec.family: runtime}, device)
     variant = selection.check_variant(VARIANT_FOR_STABLE_ACTIVATIONS if args.stable_codec_activations else "", (spec,))
     entry = entry_for_family(spec.family)

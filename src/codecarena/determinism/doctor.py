@@ -10,6 +10,12 @@ Controls (each compares the latent hash and the codes of two encodes of the same
 - fresh_vs_in_process_cold: a fresh process's encode against the controls process's first one;
 - sdpa_math_vs_default: math-only against the default scaled-dot-product-attention backend, when the
   model calls it.
+
+Switches (determinism/switches.py, `--switches`): each one probed in two fresh processes on the same
+device, one with a cold and a warm encode (traced), one with a single encode; per switch the evidence
+says whether cold vs warm and cross-process agree under it, i.e. which switches remove a divergence,
+and names the first divergent module. A switch that cannot apply (a CUDA setting on the CPU, a variant
+the family does not declare) is listed with the reason, never dropped.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from codecarena import variants
 from codecarena.registry.catalog import FAMILIES
 from codecarena.determinism.probe import PROBE_VERSION, ProbeJob
 from codecarena.determinism.divergence import Record, first_divergence
+from codecarena.determinism.switches import BY_NAME, not_applicable
 from codecarena.files import write_json
 from codecarena.runtime.guard import run_guarded
 from codecarena.specs import CodecSpec
 
-EVIDENCE_VERSION = 1
+EVIDENCE_VERSION = 2
 PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -121,24 +128,40 @@ def controls_of(main: dict[str, Any], fresh: list[dict[str, Any]], reference: di
 def trace_of(main: dict[str, Any]) -> dict[str, Any] | None:
     """The first divergent module between the first two consecutive encodes that differ."""
     calls = [[Record(**r) for r in call] for call in main["trace"]]
-    for i, j in ((0, 1), (1, 2)):
+    for i, j in zip(range(len(calls)), range(1, len(calls))):
         found = first_divergence(calls[i], calls[j])
         if found is not None:
             return {"calls": [i + 1, j + 1], "modules_traced": len(calls[i]), **found}
     return None
 
 
+def switch_result(name: str, probed: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """One switch's evidence from its two processes."""
+    cold_vs_warm = compare(probed["calls"][0], probed["calls"][1])
+    cross = compare(probed["calls"][0], fresh["encode"])
+    agree = {key: c["latent_equal"] and c["codes_equal"] for key, c in (("cold_vs_warm", cold_vs_warm),
+                                                                         ("cross_process", cross))}
+    return {"sets": BY_NAME[name].sets, "applicable": True, "reason": "",
+            "applied": probed["switches"], "device_settings": probed["device"]["settings"],
+            "controls": {"cold_vs_warm": {**cold_vs_warm, "agree": agree["cold_vs_warm"]},
+                         "cross_process": {**cross, "agree": agree["cross_process"]}},
+            "agree": all(agree.values()), "first_divergence": trace_of(probed)}
+
+
 def diagnose(spec: CodecSpec, *, weights: str, variant: str, jit_fusion: str, input_path: Path, start_s: float,
              seconds: float, python: str, out: Path, limit_bytes: int, timeout_s: float = 1800.0,
-             inject: str = "") -> dict[str, Any]:
+             inject: str = "", device: str = "cpu", switches: tuple[str, ...] = (),
+             runtime: dict[str, Any] | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     work = out / "probes"
     work.mkdir(exist_ok=True)
 
-    def job(mode: str, name: str, inject_into: str = "", jit: str = "default") -> ProbeJob:
-        return ProbeJob(version=PROBE_VERSION, mode=mode, codec=spec.canonical, weights=weights, variant=variant,
+    def job(mode: str, name: str, inject_into: str = "", jit: str = "default", switch: str = "") -> ProbeJob:
+        return ProbeJob(version=PROBE_VERSION, mode=mode, codec=spec.canonical, weights=weights,
+                        variant=BY_NAME[switch].variant or variant if switch else variant,
                         jit_fusion=jit_fusion, input=str(input_path), start_s=start_s, seconds=seconds,
-                        output=str(work / f"{name}.result.json"), jit=jit, inject=inject_into)
+                        output=str(work / f"{name}.result.json"), jit=jit, inject=inject_into, device=device,
+                        switches=(switch,) if switch else ())
 
     started = time.time()
     _probe(job("load", "load"), python, work, "load", limit_bytes, timeout_s)
@@ -147,6 +170,17 @@ def diagnose(spec: CodecSpec, *, weights: str, variant: str, jit_fusion: str, in
     reference = _probe(job("single", "jit_disabled", jit="disabled"), python, work, "jit_disabled", limit_bytes,
                        timeout_s)
     controls = controls_of(main, fresh, reference)
+    switched: dict[str, dict[str, Any]] = {}
+    for name in switches:
+        reason = not_applicable(BY_NAME[name], spec, device)
+        if reason:
+            switched[name] = {"sets": BY_NAME[name].sets, "applicable": False, "reason": reason}
+            continue
+        probed = _probe(job("switch", f"switch_{name}", switch=name), python, work, f"switch_{name}", limit_bytes,
+                        timeout_s)
+        alone = _probe(job("single", f"switch_{name}_fresh", switch=name), python, work, f"switch_{name}_fresh",
+                       limit_bytes, timeout_s)
+        switched[name] = switch_result(name, probed, alone)
     divergent = sorted(name for name, c in controls.items() if not c["agree"])
     params = main["parameters"]
     evidence = {
@@ -165,6 +199,11 @@ def diagnose(spec: CodecSpec, *, weights: str, variant: str, jit_fusion: str, in
         "divergent_controls": divergent,
         "verdict": "divergent" if divergent else "deterministic",
         "first_divergence": trace_of(main),
+        "device": main["device"],
+        "runtime": {"environment": (runtime or {}).get("environment", ""), "interpreter": python},
+        "switches": switched,
+        "switches_agreeing": [name for name, r in switched.items() if r["applicable"] and r["agree"]],
+        "switches_differing": [name for name, r in switched.items() if r["applicable"] and not r["agree"]],
         "parameters": {"tensors": params["tensors"], "changed": params["changed"],
                        "unchanged": not params["changed"] and params["sha256_before"] == params["sha256_after"],
                        "sha256_before": params["sha256_before"], "sha256_after": params["sha256_after"]},
@@ -203,6 +242,19 @@ def summary_text(evidence: dict[str, Any]) -> str:
     params = evidence["parameters"]
     lines.append(f"parameters: {params['tensors']} tensors, "
                  + ("unchanged by the controls" if params["unchanged"] else f"CHANGED: {params['changed'][:5]}"))
+    if evidence["switches"]:
+        lines.append(f"switches on {evidence['device']['device']} ({evidence['device']['name']}), each in two fresh "
+                     f"processes after seeding (cold vs warm, cross-process):")
+    for name, r in evidence["switches"].items():
+        if not r["applicable"]:
+            lines.append(f"  {name:<26} -      {r['reason']}")
+            continue
+        c = r["controls"]
+        state = "agree" if r["agree"] else "DIFFER"
+        where = r["first_divergence"]
+        lines.append(f"  {name:<26} {state:<6} cold/warm {'=' if c['cold_vs_warm']['agree'] else '!='}  "
+                     f"cross-process {'=' if c['cross_process']['agree'] else '!='}"
+                     + (f"  first divergent module {where['module'] or '-'}" if where else ""))
     lines.append(f"verdict: {evidence['verdict']}"
                  + (f" ({', '.join(evidence['divergent_controls'])})" if evidence["divergent_controls"] else ""))
     return "\n".join(lines) + "\n"

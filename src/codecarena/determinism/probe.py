@@ -3,7 +3,9 @@
 Mode `load` only loads the model (the doctor runs it first, so a synthetic checkpoint is built
 outside the probed processes). Mode `controls` loads the model once and runs the in-process controls on one short input, with a
 layer-hash tracer on every encode; mode `single` does one encode in this fresh process (the doctor
-starts two of them for the cross-process control). Either writes a JSON result; the doctor compares.
+starts two of them for the cross-process control); mode `switch` does a cold and a warm encode, traced,
+under the job's switches (determinism/switches.py), which every mode applies before the model loads.
+Each writes a JSON result; the doctor compares. The model runs on the job's device.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
+#: The cuBLAS workspace that makes cuBLAS reductions reproducible (CUDA's documentation).
+CUBLAS_WORKSPACE = ":4096:8"
 
 
 @dataclass(frozen=True)
 class ProbeJob:
     version: int
-    mode: str  # "load", "controls" or "single"
+    mode: str  # "load", "controls", "single" or "switch"
     codec: str  # canonical spec
     weights: str
     variant: str
@@ -35,6 +39,8 @@ class ProbeJob:
     output: str
     jit: str = "default"  # "disabled": PYTORCH_JIT=0, scripted functions run as plain Python (the reference)
     inject: str = ""  # detector self-check: perturb this module's output on the first encode only
+    device: str = "cpu"  # where the model runs (devices.parse_device spelling)
+    switches: tuple[str, ...] = ()  # determinism/switches.py names, applied (after seeding) before the model loads
 
 
 def read_job(path: Path) -> ProbeJob:
@@ -42,7 +48,7 @@ def read_job(path: Path) -> ProbeJob:
     names = set(ProbeJob.__dataclass_fields__)
     if not isinstance(data, dict) or set(data) != names or data.get("version") != PROBE_VERSION:
         raise ValueError(f"{path}: not a version {PROBE_VERSION} probe job with keys {sorted(names)}")
-    return ProbeJob(**data)
+    return ProbeJob(**{**data, "switches": tuple(data["switches"])})
 
 
 def set_jit_fusion(mode: str) -> dict[str, Any]:
@@ -63,6 +69,65 @@ def set_jit_fusion(mode: str) -> dict[str, Any]:
             "llvm_enabled": bool(torch._C._llvm_enabled()),
             "graph_executor_optimize": bool(torch._C._get_graph_executor_optimize()),
             "threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def set_gpu_fuser(on: bool) -> dict[str, Any]:
+    """The TorchScript GPU fuser on or off, as far as this torch allows: what was set, read back."""
+    import torch
+
+    torch._C._jit_override_can_fuse_on_gpu(on)
+    torch._C._jit_set_texpr_fuser_enabled(on)
+    applied: dict[str, Any] = {"can_fuse_on_gpu": bool(torch._C._jit_can_fuse_on_gpu()),
+                               "texpr_fuser_enabled": bool(torch._C._jit_texpr_fuser_enabled())}
+    nvfuser = getattr(torch._C, "_jit_set_nvfuser_enabled", None)
+    if nvfuser is None:
+        applied["nvfuser"] = f"absent in torch {torch.__version__}"
+    else:
+        try:
+            nvfuser(on)
+            applied["nvfuser"] = "on" if on else "off"
+        except RuntimeError as exc:  # builds that list it but refuse it
+            applied["nvfuser"] = f"not set: {str(exc).splitlines()[0]}"
+    return applied
+
+
+def apply_switches(switches: tuple[str, ...]) -> dict[str, Any]:
+    """Seed, then set each named switch's torch settings (a variant switch is applied to the model
+    later, as a variant); returns what was set, read back from torch."""
+    import random
+
+    import numpy as np
+    import torch
+
+    applied: dict[str, Any] = {}
+    if not switches:
+        return applied
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)  # seeds every CUDA device too
+    applied["seeds"] = {"random": 0, "numpy": 0, "torch": 0}
+    for name in switches:
+        if name == "cudnn_deterministic":
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+            applied[name] = {"cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+                             "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}
+        elif name == "deterministic_algorithms":
+            torch.use_deterministic_algorithms(True)
+            applied[name] = {"deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+                             "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
+        elif name == "tf32_off":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            applied[name] = {"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32)}
+        elif name in ("jit_fusion_on", "jit_fusion_off"):
+            applied[name] = set_gpu_fuser(name == "jit_fusion_on")
+        elif name in ("seeds_only", "eager_snake_v1"):
+            applied[name] = {}  # the seeds above; the variant is applied to the loaded model
+        else:
+            raise ValueError(f"unknown switch {name!r}")
+    return applied
 
 
 def parameter_hashes(model: Any) -> dict[str, str]:
@@ -151,7 +216,10 @@ def run(job: ProbeJob) -> dict[str, Any]:
     # fusion settings, in its own process: generating a checkpoint runs the encoder, which would
     # warm up the TorchScript functions of the process that is meant to show a cold encode.
     settings = set_jit_fusion(job.jit_fusion if job.mode != "load" else "off")
+    switched = apply_switches(job.switches)
     import torch
+
+    from codecarena.device_probe import device_info
 
     from codecarena.registry.catalog import FAMILIES
     from codecarena.determinism.trace import LayerTracer
@@ -160,6 +228,8 @@ def run(job: ProbeJob) -> dict[str, Any]:
 
     spec = parse_spec(job.codec)
     adapter = importlib.import_module(FAMILIES[spec.family].module).ADAPTER(spec, job.weights)
+    if job.device != "cpu":  # adapters start on the CPU
+        adapter.use_device(job.device)
     facts = adapter.load()
     model = adapter.torch_model()
     if model is None:
@@ -170,7 +240,8 @@ def run(job: ProbeJob) -> dict[str, Any]:
     settings["pytorch_jit"] = os.environ.get("PYTORCH_JIT", "")
     result: dict[str, Any] = {"version": PROBE_VERSION, "mode": job.mode, "settings": settings,
                               "checkpoint": facts.get("checkpoint", {}), "variant": variant,
-                              "input_samples": count, "modules": sum(1 for _ in model.modules())}
+                              "input_samples": count, "modules": sum(1 for _ in model.modules()),
+                              "switches": switched, "device": device_info(job.device).to_dict()}
     before = parameter_hashes(model)
     if job.inject and job.mode == "controls":
         result["injected"] = job.inject
@@ -179,6 +250,16 @@ def run(job: ProbeJob) -> dict[str, Any]:
         pass
     elif job.mode == "single":
         result["encode"] = encoder.encode()
+    elif job.mode == "switch":
+        tracer = LayerTracer(model)
+        calls = []
+        for _ in range(2):
+            tracer.start()
+            calls.append(encoder.encode())
+            tracer.stop()
+        tracer.remove()
+        result["calls"] = calls
+        result["trace"] = [[asdict(r) for r in call] for call in tracer.calls]
     elif job.mode == "controls":
         tracer = LayerTracer(model)
         calls = []
@@ -218,6 +299,9 @@ def main() -> None:
         os.environ["PYTORCH_JIT"] = "0"
     elif job.jit != "default":
         raise SystemExit(f"{sys.argv[1]}: jit {job.jit!r}: expected default or disabled")
+    if "deterministic_algorithms" in job.switches:
+        # cuBLAS reads it when its first handle is made: set before torch is imported.
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
     try:
         result = run(job)
     except Exception as exc:  # the doctor reports the one-line reason

@@ -33,7 +33,7 @@ from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.results.channel_audit import channel_problems, decoder_input
 from codecarena.results.ledger import ledger_problems
-from codecarena.results.record import PlanUserCodec, RunLoadError, load_run
+from codecarena.results.record import Plan, PlanUserCodec, RunLoadError, RunRecord, load_run
 from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.schema import Row
 from codecarena.results.summary import SUMMARY_VERSION, SUMMARY_VERSIONS, summarize
@@ -210,6 +210,26 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
     return problems
 
 
+def external_runtime_problems(plan: Plan, rows: list[Row]) -> list[str]:
+    """A row must say it ran in an external runtime exactly when the plan runs its family in one
+    (--runtime-python): the label of every table depends on it."""
+    external = {entry[0]: entry[2] for entry in plan.runtimes if entry[3:] == ["external"]}
+    problems = []
+    for row in rows:
+        if row.status == "ok" and row.external_runtime != (row.family in external):
+            said = "says it ran in an external runtime" if row.external_runtime else "does not say it ran in the external runtime"
+            problems.append(f"{row.codec} {row.utterance}: the row {said}, the plan runs {row.family} in "
+                            f"{external.get(row.family) or 'its pinned runtime'}")
+    return problems
+
+
+def external_runtime_notes(record: RunRecord) -> list[str]:
+    """What the audit says of a run whose rows came (in part) from an external runtime: accepted, and
+    not the pinned runtime."""
+    return [f"{entry[0]}: rows ran in the external runtime {entry[2]} (--runtime-python), not the pinned runtime "
+            f"{entry[1]}" for entry in record.plan.runtimes if entry[3:] == ["external"]]
+
+
 def error_count_problems(row: Row, where: str) -> list[str]:
     """An error rate that records its counts (details `errors`, `reference_tokens`) must be their
     ratio: the summary's corpus rates add the counts, the means the values."""
@@ -372,6 +392,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
         except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
             problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
     problems += checkpoint_problems(rows)
+    problems += external_runtime_problems(record.plan, rows)
     problems += reference_result_problems(rows, run_files)
     problems += user_codec_problems(record.plan.user_codecs or [])
     if loaded.summary is None:
@@ -388,9 +409,10 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
             problems.append(f"{run_files.summary}: the audit could not derive the ledger ({type(exc).__name__}: {exc})")
     if replay:
         interpreters = {rid: rec["interpreter"] for rid, rec in record.runtimes.items()
-                        if rec.get("environment") == "isolated"}
-        for interpreter in interpreters.values():
-            sync_interpreter(interpreter)
+                        if rec.get("environment") in ("isolated", "external")}
+        for rid, interpreter in interpreters.items():
+            if record.runtimes[rid].get("environment") == "isolated":
+                sync_interpreter(interpreter)
         problems += replay_problems(rows, run_dir, python or sys.executable, interpreters)
     if rescore is not None:
         problems += rescore_problems(run_dir, rows, record.plan, rescore)

@@ -456,6 +456,10 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
     for codec_a, codec_b in mappings:
         rows_a, rows_b = a.by_codec[codec_a], b.by_codec[codec_b]
         prov_a, prov_b = _codec_provenance(a, codec_a), _codec_provenance(b, codec_b)
+        for side, codec, prov in (("A", codec_a, prov_a), ("B", codec_b, prov_b)):
+            if prov["runtime_environment"] == "external":
+                notes.append(f"{codec} of run {side} ran in an external runtime ({prov['runtime_interpreter']}), "
+                             "not its pinned runtime")
         pair_overrides = []
         for key, what in (("weights", "weights kinds"), ("sample_rate", "sample rates")):
             if prov_a[key] != prov_b[key]:

@@ -103,12 +103,16 @@ def interval_title(stats: dict[str, Any]) -> str:
     return _interval_parts(stats)[2]
 
 
-def weights_label(weights: str, user_codec: str = "") -> str:
+EXTERNAL_MARK = "† external runtime"
+
+
+def weights_label(weights: str, user_codec: str = "", runtime: str = "") -> str:
     """How a row's weights kind reads: `user` is a checkpoint the user pinned, not the registry; a user
-    codec (`user_codec`: its source hash, or "command line") is labelled as one, whatever its weights."""
-    if user_codec:
-        return f"user codec {user_codec}"
-    return "pinned by user" if weights == "user" else weights
+    codec (`user_codec`: its source hash, or "command line") is labelled as one, whatever its weights.
+    Rows made in an external runtime (`runtime` "external", --runtime-python) are marked as not the
+    pinned runtime."""
+    label = f"user codec {user_codec}" if user_codec else "pinned by user" if weights == "user" else weights
+    return f"{label} {EXTERNAL_MARK}" if runtime == "external" else label
 
 
 def _counts(stats: dict[str, Any]) -> str:

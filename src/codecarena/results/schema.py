@@ -121,6 +121,11 @@ class Row:
         return source[:12] if isinstance(source, str) else "command line" if isinstance(label, dict) else "?"
 
     @property
+    def external_runtime(self) -> bool:
+        """Whether the row's codec ran in an interpreter named with --runtime-python, not its pinned runtime."""
+        return self.runtime.get("environment") == "external"
+
+    @property
     def content_sha256(self) -> str:
         """The sha256 `row_sha256` must hold: of every other field, in the parsed form."""
         data = self.to_dict()

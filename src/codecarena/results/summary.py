@@ -166,6 +166,8 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
         "failures": [{"utterance": r.utterance, "error": r.error} for r in rows if r.error],
         # Only for a user codec (none existed before it could be labelled): its label, as the rows say.
         **({"user_codec": max(r.user_codec for r in rows)} if first.registry.startswith("user-") else {}),
+        # Only for rows made in an interpreter named with --runtime-python (none could be before it existed).
+        **({"runtime": "external"} if any(r.external_runtime for r in rows) else {}),
     }
 
 

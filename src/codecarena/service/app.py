@@ -211,7 +211,9 @@ class CodecService:
             "codecarena_package_sha256": harness_package,
             "sources_verified_at_start": True,
             "packages": {"service": package_versions(("codecarena", "fastapi", "uvicorn", "starlette", "numpy", "soundfile")),
-                         "runtime": {"interpreter": self.config.runtime["interpreter"],
+                         # "external": the interpreter --runtime-python named, not the pinned runtime.
+                         "runtime": {"environment": self.config.runtime.get("environment"),
+                                     "interpreter": self.config.runtime["interpreter"],
                                      "packages_sha256": self.config.runtime.get("packages_sha256"),
                                      "packages": self.config.runtime.get("packages")}},
             "model": {k: v for k, v in self.model.items() if k not in ("checkpoint", "variant")},

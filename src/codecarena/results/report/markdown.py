@@ -31,7 +31,7 @@ def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|"]
     for e in entries:
-        cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"], e.get("user_codec") or ""),
+        cells = ([e["run_label"]] if multi else []) + [e["codec"], weights_label(e["weights"], e.get("user_codec") or "", e.get("runtime") or ""),
                                                        e["variant"] or "-", fmt_kbps(e["representation_bps"]),
                                                        fmt_kbps(e["payload_bps"])]
         cells += [metric_ci_text(e["metrics"].get(n)) for n in names]

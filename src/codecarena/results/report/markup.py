@@ -24,9 +24,9 @@ def num_td(value: float | None, text: str, extra: str = "", cls: str = "") -> st
     return f'<td data-v="{v}"{c}>{esc(text)}{extra}</td>'
 
 
-def weights_pill(weights: str, user_codec: str = "") -> str:
+def weights_pill(weights: str, user_codec: str = "", runtime: str = "") -> str:
     kind = "user-codec" if user_codec else weights
-    return f'<span class="pill {esc(kind)}">{esc(weights_label(weights, user_codec))}</span>'
+    return f'<span class="pill {esc(kind)}">{esc(weights_label(weights, user_codec, runtime))}</span>'
 
 
 def kv(pairs: list[tuple[str, Any]]) -> str:

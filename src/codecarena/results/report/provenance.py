@@ -147,7 +147,7 @@ def provenance_html(board: lb.Leaderboard) -> str:
             codec_rows.append(
                 f'<tr><td class="l"><b>{esc(codec)}</b></td><td class="wrap mono">{_facts_html(configs.get(codec) or row.config)}</td>'
                 f'<td class="l">{esc(row.registry)}</td><td class="wrap">{ck_html}</td>'
-                f'<td class="l">{weights_pill(row.weights, row.user_codec)}</td><td class="l">{esc(row.variant or "-")}</td>'
+                f'<td class="l">{weights_pill(row.weights, row.user_codec, "external" if row.external_runtime else "")}</td><td class="l">{esc(row.variant or "-")}</td>'
                 f'<td class="wrap">{rt_html}<br><span class="muted">worker: python {esc(worker.get("python"))}, '
                 f'numpy {esc(worker.get("numpy"))}</span></td><td class="wrap mono">{_facts_html(model)}</td></tr>')
         parts.append('<h4>Codecs, registry entries, checkpoints and runtimes</h4><div class="scroll"><table class="provenance">'

@@ -74,7 +74,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
             cells.append(f'<td class="l">{esc(e["run_label"])}</td>')
         cells.append(f'<td class="l codec"><b>{esc(e["codec"])}</b></td>')
         cells.append(f'<td class="l">{esc(e["family"])}</td>')
-        cells.append(f'<td class="l">{weights_pill(e["weights"], e.get("user_codec") or "")}</td>')
+        cells.append(f'<td class="l">{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
         cells.append(f'<td class="l">{esc(e["variant"] or "-")}</td>')
         rep, pay = e["representation_bps"], e["payload_bps"]
         cells.append(num_td(rep, fmt_kbps(rep)))
