@@ -30,7 +30,7 @@ def dac_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def dac_run(dac_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return synthetic_run(dac_env, tmp_path_factory, "dac", tuple(QUANTIZERS), (*SHORT_CLIPS, LONG_CLIP),
+    return synthetic_run(dac_env, tmp_path_factory, "dac", tuple(QUANTIZERS), (SHORT_CLIPS[0], LONG_CLIP),
                          metrics="pesq_wb")
 
 
@@ -46,7 +46,7 @@ def test_real_weights_absent_stop_the_run_with_one_line_naming_fetch(dac_env: di
 
 def test_rows_replay_identically_with_exact_length_and_say_synthetic(dac_run: Path) -> None:
     rows = rows_of(dac_run)
-    assert len(rows) == 6
+    assert len(rows) == 4
     for row in rows:
         assert row["status"] == "ok" and row["replay_identical"], row["error"]
         assert row["decoded_samples"] == row["num_samples"]
@@ -218,6 +218,7 @@ def test_a_checkpoint_that_is_not_plain_weights_is_refused_in_one_line(dac_env: 
 
 def test_24_and_44_khz_configurations_pack_their_own_frame_rates(dac_env: dict[str, str], speech_dir: Path,
                                                                    tmp_path: Path) -> None:
+    (speech_dir / "clip1.wav").unlink()  # one clip per configuration keeps the two big models affordable in CI
     out = tmp_path / "run"
     result = codecarena("run", "--input", speech_dir, "--weights", "synthetic", "--codec", "dac:24khz,n_quantizers=8",
                         "--codec", "dac:44khz", "--metrics", "none", "--warm-repeats", "0", "--out", out, env=dac_env)
@@ -225,7 +226,7 @@ def test_24_and_44_khz_configurations_pack_their_own_frame_rates(dac_env: dict[s
     # (codec rate, hop, codebooks): upstream conf/final/24khz.yml and 44khz.yml.
     expected = {"dac:24khz,n_quantizers=8": (24000, 320, 8), "dac:44khz": (44100, 512, 9)}
     rows = rows_of(out)
-    assert len(rows) == 4
+    assert len(rows) == 2
     for row in rows:
         rate, hop, n_q = expected[row["codec"]]
         assert row["status"] == "ok" and row["replay_identical"] and row["decoded_samples"] == row["num_samples"]

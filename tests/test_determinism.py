@@ -34,8 +34,16 @@ def doctor(env: dict[str, str], out: Path, *args: str) -> tuple[int, dict, str]:
     return result.returncode, json.loads((out / "evidence.json").read_text()), result.stdout
 
 
-def test_fused_default_path_diverges_cold_vs_warm_at_the_first_snake(dac_env: dict[str, str], tmp_path: Path) -> None:
-    code, evidence, stdout = doctor(dac_env, tmp_path / "e", "--jit-fusion", "on", "--seconds", "0.02")
+@pytest.fixture(scope="module")
+def fused_doctor(dac_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, str]:
+    """One doctor run under TorchScript fusion with every switch: each DAC probe costs a process start
+    and a model load, so the default path's controls and the switches' share one run."""
+    return doctor(dac_env, tmp_path_factory.mktemp("fused") / "e", "--jit-fusion", "on", "--seconds", "0.02",
+                  "--switches", "all")
+
+
+def test_fused_default_path_diverges_cold_vs_warm_at_the_first_snake(fused_doctor: tuple[int, dict, str]) -> None:
+    code, evidence, stdout = fused_doctor
     cold_warm = evidence["controls"]["cold_vs_warm"]
     assert code == 1 and not cold_warm["latent_equal"], (
         "TorchScript CPU fusion no longer makes the first DAC encode differ from the second on this torch "
@@ -146,12 +154,11 @@ def test_compare_default_against_eager_snake_reports_identity_and_intervals(
         assert all("ci" in m or "verdict" in m for m in comparison["metrics"].values())
 
 
-def test_switches_on_cpu_name_which_remove_the_divergence_and_list_the_cuda_ones(dac_env: dict[str, str],
-                                                                                 tmp_path: Path) -> None:
+def test_switches_on_cpu_name_which_remove_the_divergence_and_list_the_cuda_ones(
+        fused_doctor: tuple[int, dict, str]) -> None:
     # The GPU case's controls, on the CPU divergence that TorchScript fusion provokes: seeds and
     # deterministic algorithms leave it, the eager Snake removes it; the CUDA settings cannot apply.
-    code, evidence, stdout = doctor(dac_env, tmp_path / "e", "--jit-fusion", "on", "--seconds", "0.02",
-                                    "--switches", "all")
+    code, evidence, stdout = fused_doctor
     switches = evidence["switches"]
     assert sorted(switches) == sorted(["seeds_only", "cudnn_deterministic", "deterministic_algorithms", "tf32_off",
                                        "jit_fusion_on", "jit_fusion_off", "eager_snake_v1"])

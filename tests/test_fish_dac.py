@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import codecarena, rows_of, runtime_python, synthetic_run
+from conftest import SHORT_CLIPS, codecarena, rows_of, runtime_python, synthetic_run
 
 from codecarena.payload import read_payload
 
@@ -26,12 +26,13 @@ def fish_env(runtime_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def fish_run(fish_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return synthetic_run(fish_env, tmp_path_factory, "fish", tuple(QUANTIZERS))
+    # One short clip: the 44.1 kHz model is the slowest in CI, and both configurations still run.
+    return synthetic_run(fish_env, tmp_path_factory, "fish", tuple(QUANTIZERS), SHORT_CLIPS[:1])
 
 
 def test_rows_replay_identically_with_exact_length(fish_run: Path) -> None:
     rows = rows_of(fish_run)
-    assert len(rows) == 4
+    assert len(rows) == 2
     for row in rows:
         assert row["status"] == "ok" and row["replay_identical"], row["error"]
         assert row["decoded_samples"] == row["num_samples"]
