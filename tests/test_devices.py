@@ -184,7 +184,8 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     assert (record["plan"]["device"], record["plan"]["metric_device"]) == ("cpu", "cpu")
     rows = {r["family"]: r for r in rows_of(out)}
     torch_row, pcm_row = rows["ttop8"], rows["pcm"]
-    assert torch_row["version"] == 7 and torch_row["status"] == "ok"
+    assert torch_row["version"] == 8 and torch_row["status"] == "ok"
+    assert torch_row["metric_devices"] == pcm_row["metric_devices"] == {}  # no metrics
     assert {k: torch_row["device"][k] for k in ("requested", "device", "applied")} == \
         {"requested": "cpu", "device": "cpu", "applied": True}
     info = DeviceInfo.from_dict(torch_row["device"]["info"])
@@ -208,25 +209,65 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     assert (out / "rows.jsonl").read_bytes() == before
 
 
-def test_learned_metrics_are_refused_on_another_device_before_any_row(tmp_path: Path) -> None:
+def test_learned_metrics_on_cuda_are_refused_per_library_before_any_row(tmp_path: Path) -> None:
+    """No GPU here: each learned metric's library, asked in the scoring environment, gives its own
+    reason (CTranslate2's device count, onnxruntime's providers, torch's build), in one line."""
+    import ctranslate2
+    import onnxruntime
+    import torch
     from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror
+
+    if torch.cuda.is_available() or ctranslate2.get_cuda_device_count():
+        pytest.skip("this machine has a CUDA device")
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,dnsmos,distill_mos,asr",
+                     "--device", "cuda", "--out", out)
+    assert run.returncode == 2
+    providers = ", ".join(onnxruntime.get_available_providers())
+    assert run.stderr.strip() == (
+        "codecarena: error: --metric-device cuda: "
+        f"dnsmos (onnxruntime): onnxruntime {onnxruntime.__version__} has no CUDAExecutionProvider (available: "
+        f"{providers}); distill_mos (torch): cuda requested but the scoring environment's torch {torch.__version__} "
+        "(a build without CUDA) sees no CUDA device; "
+        f"asr (faster-whisper/CTranslate2): CTranslate2 {ctranslate2.__version__} sees 0 CUDA device(s) "
+        "(ctranslate2.get_cuda_device_count()); "
+        "ask for --metric-device cpu (the codecs still run on --device) or leave these metrics out with --metrics")
+    assert not out.exists()
+    # MPS: torch would be asked; CTranslate2 and onnxruntime have no MPS backend at all.
+    mps = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "dnsmos,asr",
+                     "--metric-device", "mps", "--out", out)
+    assert mps.returncode == 2 and mps.stderr.strip() == (
+        "codecarena: error: --metric-device mps: dnsmos (onnxruntime): onnxruntime has no MPS backend (torch metrics "
+        "can use mps; this one cannot); asr (faster-whisper/CTranslate2): faster-whisper/CTranslate2 has no MPS "
+        "backend (torch metrics can use mps; this one cannot); ask for --metric-device cpu (the codecs still run on "
+        "--device) or leave these metrics out with --metrics")
+    bad = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--device", "gpu", "--out", out)
+    assert bad.returncode == 2 and bad.stderr.strip() == ("codecarena: error: --device 'gpu': not a device; accepted: "
+                                                          "cpu, cuda, cuda:N (N = 0, 1, ...) or mps")
+    score = codecarena("score", tmp_path / "in", tmp_path / "in", "--metrics", "distill_mos", "--device", "cuda:0")
+    assert score.returncode == 2 and "--metric-device cuda:0: distill_mos (torch): cuda:0 requested" in score.stderr
+    assert not out.exists()
+
+
+def test_metrics_that_run_on_the_cpu_only_stay_there_on_another_metric_device(tmp_path: Path) -> None:
+    """Signal metrics need no library on the device: a run on --device cuda with them alone runs, and
+    its rows and the plan say where every metric was computed (the CPU)."""
+    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror, rows_of
 
     need_mirror()
     (tmp_path / "in").mkdir()
     shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
     out = tmp_path / "run"
-    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,distill_mos",
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,si_sdr",
                      "--device", "cuda", "--out", out)
-    assert run.returncode == 2
-    assert run.stderr.strip() == ("codecarena: error: --metric-device cuda: the learned metrics distill_mos run on the "
-                                  "CPU only in this version; ask for --metric-device cpu (the codecs still run on "
-                                  "--device) or leave them out with --metrics")
-    assert not out.exists()
-    bad = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--device", "gpu", "--out", out)
-    assert bad.returncode == 2 and bad.stderr.strip() == ("codecarena: error: --device 'gpu': not a device; accepted: "
-                                                          "cpu, cuda, cuda:N (N = 0, 1, ...) or mps")
-    score = codecarena("score", tmp_path / "in", tmp_path / "in", "--metrics", "distill_mos", "--device", "cuda:0")
-    assert score.returncode == 2 and "--metric-device cuda:0: the learned metrics distill_mos" in score.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    (row,) = rows_of(out)
+    assert row["metric_devices"] == {"stoi": "cpu", "si_sdr": "cpu"}
+    assert json.loads((out / "run.json").read_text())["plan"]["metric_device"] == "cuda"
+    assert codecarena("audit", out).returncode == 0
 
 
 def test_compare_across_devices_counts_identical_payloads_and_how_far_metrics_moved(tmp_path: Path) -> None:
@@ -324,8 +365,15 @@ def test_a_version_6_row_reads_with_no_device_and_still_hashes_to_its_digest() -
 
     v6 = {**_V5_ROW, "version": 6, "channel": None}
     row = parse_row({**v6, "row_sha256": None}).to_dict()
-    del row["device"], row["row_sha256"]
+    del row["device"], row["metric_devices"], row["row_sha256"]
     parsed = parse_row({**v6, "row_sha256": sha256_json(row)})
-    assert parsed.device is None and parsed.intact
+    assert parsed.device is None and parsed.metric_devices is None and parsed.intact
     with pytest.raises(SchemaError, match="missing keys \\['device'\\]"):
         parse_row({**v6, "version": 7, "row_sha256": None})
+    # Version 8 added metric_devices: a version 7 row reads with null there, a version 8 row must have it.
+    v7 = {**v6, "version": 7, "device": None}
+    row7 = parse_row({**v7, "row_sha256": None}).to_dict()
+    del row7["metric_devices"], row7["row_sha256"]
+    assert parse_row({**v7, "row_sha256": sha256_json(row7)}).intact
+    with pytest.raises(SchemaError, match="missing keys \\['metric_devices'\\]"):
+        parse_row({**v7, "version": 8, "row_sha256": None})
