@@ -377,3 +377,65 @@ def test_a_version_6_row_reads_with_no_device_and_still_hashes_to_its_digest() -
     assert parse_row({**v7, "row_sha256": sha256_json(row7)}).intact
     with pytest.raises(SchemaError, match="missing keys \\['metric_devices'\\]"):
         parse_row({**v7, "version": 8, "row_sha256": None})
+
+
+def _as_made_on(out: Path, device: str) -> None:
+    """Edit a CPU run of ttop8 and pcm to say it was made with --device DEVICE (no GPU here), resealed so
+    that the plain audit still passes: the torch row ran there, the pcm row on the CPU."""
+    from codecarena.results.record import parse_run_record
+    from codecarena.results.schema import parse_row
+
+    rows = []
+    for line in (out / "rows.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        row["device"]["requested"] = device
+        if row["device"]["applied"]:
+            row["device"]["device"] = device
+            row["device"]["info"] = {**row["device"]["info"], "device": device, "kind": device.split(":")[0]}
+        rows.append(parse_row({**row, "row_sha256": None}).sealed().to_dict())
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    record = json.loads((out / "run.json").read_text())
+    record["plan"]["device"] = device
+    record["plan_sha256"] = parse_run_record(record).plan.sha256
+    (out / "run.json").write_text(json.dumps(record))
+
+
+def test_replay_and_stability_run_on_the_rows_device_or_are_refused(tmp_path: Path,
+                                                                    torch_codec: dict[str, str]) -> None:
+    import torch
+    from conftest import codecarena
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "ttop8:q8", "--codec", "pcm:16", "--metrics",
+                     "none", "--out", out, env=torch_codec)
+    assert run.returncode == 0, run.stdout + run.stderr
+    _as_made_on(out, "cuda:0")
+    plain = codecarena("audit", out, env=torch_codec)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    refused = codecarena("audit", out, "--replay", env=torch_codec)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        f"codecarena: error: audit --replay: the rows of {out} were made on cuda:0 and their replay needs it: "
+        f"{sys.executable}: cuda:0 requested but this runtime's torch {torch.__version__} (a build without CUDA) sees "
+        "no CUDA device; pass --replay-device cpu to replay them on the CPU as a cross-device comparison"]
+    crossed = codecarena("audit", out, "--replay", "--replay-device", "cpu", env=torch_codec)
+    assert crossed.returncode == 0, crossed.stdout + crossed.stderr
+    assert ("note: replay on cpu of 1 payload(s) made on cuda:0: 1 decoded byte-identical to the run's audio, 0 "
+            "differ (a cross-device comparison") in crossed.stdout
+    elsewhere = codecarena("audit", out, "--replay", "--replay-device", "cuda:1", env=torch_codec)
+    assert elsewhere.returncode == 2 and elsewhere.stderr.startswith("codecarena: error: --replay-device cuda:1: ")
+    alone = codecarena("audit", out, "--replay-device", "cpu", env=torch_codec)
+    assert alone.returncode == 2 and "--replay-device chooses where --replay decodes; add --replay" in alone.stderr
+
+    stability = codecarena("ledger", out, "--stability", env=torch_codec)
+    assert stability.returncode == 2
+    assert stability.stderr.strip().splitlines() == [
+        f"codecarena: error: ledger --stability: the rows of {out} were made on cuda:0 and their stability encodes "
+        f"need it: {sys.executable}: cuda:0 requested but this runtime's torch {torch.__version__} (a build without "
+        "CUDA) sees no CUDA device; stability compares new encodes with the rows' own payloads, so it is measured on "
+        "the run's device only"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing written

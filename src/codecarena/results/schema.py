@@ -127,6 +127,11 @@ class Row:
         return source[:12] if isinstance(source, str) else "command line" if isinstance(label, dict) else "?"
 
     @property
+    def ran_on(self) -> str:
+        """The device the row's stages ran on (`cpu` for a row before version 7: there was no other then)."""
+        return str(self.device.get("device")) if self.device is not None else "cpu"
+
+    @property
     def external_runtime(self) -> bool:
         """Whether the row's codec ran in an interpreter named with --runtime-python, not its pinned runtime."""
         return self.runtime.get("environment") == "external"
