@@ -439,3 +439,46 @@ def test_replay_and_stability_run_on_the_rows_device_or_are_refused(tmp_path: Pa
         "CUDA) sees no CUDA device; stability compares new encodes with the rows' own payloads, so it is measured on "
         "the run's device only"]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing written
+
+
+def test_a_run_made_before_the_device_fields_resumes_on_the_cpu_and_is_refused_elsewhere(tmp_path: Path) -> None:
+    """A run.json version 6 plan names no device and its version 6 rows none: all of it ran on the CPU,
+    so the same command resumes it (keeping its rows), and another device is refused as one."""
+    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror, rows_of
+
+    from codecarena.results.record import parse_run_record
+    from codecarena.results.schema import parse_row
+
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    out = tmp_path / "run"
+    args = ("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi", "--out", out)
+    first = codecarena(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    # As the version before the device fields wrote it: no device in the plan or the rows.
+    record = json.loads((out / "run.json").read_text())
+    del record["plan"]["device"], record["plan"]["metric_device"]
+    record["version"] = 6
+    record["plan_sha256"] = parse_run_record(record).plan.sha256
+    (out / "run.json").write_text(json.dumps(record))
+    (row,) = rows_of(out)
+    old = {k: v for k, v in row.items() if k not in ("device", "metric_devices")} | {"version": 6}
+    old["row_sha256"] = parse_row({**old, "row_sha256": None}).content_sha256
+    (out / "rows.jsonl").write_text(json.dumps(old) + "\n")
+    assert codecarena("audit", out).returncode == 0
+
+    elsewhere = codecarena(*args, "--device", "cuda")
+    assert elsewhere.returncode == 2
+    assert elsewhere.stderr.strip() == (f"codecarena: error: {out}: holds a run with --device cpu, this command asks "
+                                        "for cuda: another device is another configuration, never a resume; use a new "
+                                        "--out directory")
+    again = codecarena(*args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    resumed = json.loads((out / "run.json").read_text())
+    assert resumed["version"] == 7 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
+    assert (resumed["execution"]["rows_resumed"], resumed["execution"]["rows_computed"]) == (1, 0)
+    assert resumed["history"][-1]["plan_sha256"] == record["plan_sha256"]
+    (kept,) = rows_of(out)
+    assert kept["version"] == 6 and kept["row_sha256"] == old["row_sha256"]
+    assert codecarena("audit", out).returncode == 0
