@@ -251,7 +251,7 @@ def test_a_version_5_row_still_hashes_to_its_digest() -> None:
     from codecarena.results.schema import parse_row
 
     row = parse_row({**_V5_ROW, "row_sha256": None}).to_dict()
-    del row["channel"], row["device"], row["row_sha256"]  # the fields versions 6 and 7 added
+    del row["channel"], row["device"], row["metric_devices"], row["row_sha256"]  # what versions 6 to 8 added
     assert "channel" not in _V5_ROW
     parsed = parse_row({**_V5_ROW, "row_sha256": sha256_json(row)})
     assert parsed.channel is None and parsed.intact

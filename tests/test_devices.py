@@ -184,7 +184,8 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     assert (record["plan"]["device"], record["plan"]["metric_device"]) == ("cpu", "cpu")
     rows = {r["family"]: r for r in rows_of(out)}
     torch_row, pcm_row = rows["ttop8"], rows["pcm"]
-    assert torch_row["version"] == 7 and torch_row["status"] == "ok"
+    assert torch_row["version"] == 8 and torch_row["status"] == "ok"
+    assert torch_row["metric_devices"] == pcm_row["metric_devices"] == {}  # no metrics
     assert {k: torch_row["device"][k] for k in ("requested", "device", "applied")} == \
         {"requested": "cpu", "device": "cpu", "applied": True}
     info = DeviceInfo.from_dict(torch_row["device"]["info"])
@@ -208,25 +209,65 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     assert (out / "rows.jsonl").read_bytes() == before
 
 
-def test_learned_metrics_are_refused_on_another_device_before_any_row(tmp_path: Path) -> None:
+def test_learned_metrics_on_cuda_are_refused_per_library_before_any_row(tmp_path: Path) -> None:
+    """No GPU here: each learned metric's library, asked in the scoring environment, gives its own
+    reason (CTranslate2's device count, onnxruntime's providers, torch's build), in one line."""
+    import ctranslate2
+    import onnxruntime
+    import torch
     from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror
+
+    if torch.cuda.is_available() or ctranslate2.get_cuda_device_count():
+        pytest.skip("this machine has a CUDA device")
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,dnsmos,distill_mos,asr",
+                     "--device", "cuda", "--out", out)
+    assert run.returncode == 2
+    providers = ", ".join(onnxruntime.get_available_providers())
+    assert run.stderr.strip() == (
+        "codecarena: error: --metric-device cuda: "
+        f"dnsmos (onnxruntime): onnxruntime {onnxruntime.__version__} has no CUDAExecutionProvider (available: "
+        f"{providers}); distill_mos (torch): cuda requested but the scoring environment's torch {torch.__version__} "
+        "(a build without CUDA) sees no CUDA device; "
+        f"asr (faster-whisper/CTranslate2): CTranslate2 {ctranslate2.__version__} sees 0 CUDA device(s) "
+        "(ctranslate2.get_cuda_device_count()); "
+        "ask for --metric-device cpu (the codecs still run on --device) or leave these metrics out with --metrics")
+    assert not out.exists()
+    # MPS: torch would be asked; CTranslate2 and onnxruntime have no MPS backend at all.
+    mps = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "dnsmos,asr",
+                     "--metric-device", "mps", "--out", out)
+    assert mps.returncode == 2 and mps.stderr.strip() == (
+        "codecarena: error: --metric-device mps: dnsmos (onnxruntime): onnxruntime has no MPS backend (torch metrics "
+        "can use mps; this one cannot); asr (faster-whisper/CTranslate2): faster-whisper/CTranslate2 has no MPS "
+        "backend (torch metrics can use mps; this one cannot); ask for --metric-device cpu (the codecs still run on "
+        "--device) or leave these metrics out with --metrics")
+    bad = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--device", "gpu", "--out", out)
+    assert bad.returncode == 2 and bad.stderr.strip() == ("codecarena: error: --device 'gpu': not a device; accepted: "
+                                                          "cpu, cuda, cuda:N (N = 0, 1, ...) or mps")
+    score = codecarena("score", tmp_path / "in", tmp_path / "in", "--metrics", "distill_mos", "--device", "cuda:0")
+    assert score.returncode == 2 and "--metric-device cuda:0: distill_mos (torch): cuda:0 requested" in score.stderr
+    assert not out.exists()
+
+
+def test_metrics_that_run_on_the_cpu_only_stay_there_on_another_metric_device(tmp_path: Path) -> None:
+    """Signal metrics need no library on the device: a run on --device cuda with them alone runs, and
+    its rows and the plan say where every metric was computed (the CPU)."""
+    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror, rows_of
 
     need_mirror()
     (tmp_path / "in").mkdir()
     shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
     out = tmp_path / "run"
-    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,distill_mos",
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,si_sdr",
                      "--device", "cuda", "--out", out)
-    assert run.returncode == 2
-    assert run.stderr.strip() == ("codecarena: error: --metric-device cuda: the learned metrics distill_mos run on the "
-                                  "CPU only in this version; ask for --metric-device cpu (the codecs still run on "
-                                  "--device) or leave them out with --metrics")
-    assert not out.exists()
-    bad = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--device", "gpu", "--out", out)
-    assert bad.returncode == 2 and bad.stderr.strip() == ("codecarena: error: --device 'gpu': not a device; accepted: "
-                                                          "cpu, cuda, cuda:N (N = 0, 1, ...) or mps")
-    score = codecarena("score", tmp_path / "in", tmp_path / "in", "--metrics", "distill_mos", "--device", "cuda:0")
-    assert score.returncode == 2 and "--metric-device cuda:0: the learned metrics distill_mos" in score.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    (row,) = rows_of(out)
+    assert row["metric_devices"] == {"stoi": "cpu", "si_sdr": "cpu"}
+    assert json.loads((out / "run.json").read_text())["plan"]["metric_device"] == "cuda"
+    assert codecarena("audit", out).returncode == 0
 
 
 def test_compare_across_devices_counts_identical_payloads_and_how_far_metrics_moved(tmp_path: Path) -> None:
@@ -324,8 +365,120 @@ def test_a_version_6_row_reads_with_no_device_and_still_hashes_to_its_digest() -
 
     v6 = {**_V5_ROW, "version": 6, "channel": None}
     row = parse_row({**v6, "row_sha256": None}).to_dict()
-    del row["device"], row["row_sha256"]
+    del row["device"], row["metric_devices"], row["row_sha256"]
     parsed = parse_row({**v6, "row_sha256": sha256_json(row)})
-    assert parsed.device is None and parsed.intact
+    assert parsed.device is None and parsed.metric_devices is None and parsed.intact
     with pytest.raises(SchemaError, match="missing keys \\['device'\\]"):
         parse_row({**v6, "version": 7, "row_sha256": None})
+    # Version 8 added metric_devices: a version 7 row reads with null there, a version 8 row must have it.
+    v7 = {**v6, "version": 7, "device": None}
+    row7 = parse_row({**v7, "row_sha256": None}).to_dict()
+    del row7["metric_devices"], row7["row_sha256"]
+    assert parse_row({**v7, "row_sha256": sha256_json(row7)}).intact
+    with pytest.raises(SchemaError, match="missing keys \\['metric_devices'\\]"):
+        parse_row({**v7, "version": 8, "row_sha256": None})
+
+
+def _as_made_on(out: Path, device: str) -> None:
+    """Edit a CPU run of ttop8 and pcm to say it was made with --device DEVICE (no GPU here), resealed so
+    that the plain audit still passes: the torch row ran there, the pcm row on the CPU."""
+    from codecarena.results.record import parse_run_record
+    from codecarena.results.schema import parse_row
+
+    rows = []
+    for line in (out / "rows.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        row["device"]["requested"] = device
+        if row["device"]["applied"]:
+            row["device"]["device"] = device
+            row["device"]["info"] = {**row["device"]["info"], "device": device, "kind": device.split(":")[0]}
+        rows.append(parse_row({**row, "row_sha256": None}).sealed().to_dict())
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    record = json.loads((out / "run.json").read_text())
+    record["plan"]["device"] = device
+    record["plan_sha256"] = parse_run_record(record).plan.sha256
+    (out / "run.json").write_text(json.dumps(record))
+
+
+def test_replay_and_stability_run_on_the_rows_device_or_are_refused(tmp_path: Path,
+                                                                    torch_codec: dict[str, str]) -> None:
+    import torch
+    from conftest import codecarena
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", tmp_path / "in", "--codec", "ttop8:q8", "--codec", "pcm:16", "--metrics",
+                     "none", "--out", out, env=torch_codec)
+    assert run.returncode == 0, run.stdout + run.stderr
+    _as_made_on(out, "cuda:0")
+    plain = codecarena("audit", out, env=torch_codec)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    refused = codecarena("audit", out, "--replay", env=torch_codec)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        f"codecarena: error: audit --replay: the rows of {out} were made on cuda:0 and their replay needs it: "
+        f"{sys.executable}: cuda:0 requested but this runtime's torch {torch.__version__} (a build without CUDA) sees "
+        "no CUDA device; pass --replay-device cpu to replay them on the CPU as a cross-device comparison"]
+    crossed = codecarena("audit", out, "--replay", "--replay-device", "cpu", env=torch_codec)
+    assert crossed.returncode == 0, crossed.stdout + crossed.stderr
+    assert ("note: replay on cpu of 1 payload(s) made on cuda:0: 1 decoded byte-identical to the run's audio, 0 "
+            "differ (a cross-device comparison") in crossed.stdout
+    elsewhere = codecarena("audit", out, "--replay", "--replay-device", "cuda:1", env=torch_codec)
+    assert elsewhere.returncode == 2 and elsewhere.stderr.startswith("codecarena: error: --replay-device cuda:1: ")
+    alone = codecarena("audit", out, "--replay-device", "cpu", env=torch_codec)
+    assert alone.returncode == 2 and "--replay-device chooses where --replay decodes; add --replay" in alone.stderr
+
+    stability = codecarena("ledger", out, "--stability", env=torch_codec)
+    assert stability.returncode == 2
+    assert stability.stderr.strip().splitlines() == [
+        f"codecarena: error: ledger --stability: the rows of {out} were made on cuda:0 and their stability encodes "
+        f"need it: {sys.executable}: cuda:0 requested but this runtime's torch {torch.__version__} (a build without "
+        "CUDA) sees no CUDA device; stability compares new encodes with the rows' own payloads, so it is measured on "
+        "the run's device only"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing written
+
+
+def test_a_run_made_before_the_device_fields_resumes_on_the_cpu_and_is_refused_elsewhere(tmp_path: Path) -> None:
+    """A run.json version 6 plan names no device and its version 6 rows none: all of it ran on the CPU,
+    so the same command resumes it (keeping its rows), and another device is refused as one."""
+    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror, rows_of
+
+    from codecarena.results.record import parse_run_record
+    from codecarena.results.schema import parse_row
+
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    out = tmp_path / "run"
+    args = ("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi", "--out", out)
+    first = codecarena(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    # As the version before the device fields wrote it: no device in the plan or the rows.
+    record = json.loads((out / "run.json").read_text())
+    del record["plan"]["device"], record["plan"]["metric_device"]
+    record["version"] = 6
+    record["plan_sha256"] = parse_run_record(record).plan.sha256
+    (out / "run.json").write_text(json.dumps(record))
+    (row,) = rows_of(out)
+    old = {k: v for k, v in row.items() if k not in ("device", "metric_devices")} | {"version": 6}
+    old["row_sha256"] = parse_row({**old, "row_sha256": None}).content_sha256
+    (out / "rows.jsonl").write_text(json.dumps(old) + "\n")
+    assert codecarena("audit", out).returncode == 0
+
+    elsewhere = codecarena(*args, "--device", "cuda")
+    assert elsewhere.returncode == 2
+    assert elsewhere.stderr.strip() == (f"codecarena: error: {out}: holds a run with --device cpu, this command asks "
+                                        "for cuda: another device is another configuration, never a resume; use a new "
+                                        "--out directory")
+    again = codecarena(*args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    resumed = json.loads((out / "run.json").read_text())
+    assert resumed["version"] == 7 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
+    assert (resumed["execution"]["rows_resumed"], resumed["execution"]["rows_computed"]) == (1, 0)
+    assert resumed["history"][-1]["plan_sha256"] == record["plan_sha256"]
+    (kept,) = rows_of(out)
+    assert kept["version"] == 6 and kept["row_sha256"] == old["row_sha256"]
+    assert codecarena("audit", out).returncode == 0

@@ -22,7 +22,8 @@ from conftest import SHORT_CLIPS, need_mirror
 
 CLIP = SHORT_CLIPS[0]
 DECLARED = {"name", "outputs", "needs", "packages", "modules", "models", "failure_policy", "description",
-            "max_audio_s", "min_audio_s", "input_checks", "rescore_tolerance", "scales", "validity_bounds"}
+            "max_audio_s", "min_audio_s", "input_checks", "rescore_tolerance", "scales", "validity_bounds",
+            "device_engine"}
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_a_language_no_asr_model_covers_is_not_applicable_not_failed(speech: np.
                for record in scores.values())
 
 
-def _fake(load: Callable[[], ScoreFunction]) -> MetricSpec:
+def _fake(load: Callable[[str], ScoreFunction]) -> MetricSpec:
     return MetricSpec("fake", ("fake_said", "fake_heard"), (Need.REFERENCE, Need.TRANSCRIPT), (), (), (),
                       "exception -> null with reason", "a metric declared by a test", None, 0.0, load,
                       transcript_outputs=("fake_said",))
@@ -107,8 +108,9 @@ def test_a_new_metric_is_one_declaration_and_its_function(speech: np.ndarray, mo
     loads: list[int] = []
     seen: list[Inputs] = []
 
-    def load() -> ScoreFunction:
+    def load(device: str) -> ScoreFunction:
         loads.append(1)
+        assert device == "cpu"  # a metric no library runs on a device is computed on the CPU
 
         def score(inputs: Inputs) -> Scored:
             seen.append(inputs)
@@ -132,7 +134,7 @@ def test_a_new_metric_is_one_declaration_and_its_function(speech: np.ndarray, mo
 
 
 def test_a_metric_that_raises_or_cannot_load_fails_alone(speech: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken() -> ScoreFunction:
+    def broken(device: str) -> ScoreFunction:
         raise OSError("model file unreadable\nsecond line")
 
     monkeypatch.setitem(BY_NAME, "fake", _fake(broken))

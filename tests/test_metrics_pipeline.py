@@ -257,6 +257,7 @@ def test_score_command_scores_an_existing_pair_of_folders(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())
     assert [m["name"] for m in data["metrics"]] == ["pesq_wb", "stoi", "si_sdr"]
+    assert data["version"] == 2 and data["metric_devices"] == {"pesq_wb": "cpu", "stoi": "cpu", "si_sdr": "cpu"}
     for item in data["scores"]:
         assert item["metrics"]["pesq_wb"]["value"] >= 4.4 and item["metrics"]["si_sdr"]["value"] > 60
     # A subfolder (a mirror's original/) is named once and not read: its file is no reference.

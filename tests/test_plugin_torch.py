@@ -155,3 +155,17 @@ def test_no_torch_family_repeats_the_load_template() -> None:
         named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         assert not {"set_num_threads", "get_num_threads"} & called and "parse_weights" not in named, path
     assert families == 8
+
+
+def test_load_itself_moves_the_model_to_the_adapters_device() -> None:
+    """The real load() with synthetic weights, on torch's `meta` device (no GPU here): the weights are
+    parsed and loaded on the CPU, then load() moves the model; `meta` survives that move (it keeps shapes,
+    drops values), so every parameter and buffer ends there and the facts are still counted."""
+    adapter = TinyAdapter(parse_spec(SPEC), "synthetic:3")
+    adapter.use_device("meta")
+    facts = adapter.load()
+    assert {t.device.type for t in (*adapter.model.parameters(), *adapter.model.buffers())} == {"meta"}
+    assert (facts["encoder_parameters"], facts["decoder_parameters"]) == (16, 18)
+    on_cpu = TinyAdapter(parse_spec(SPEC), "synthetic:3")
+    on_cpu.load()
+    assert next(on_cpu.model.parameters()).device.type == "cpu"

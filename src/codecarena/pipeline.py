@@ -36,7 +36,8 @@ from codecarena.metrics.scorer import RowScorer, Scorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
 from codecarena.references import Reference, ReferenceCopyError, planned_reference_sha256, prepare_reference
 from codecarena.results import ledger, store
-from codecarena.results.record import RUN_VERSION, Plan, RunLoadError, RunRecord, plan_from_dict, read_record
+from codecarena.results.record import (RUN_VERSION, Plan, RunLoadError, RunRecord, on_the_cpu_if_older, plan_from_dict,
+                                       read_record)
 from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
 from codecarena.rundir import RunDir, RunLockError, UnsafePathError
@@ -295,7 +296,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                 metrics=metrics, scoring_s=scoring_s,
                 metrics_code_sha256=scorer.code_sha256 if scorer is not None else None,
                 model=model, stages=stages, status=status, error=error, channel=channel,
-                device=row_device(opts, spec.family, reports))
+                device=row_device(opts, spec.family, reports),
+                metric_devices=scorer.devices if scorer is not None and metrics else {})
 
 
 def _clear_outputs(run: RunDir, outputs: dict[str, Path]) -> str:
@@ -380,7 +382,7 @@ def failed_row(task: Task, opts: RunOptions, error: str) -> Row:
     return _row(task.spec, task.ref, opts, RunDir(opts.out), task.mode, task.replay, {}, checkpoint={}, runtime={},
                 weights="none", checks_passed=False, codec_facts={}, metrics={}, scoring_s=None,
                 metrics_code_sha256=None, model={}, stages=[], status="failed", error=error, channel=None,
-                device=row_device(opts, task.spec.family, {}))
+                device=row_device(opts, task.spec.family, {}), metric_devices={})
 
 
 def plan_tasks(evalset: EvalSet, opts: RunOptions, skip: Iterable[tuple[str, str]],
@@ -468,7 +470,7 @@ def planned(evalset: EvalSet, opts: RunOptions, add: bool = False) -> tuple[RunO
         earlier = read_record(run.root)
     except RunLoadError as exc:
         raise RunError(f"{exc}; use another --out directory") from None
-    previous = earlier.plan
+    previous = on_the_cpu_if_older(earlier.plan)
     if previous.references is None:
         raise RunError(f"{run.root}: holds a run made before plans pinned references, transcripts and user "
                        f"checkpoints (run.json version {earlier.version}), whose rows cannot be tied to "

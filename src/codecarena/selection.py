@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,18 +57,18 @@ def probe_devices(specs: Iterable[CodecSpec], runtimes: dict[str, dict[str, Any]
     return found
 
 
-def check_metric_device(scorer: Scorer | None, metric_device: str) -> None:
-    """Learned metrics (a model, or an ASR) run on the CPU in this version: any other metric device is
-    refused before any row, never replaced by the CPU silently."""
-    from codecarena.metrics.declarations import BY_NAME, Need
+def check_metric_device(scorer: Scorer | None, python: str = sys.executable) -> None:
+    """Before any row: each selected learned metric's library, in the scoring process's interpreter,
+    must be able to use the scorer's metric device (metrics/engines.py); the metrics that run on the
+    CPU only stay there. Never replaced by the CPU silently."""
+    from codecarena.metrics.engines import MetricDeviceError, probe
 
-    if scorer is None or metric_device == "cpu":
+    if scorer is None:
         return
-    learned = [name for name in scorer.metrics if BY_NAME[name].models or Need.ASR_LANGUAGE in BY_NAME[name].needs]
-    if learned:
-        raise SelectionError(f"--metric-device {metric_device}: the learned metrics {', '.join(learned)} run on the "
-                             "CPU only in this version; ask for --metric-device cpu (the codecs still run on "
-                             "--device) or leave them out with --metrics")
+    try:
+        probe(scorer.metrics, scorer.metric_device, python)
+    except MetricDeviceError as exc:
+        raise SelectionError(str(exc)) from None
 
 
 def runtimes(specs: Iterable[CodecSpec], weights: str, runtime_python: str | None = None) -> dict[str, dict[str, Any]]:
@@ -231,10 +232,12 @@ def check_variant(name: str, specs: Iterable[CodecSpec]) -> str:
     return name
 
 
-def scorer(metrics: str, asr_models: Sequence[str], languages: Iterable[str] = ()) -> Scorer | None:
+def scorer(metrics: str, asr_models: Sequence[str], languages: Iterable[str] = (),
+           metric_device: str = "cpu") -> Scorer | None:
     """The scorer of a comma list of metrics (None for `none`), with each LANG=NAME or LANG=DIR ASR
     model, and the default model of each of `languages` written out, so that a run's plan names the
-    model of every language it scores. Every chosen model is verified first (SelectionError)."""
+    model of every language it scores, its learned metrics on `metric_device`. Every chosen model is
+    verified first (SelectionError)."""
     from codecarena.metrics.asr_models import CATALOGUE, AsrModelError, default_choice, primary_language, resolve
 
     names = select_metrics(metrics)
@@ -261,7 +264,7 @@ def scorer(metrics: str, asr_models: Sequence[str], languages: Iterable[str] = (
                 resolve(choice)
             except AsrModelError as exc:
                 raise SelectionError(f"ASR model for {lang!r}: {exc}") from None
-    return Scorer(names, models)
+    return Scorer(names, models, metric_device=metric_device)
 
 
 def with_language(evalset: EvalSet, language: str) -> EvalSet:

@@ -268,8 +268,8 @@ def run(args: argparse.Namespace) -> int:
     if args.warm_repeats < 0:
         raise CliError("--warm-repeats must be >= 0")
     languages = sorted({u.language for u in evalset.utterances if u.language})
-    scorer = selection.scorer(args.metrics, args.asr_model, languages)
-    selection.check_metric_device(scorer, metric_device)
+    scorer = selection.scorer(args.metrics, args.asr_model, languages, metric_device)
+    selection.check_metric_device(scorer)
     weights = selection.canonical_weights(args.weights)
     runtimes = selection.runtimes(specs, weights, args.runtime_python)
     # Every runtime that would run on the device is asked before anything is written: a device that is

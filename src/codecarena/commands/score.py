@@ -38,11 +38,11 @@ def run(args: argparse.Namespace) -> int:
         for sub in sorted(p.name for p in args.ref_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             console.print(f"{sub}/: subfolder not read (use --recursive)", style="yellow", soft_wrap=True)
     refs = load_input_dir(args.ref_dir, recursive=args.recursive)
-    scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances))
+    metric_device = device_option(args.metric_device or device_option(args.device), "--metric-device")
+    scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances), metric_device)
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")
-    selection.check_metric_device(scorer, device_option(args.metric_device or device_option(args.device),
-                                                        "--metric-device"))
+    selection.check_metric_device(scorer)
     pairs, unmatched = [], []
     for utt in refs.utterances:
         relative = utt.path.relative_to(args.ref_dir.resolve())
@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     for name, reason in refs.skipped:
         console.print(f"{args.ref_dir / name}: skipped, {reason}", style="yellow", soft_wrap=True)
     # A metric's native crash fails that metric in a scoring process, never this command.
-    guarded = GuardedScorer(scorer.metrics, scorer.asr_models, parse_limits(None), log_path=None)
+    guarded = GuardedScorer(scorer.metrics, scorer.asr_models, parse_limits(None), log_path=None,
+                            metric_device=metric_device)
     scored = []
     try:
         for utt, dec_path in pairs:
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         guarded.close()
     print_quality({args.dec_dir.name: metric_stats([s["metrics"] for s in scored])})
     if args.json:
-        write_json(args.json, {"version": 1, "metrics": scorer.describe(u.language for u in refs.utterances),
-                               "scores": scored})
+        # Version 2 added metric_devices: where each metric was computed (metrics/engines.py).
+        write_json(args.json, {"version": 2, "metrics": scorer.describe(u.language for u in refs.utterances),
+                               "metric_devices": guarded.devices, "scores": scored})
         console.print(f"scores written to {args.json}")
     return 0

@@ -23,7 +23,7 @@ def scorer_for(opts: RunOptions, scorer: Scorer | None = None) -> GuardedScorer 
     models = scorer.asr_models if scorer is not None else dict(opts.asr_models)
     run = RunDir(opts.out)
     log = run.path("work", "scoring", f"scoring-{os.getpid()}.log")
-    return GuardedScorer(metrics, models, opts.limits, log, opts.python, run.reference_results())
+    return GuardedScorer(metrics, models, opts.limits, log, opts.python, run.reference_results(), opts.metric_device)
 
 
 class RowRunner:

@@ -480,10 +480,11 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
 # --------------------------------------------------------------------------- #
 
 class Transcriber:
-    """Deterministic Whisper transcription of 16 kHz mono audio (CPU, float32, greedy)."""
+    """Deterministic Whisper transcription of 16 kHz mono audio (float32, greedy) on the CPU or a CUDA device."""
 
-    def __init__(self, model: AsrModel, language: str = "en", threads: int = 1) -> None:
-        """`model` is a verified folder (asr_models.resolve): its files are the hashed bytes."""
+    def __init__(self, model: AsrModel, language: str = "en", threads: int = 1, device: str = "cpu") -> None:
+        """`model` is a verified folder (asr_models.resolve): its files are the hashed bytes. `device`:
+        the metric device, cpu or cuda[:N] (checked usable before any row: metrics/engines.py)."""
         model_dir = model.path
         if int(threads) < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -492,12 +493,19 @@ class Transcriber:
         import ctranslate2
         import faster_whisper
 
+        from codecarena.metrics.engines import ASR_COMPUTE_TYPE, MetricDeviceError, device_index
+
+        kind = device.split(":")[0]
+        if kind not in ("cpu", "cuda"):
+            raise MetricDeviceError(f"CTranslate2 runs on the CPU or CUDA, not on {device}")
         self.model = model
         self.language = lang
         self._model = faster_whisper.WhisperModel(
-            str(model_dir), device="cpu", compute_type="float32", cpu_threads=int(threads),
-            num_workers=1, local_files_only=True,
+            str(model_dir), device=kind, device_index=device_index(device) if kind == "cuda" else 0,
+            compute_type=ASR_COMPUTE_TYPE, cpu_threads=int(threads), num_workers=1, local_files_only=True,
         )
+        if self._model.model.device != kind:
+            raise MetricDeviceError(f"CTranslate2 loaded the ASR model on {self._model.model.device}, not {device}")
         if lang != "en" and not self._model.model.is_multilingual:
             raise ValueError(f"the ASR model at {model_dir} is English-only; cannot transcribe {language!r}")
         self._decode_options: dict[str, Any] = {
@@ -533,8 +541,8 @@ class Transcriber:
             "ctranslate2_version": ctranslate2.__version__,
             "model": model.identity(),
             "model_multilingual": bool(self._model.model.is_multilingual),
-            "device": "cpu",
-            "compute_type": "float32",
+            "device": device,
+            "compute_type": ASR_COMPUTE_TYPE,
             "cpu_threads": int(threads),
             "num_workers": 1,
             "sample_rate": ASR_SAMPLE_RATE,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codecarena.files import sha256_file
-from codecarena.metrics import asr_checks, dnsmos, mcd, outputs, pitch, speaker
+from codecarena.metrics import asr_checks, dnsmos, engines, mcd, outputs, pitch, speaker
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S, PESQ_MAX_AUDIO_S
 from codecarena.metrics.records import Bound, Records, Scored, result
 from codecarena.metrics.signal import (BOUND_MARGIN_S, MAX_DELAY_S, PESQ_SEGMENT_MIN_S, PESQ_SUSPECT_MARGIN,
@@ -96,8 +96,9 @@ class MetricSpec:
     max_audio_s: float | None
     # `codecarena audit --rescore`: the largest |row value - recomputed value| that still agrees.
     rescore_tolerance: float
-    # Returns the function that scores the metric, loading its model: called once per Scorer.
-    load: Callable[[], ScoreFunction]
+    # Returns the function that scores the metric on a device (metrics/engines.py), loading its model:
+    # called once per Scorer.
+    load: Callable[[str], ScoreFunction]
     # With Need.TRANSCRIPT: the outputs scored against the transcript.
     transcript_outputs: tuple[str, ...] = ()
     # Shorter audio fails the metric before it is computed, as silent or clipped audio does
@@ -120,28 +121,33 @@ class MetricSpec:
                 "min_audio_s": self.min_audio_s, "input_checks": INPUT_CHECKS,
                 "scales": [outputs.BY_NAME[o].declaration() for o in self.outputs if o in outputs.BY_NAME],
                 "rescore_tolerance": self.rescore_tolerance,
+                # The library that runs it on --metric-device; null: it runs on the CPU (metrics/engines.py).
+                "device_engine": engines.ENGINE_OF.get(self.name),
                 "validity_bounds": [asdict(bound) for bound in self.validity_bounds]}
 
 
-def _signal(name: str) -> Callable[[], ScoreFunction]:
-    """A signal metric: the SignalPair computes it (one alignment serves every aligned metric)."""
+def _signal(name: str) -> Callable[[str], ScoreFunction]:
+    """A signal metric: the SignalPair computes it (one alignment serves every aligned metric), on the CPU."""
     def score(inputs: Inputs) -> Scored:
         return Scored({name: inputs.pair.score(name)})
-    return lambda: score
+    return lambda device: score
 
 
-def _dnsmos() -> ScoreFunction:
-    model = dnsmos.Dnsmos()
+def _dnsmos(device: str) -> ScoreFunction:
+    model = dnsmos.Dnsmos(device)
 
     def score(inputs: Inputs) -> Scored:
         return Scored({output: result(value) for output, value in model.score(inputs.pair.decoded).items()})
     return score
 
 
-def _speaker_sim() -> ScoreFunction:
-    model = speaker.SpeakerSimilarity()
+def _speaker_sim(device: str) -> ScoreFunction:
+    model = speaker.SpeakerSimilarity(device)
+    # The device is part of what a stored reference embedding was computed with: one made on the CPU
+    # is not reused by a run on a GPU (their float arithmetic differs), and the other way round.
     identity = {"metric": "speaker_sim", "model": asdict(BY_NAME["speaker_sim"].models[0]),
-                **{p: version(p) for p in BY_NAME["speaker_sim"].packages}, "threads": 1}
+                **{p: version(p) for p in BY_NAME["speaker_sim"].packages}, "threads": 1,
+                **({"device": device} if device != "cpu" else {})}
 
     def score(inputs: Inputs) -> Scored:
         reference = inputs.reference_results.get(
@@ -163,10 +169,10 @@ def _on_alignment(records: Records, alignment: dict[str, Any]) -> Records:
             for name, r in records.items()}
 
 
-def _aligned(model_class: Callable[[], Any]) -> Callable[[], ScoreFunction]:
+def _aligned(model_class: Callable[[], Any]) -> Callable[[str], ScoreFunction]:
     """A metric whose model scores the delay-aligned overlap (`scores(reference, decoded, rate,
-    **alignment)`), its values suspect when the delay lies near the search bound."""
-    def load() -> ScoreFunction:
+    **alignment)`), its values suspect when the delay lies near the search bound; on the CPU."""
+    def load(device: str) -> ScoreFunction:
         model = model_class()
 
         def score(inputs: Inputs) -> Scored:
@@ -176,17 +182,17 @@ def _aligned(model_class: Callable[[], Any]) -> Callable[[], ScoreFunction]:
     return load
 
 
-def _distill_mos() -> ScoreFunction:
+def _distill_mos(device: str) -> ScoreFunction:
     from codecarena.metrics.distill_mos import DistillMos
 
-    model = DistillMos()
+    model = DistillMos(device)
 
     def score(inputs: Inputs) -> Scored:
         return Scored({"distill_mos": result(model.score(inputs.pair.decoded), model="distill_mos_v7")})
     return score
 
 
-def _visqol() -> ScoreFunction:
+def _visqol(device: str) -> ScoreFunction:  # on the CPU: LiteRT's interpreter
     from codecarena.metrics.visqol_speech import Visqol
 
     model = Visqol()
@@ -197,7 +203,7 @@ def _visqol() -> ScoreFunction:
     return score
 
 
-def _asr() -> ScoreFunction:
+def _asr(device: str) -> ScoreFunction:  # the Scorer loads each language's transcriber on the device
     from codecarena.metrics import content  # needs jiwer and num2words, which only the metrics extra installs
 
     def score(inputs: Inputs) -> Scored:

@@ -44,17 +44,19 @@ def _import_model_class() -> type:
 
 
 class DistillMos:
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
+        """`device`: the metric device (checked usable before any row: metrics/engines.py)."""
         import torch
 
         torch.set_num_threads(1)
         self._torch = torch
+        self._device = torch.device(device)
         model_class = _import_model_class()
         with contextlib.redirect_stdout(io.StringIO()):  # the constructor prints where it loaded the weights from
-            self._model = model_class().eval()
+            self._model = model_class().eval().to(self._device)
 
     def score(self, audio: np.ndarray) -> float:
         """Distill-MOS of audio at 16 kHz."""
-        x = self._torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))[None, :]
+        x = self._torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))[None, :].to(self._device)
         with self._torch.no_grad():
             return float(self._model(x).reshape(-1)[0])

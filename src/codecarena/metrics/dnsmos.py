@@ -6,8 +6,9 @@ P.808 model on a 120-band mel spectrogram (librosa, 321-point FFT, hop 160, dB r
 maximum, +40 / 40) of the window minus its last 160 samples; the P.835 outputs through the published
 polynomials; means over windows. What differs is how the models are called: every window of an
 utterance in one batched `run` per model, and onnxruntime sessions with one intra- and one inter-op
-thread, so that scoring processes side by side do not fight over cores. The scores equal
-speechmos's (a test compares them).
+thread, so that scoring processes side by side do not fight over cores; on the metric device
+(onnxruntime's CUDA provider, never a silent fallback to the CPU: metrics/engines.py). The scores
+equal speechmos's (a test compares them).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from codecarena.arena import ARENA_RATE
+from codecarena.metrics import engines
 
 OUTPUTS = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808")
 INPUT_LENGTH_S = 9.01
@@ -26,13 +28,14 @@ _POLY_BAK = np.poly1d([-0.13166888, 1.60915514, -0.39604546])
 _POLY_OVR = np.poly1d([-0.06766283, 1.11546468, 0.04602535])
 
 
-def _session(path: Path) -> object:
+def _session(path: Path, device: str) -> object:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path), sess_options=options, providers=engines.onnx_providers(device))
+    return engines.require_providers(session, device, f"DNSMOS model {path.name}")
 
 
 def model_dir() -> Path:
@@ -44,12 +47,13 @@ def model_dir() -> Path:
 
 
 class Dnsmos:
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
+        """`device`: the metric device; on CUDA the sessions run on onnxruntime's CUDA provider only."""
         import librosa
 
         self._librosa = librosa
-        self._p835 = _session(model_dir() / "sig_bak_ovr.onnx")
-        self._p808 = _session(model_dir() / "model_v8.onnx")
+        self._p835 = _session(model_dir() / "sig_bak_ovr.onnx", device)
+        self._p808 = _session(model_dir() / "model_v8.onnx", device)
 
     def _melspec(self, window: np.ndarray) -> np.ndarray:
         mel = self._librosa.feature.melspectrogram(y=window, sr=ARENA_RATE, n_fft=321, hop_length=160, n_mels=120)

@@ -30,7 +30,9 @@ from typing import IO, Any
 
 import psutil
 
+from codecarena.devices import parse_device
 from codecarena.files import open_unlinked
+from codecarena.metrics.engines import devices_of
 from codecarena.metrics.scorer import UtteranceInfo, failed_records, metrics_code_sha256, scoring_order
 from codecarena.runtime.guard import _kill_group, parent_death_preexec, tree_rss
 from codecarena.runtime.limits import StageLimits
@@ -48,6 +50,7 @@ class WorkerConfig:
     metrics: tuple[str, ...]
     asr_models: tuple[tuple[str, str], ...]  # (language, catalogue name or CTranslate2 model folder)
     reference_results: str  # the run's reference_results/ folder; "" keeps them in memory
+    metric_device: str  # where the learned metrics run (metrics/engines.py), checked before any row
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,10 @@ def _fields(line: str, what: str) -> dict[str, Any]:
 def decode_config(line: str) -> WorkerConfig:
     data = _fields(line, "scoring config")
     try:
+        if set(data) != {"metrics", "asr_models", "reference_results", "metric_device"}:
+            raise ValueError(f"keys {sorted(data)}")
         return WorkerConfig(tuple(data["metrics"]), tuple((str(k), str(v)) for k, v in data["asr_models"]),
-                            str(data["reference_results"]))
+                            str(data["reference_results"]), parse_device(data["metric_device"], "metric_device"))
     except (KeyError, TypeError, ValueError) as exc:
         raise ScoringProtocolError(f"scoring config: {exc!r} in {line[:120]!r}") from None
 
@@ -130,10 +135,13 @@ class GuardedScorer:
     """Scores rows in a guarded scoring process; the same interface as the in-process Scorer."""
 
     def __init__(self, metrics: tuple[str, ...], asr_models: dict[str, str], limits: StageLimits,
-                 log_path: Path | None, python: str = sys.executable, reference_results: Path | None = None) -> None:
+                 log_path: Path | None, python: str = sys.executable, reference_results: Path | None = None,
+                 metric_device: str = "cpu") -> None:
         """log_path receives the scoring process's stderr (None: this process's stderr);
-        reference_results keeps reference-side results (None: in the scoring process's memory)."""
+        reference_results keeps reference-side results (None: in the scoring process's memory);
+        metric_device is where the learned metrics run (engines.probe has checked it before any row)."""
         self.metrics = tuple(metrics)
+        self.metric_device = metric_device
         self.asr_models = dict(asr_models)
         self.reference_results = reference_results
         self.limits, self.log_path, self.python = limits, log_path, python
@@ -149,6 +157,11 @@ class GuardedScorer:
     def code_sha256(self) -> str:
         # The scoring process runs this same installation (same interpreter, same files).
         return metrics_code_sha256()
+
+    @property
+    def devices(self) -> dict[str, str]:
+        # The scoring process's Scorer computes each metric there, or fails it (never on another device).
+        return devices_of(self.metrics, self.metric_device)
 
     def failed_all(self, reason: str) -> dict[str, dict[str, Any]]:
         return failed_records(self.metrics, reason)
@@ -194,7 +207,7 @@ class GuardedScorer:
         threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
         assert proc.stdin is not None
         config = WorkerConfig(self.metrics, tuple((k, str(v)) for k, v in sorted(self.asr_models.items())),
-                              str(self.reference_results or ""))
+                              str(self.reference_results or ""), self.metric_device)
         proc.stdin.write(encode(config))
         proc.stdin.flush()
         return proc

@@ -24,7 +24,7 @@ import soundfile as sf
 
 from codecarena.arena import ARENA_RATE
 from codecarena.metrics import asr_models as catalogue
-from codecarena.metrics import declarations
+from codecarena.metrics import declarations, engines
 from codecarena.metrics.records import Records, failure_reason, result
 from codecarena.metrics.declarations import BY_NAME, METRICS, Asr, Inputs, MetricSpec, Need, ScoreFunction
 from codecarena.metrics.reference_results import ReferenceResults
@@ -88,6 +88,9 @@ class RowScorer(Protocol):
     @property
     def code_sha256(self) -> str: ...
 
+    @property
+    def devices(self) -> dict[str, str]: ...
+
     def failed_all(self, reason: str) -> Records: ...
 
     def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> Records: ...
@@ -106,6 +109,8 @@ class Scorer:
     asr_models: dict[str, str] = field(default_factory=dict)
     # Where reference-side results persist (a run's reference_results/); None: in memory only.
     reference_results: Path | None = None
+    # --metric-device: where the learned metrics run (metrics/engines.py; the others run on the CPU).
+    metric_device: str = "cpu"
     _functions: dict[str, ScoreFunction] = field(default_factory=dict, repr=False)
     _transcribers: dict[str, Transcriber | str] = field(default_factory=dict, repr=False)
     _unusable: dict[str, str] = field(default_factory=dict, repr=False)
@@ -155,6 +160,11 @@ class Scorer:
     @property
     def code_sha256(self) -> str:
         return metrics_code_sha256()
+
+    @property
+    def devices(self) -> dict[str, str]:
+        """metric -> the device its values are computed on (rows record it as `metric_devices`)."""
+        return engines.devices_of(self.metrics, self.metric_device)
 
     def failed_all(self, reason: str) -> Records:
         return failed_records(self.metrics, reason)
@@ -226,7 +236,7 @@ class Scorer:
 
     def _function(self, spec: MetricSpec) -> ScoreFunction:
         if spec.name not in self._functions:
-            self._functions[spec.name] = spec.load()
+            self._functions[spec.name] = spec.load(self.devices[spec.name])
         return self._functions[spec.name]
 
     def _transcriber(self, language: str) -> Transcriber | str:
@@ -244,7 +254,7 @@ class Scorer:
         try:
             if choice is None:
                 raise catalogue.AsrModelError(f"no ASR model covers language {lang!r}")
-            return Transcriber(catalogue.resolve(choice), language=lang)
+            return Transcriber(catalogue.resolve(choice), language=lang, device=self.devices.get("asr", "cpu"))
         except Exception as exc:
             return failure_reason(exc)
 

@@ -28,7 +28,7 @@ def serve(config_line: str, requests: IO[str], replies: IO[str]) -> None:
 
     config = decode_config(config_line)
     scorer = Scorer(config.metrics, dict(config.asr_models),
-                    Path(config.reference_results) if config.reference_results else None)
+                    Path(config.reference_results) if config.reference_results else None, config.metric_device)
     for line in requests:
         request = decode_request(line)
         try:

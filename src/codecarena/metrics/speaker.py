@@ -14,7 +14,9 @@ OUTPUTS = ("speaker_sim",)
 
 
 class SpeakerSimilarity:
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
+        """`device`: the metric device (checked usable before any row: metrics/engines.py); embeddings
+        come back to the CPU as NumPy arrays whatever it is."""
         import warnings
 
         import torch
@@ -26,7 +28,7 @@ class SpeakerSimilarity:
 
         # One thread: the same embedding bits on any machine size.
         torch.set_num_threads(1)
-        self._encoder = VoiceEncoder("cpu", verbose=False)
+        self._encoder = VoiceEncoder(device, verbose=False)
         self._preprocess = preprocess_wav
 
     def embed(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:

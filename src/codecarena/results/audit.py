@@ -299,10 +299,48 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
     return problems
 
 
-def replay_problems(rows: list[Row], run_dir: Path, python: str,
-                    interpreters: dict[str, str] | None = None) -> list[str]:
-    """Decode every payload again in a fresh worker and compare with the stored decoded audio."""
+class ReplayDeviceError(ValueError):
+    """A replay that would need a device this machine cannot give (one line; nothing is replayed)."""
+
+
+def replay_targets(rows: list[Row], run_dir: Path, python: str, interpreters: dict[str, str],
+                   replay_device: str | None = None) -> dict[tuple[str, str], str]:
+    """(codec, utterance) -> the device each payload's replay decodes on: where the row was made, or with
+    `replay_device`, that device for a torch family's rows (the CPU for the others). Every device other
+    than the CPU is asked of the runtime that will decode there first; ReplayDeviceError when one cannot."""
+    from codecarena.devices import DeviceError, probe
+
+    targets: dict[tuple[str, str], str] = {}
+    asked: dict[tuple[str, str], str] = {}  # (interpreter, device) -> the device the rows were made on
+    for row in rows:
+        if row.status != "ok" or row.payload is None:
+            continue
+        made = row.ran_on
+        applied = bool(row.device and row.device.get("applied"))
+        target = made if replay_device is None else replay_device if applied else "cpu"
+        targets[row.key] = target
+        if target != "cpu":
+            asked.setdefault((interpreters.get(row.registry, python), target), made)
+    for (interpreter, device), made in asked.items():
+        try:
+            probe(interpreter, device)
+        except DeviceError as exc:
+            if replay_device is not None:
+                raise ReplayDeviceError(f"--replay-device {device}: {exc}") from None
+            raise ReplayDeviceError(f"audit --replay: the rows of {run_dir} were made on {made} and their replay needs "
+                                    f"it: {exc}; pass --replay-device cpu to replay them on the CPU as a cross-device "
+                                    "comparison") from None
+    return targets
+
+
+def replay_problems(rows: list[Row], run_dir: Path, python: str, interpreters: dict[str, str] | None = None,
+                    targets: dict[tuple[str, str], str] | None = None,
+                    notes: list[str] | None = None) -> list[str]:
+    """Decode every payload again in a fresh worker, on its target device (`targets`, default: the CPU),
+    and compare with the stored decoded audio. A payload replayed on another device than the one its
+    row was made on is a cross-device comparison: a differing decode is counted in `notes`, not a problem."""
     problems: list[str] = []
+    crossed: dict[tuple[str, str], list[bool]] = {}  # (made on, replayed on) -> identical per payload
     run = RunDir(run_dir)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -314,14 +352,22 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str,
             except UnsafePathError:
                 continue  # reported by the file checks; never decode a file outside the run
             out = work / "audit.wav"
-            job = Job.decode(payload, out, work / "audit.report.json")
+            device = (targets or {}).get(row.key, "cpu")
+            job = Job.decode(payload, out, work / "audit.report.json", device=device)
             limits = row.limits or StageLimits(default_memory_limit())
             stage, _ = run_stage("audit-replay", job, limits, work, (interpreters or {}).get(row.registry, python))
             where = f"{row.codec} {row.utterance}"
             if not stage.ok:
-                problems.append(f"{where}: fresh decode for audit failed: {stage.error}")
+                problems.append(f"{where}: fresh decode for audit on {device} failed: {stage.error}")
+            elif device != row.ran_on:
+                crossed.setdefault((row.ran_on, device), []).append(sha256_file(out) == row.decoded_sha256)
             elif sha256_file(out) != row.decoded_sha256:
                 problems.append(f"{where}: a fresh decode of the payload differs from {row.decoded}")
+    for (made, device), identical in sorted(crossed.items()):
+        if notes is not None:
+            notes.append(f"replay on {device} of {len(identical)} payload(s) made on {made}: {sum(identical)} decoded "
+                         f"byte-identical to the run's audio, {len(identical) - sum(identical)} differ (a cross-device "
+                         "comparison: another device is another configuration, so a difference is not a failure)")
     return problems
 
 
@@ -350,15 +396,22 @@ def user_codec_problems(pinned: list[PlanUserCodec]) -> list[str]:
 
 
 def audit(run_dir: Path, replay: bool = False, python: str | None = None,
-          rescore: Sample | None = None) -> list[str]:
+          rescore: Sample | None = None, replay_device: str | None = None,
+          notes: list[str] | None = None) -> list[str]:
     """Every disagreement found, one line each; an empty list means the run re-derives. `rescore`
-    (rows per codec configuration, or "all") also recomputes those rows' metric values."""
+    (rows per codec configuration, or "all") also recomputes those rows' metric values. `replay`
+    decodes every payload again on the device its row was made on, or on `replay_device`; a device
+    this machine cannot give raises ReplayDeviceError before anything is checked. What is worth
+    saying but is no problem (cross-device replays) goes to `notes`."""
     problems: list[str] = []
     try:
         loaded = load_run(run_dir)
     except RunLoadError as exc:
         return [str(exc)]
     record, rows = loaded.record, loaded.rows
+    interpreters = {rid: rec["interpreter"] for rid, rec in record.runtimes.items()
+                    if rec.get("environment") in ("isolated", "external")}
+    targets = replay_targets(rows, run_dir, python or sys.executable, interpreters, replay_device) if replay else {}
     run_files = loaded.dir
     if loaded.torn:
         problems.append(f"{run_files.rows}: ends with a torn line (the run was interrupted; rerun it)")
@@ -408,12 +461,10 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
         except Exception as exc:  # a ledger the checks cannot derive fails the audit, never crashes it
             problems.append(f"{run_files.summary}: the audit could not derive the ledger ({type(exc).__name__}: {exc})")
     if replay:
-        interpreters = {rid: rec["interpreter"] for rid, rec in record.runtimes.items()
-                        if rec.get("environment") in ("isolated", "external")}
         for rid, interpreter in interpreters.items():
             if record.runtimes[rid].get("environment") == "isolated":
                 sync_interpreter(interpreter)
-        problems += replay_problems(rows, run_dir, python or sys.executable, interpreters)
+        problems += replay_problems(rows, run_dir, python or sys.executable, interpreters, targets, notes)
     if rescore is not None:
         problems += rescore_problems(run_dir, rows, record.plan, rescore)
     return problems

@@ -21,12 +21,13 @@ reads with None there (everything ran on the CPU then).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from codecarena.devices import DeviceError, DeviceInfo, parse_device
 from codecarena.files import JSONFileError, read_json, sha256_json
+from codecarena.metrics.engines import devices_of
 from codecarena.registry.catalog import FAMILIES
 from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.results.store import StoreError, load_rows
@@ -195,13 +196,18 @@ class Plan:
         return problems
 
     def device_problems(self, row: Row) -> list[str]:
-        """How a row's device disagrees with the plan's: requested, where it ran (the plan's device for a
-        torch family, the CPU for any other) and the device its worker reported. Nothing before version 7."""
-        if self.device is None:
+        """How a row's devices disagree with the plan's: requested, where it ran (the plan's device for a
+        torch family, the CPU for any other), the device its worker reported, and where each metric was
+        computed. Nothing for a plan before version 7; a row before version 7 (8 for its metrics) was
+        computed on the CPU, which a plan on the CPU agrees with (an old run resumed)."""
+        if self.device is None or self.metric_device is None:
             return []
+        problems = self._metric_device_problems(row)
         if row.device is None:
-            return [f"it records no device; the plan's is {self.device}"]
-        where, problems = row.device, []
+            if row.version < 7 and self.device == "cpu":
+                return problems
+            return [f"it records no device; the plan's is {self.device}", *problems]
+        where = row.device
         family = FAMILIES.get(row.family)
         applies = family.torch if family is not None else where.get("applied")
         expected = self.device if applies else "cpu"
@@ -220,6 +226,21 @@ class Plan:
                 if ran != expected:
                     problems.append(f"its encode worker reported device {ran}, not {expected}")
         return problems
+
+    def _metric_device_problems(self, row: Row) -> list[str]:
+        assert self.metric_device is not None
+        expected = devices_of(self.metrics, self.metric_device) if row.metrics else {}
+        recorded = row.metric_devices
+        if recorded is None:
+            if row.version >= 8:
+                return ["it records no metric devices"]
+            recorded = devices_of(self.metrics, "cpu") if row.metrics else {}  # every metric ran on the CPU then
+        if recorded == expected:
+            return []
+        moved = sorted(name for name in expected.keys() | recorded.keys() if expected.get(name) != recorded.get(name))
+        return [f"its metrics {', '.join(moved)} were computed on "
+                f"{', '.join(str(recorded.get(name)) for name in moved)}; the plan's metric device {self.metric_device} "
+                f"puts them on {', '.join(str(expected.get(name)) for name in moved)}"]
 
     @property
     def sha256(self) -> str:
@@ -255,6 +276,16 @@ class RunRecord:
         return [*(self.history or []), {"command": self.command, "created_at": self.created_at,
                                         "plan_sha256": self.plan_sha256,
                                         "codecs": [c.codec for c in self.plan.codecs]}]
+
+
+def on_the_cpu_if_older(plan: Plan) -> Plan:
+    """A plan from before run.json version 7 names no device: every codec and metric ran on the CPU
+    then, so it is the same plan as one that says so (a resume or --add of an old run on the CPU, a
+    refusal naming the device on another). Nothing else of an older plan is rewritten: the runtime
+    entries, [family, registry, interpreter] or with "external", have the same form in versions 6 and 7."""
+    if plan.device is None and plan.metric_device is None:
+        return replace(plan, device="cpu", metric_device="cpu")
+    return plan
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:

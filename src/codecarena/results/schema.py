@@ -12,18 +12,20 @@ import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from codecarena.devices import DeviceError, parse_device
 from codecarena.files import sha256_json
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 7
+ROW_VERSION = 8
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
 # 1 to 3 did not record how the reference was made from the input (None: not recorded) nor the
 # utterance's speaker ("": unknown). Versions 1 to 4 carried no digest of their content (None). Versions
 # 1 to 5 had no channel: every payload reached its decoder as the encoder wrote it (None). Versions 1 to 6
-# did not record a device (None): codecarena ran every codec on the CPU then.
+# did not record a device (None): codecarena ran every codec on the CPU then. Versions 1 to 7 did not
+# record where each metric was computed (None): every metric ran on the CPU then.
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
@@ -31,6 +33,7 @@ ADDED_FIELDS = {
     4: {"row_sha256": None},
     5: {"channel": None},
     6: {"device": None},
+    7: {"metric_devices": None},
 }
 
 
@@ -98,6 +101,9 @@ class Row:
     # device facts its encode worker reported; None without a torch model) and each stage's peak device
     # memory; None before version 7.
     device: dict[str, Any] | None
+    # metric -> the device its values were computed on (--metric-device for the learned metrics, the CPU
+    # for the others: metrics/engines.py); {} for a row without metric records; None before version 8.
+    metric_devices: dict[str, str] | None
     # sha256 of every other field as the row was computed (None before version 5). Not a signature:
     # it detects a row edited afterwards (the audit fails it, a resume computes it again), while a
     # forger who recomputes it is left to what the audit re-derives (files, plan, --rescore).
@@ -119,6 +125,11 @@ class Row:
         label = self.model.get("user_codec")
         source = label.get("source_sha256") if isinstance(label, dict) else None
         return source[:12] if isinstance(source, str) else "command line" if isinstance(label, dict) else "?"
+
+    @property
+    def ran_on(self) -> str:
+        """The device the row's stages ran on (`cpu` for a row before version 7: there was no other then)."""
+        return str(self.device.get("device")) if self.device is not None else "cpu"
 
     @property
     def external_runtime(self) -> bool:
@@ -221,6 +232,12 @@ def parse_row(data: Any) -> Row:
         raise SchemaError("a row outside the replay sample has no replay hash or verdict")
     for name, record in row.metrics.items():
         _check_metric(name, record)
+    for name, device in (row.metric_devices or {}).items():
+        try:
+            if parse_device(device, f"row.metric_devices.{name}") != device:
+                raise SchemaError(f"row.metric_devices.{name}: {device!r} is not spelled canonically")
+        except DeviceError as exc:
+            raise SchemaError(str(exc)) from None
     return row
 
 

@@ -6,7 +6,8 @@ compares with the row's (`results/ledger.py`, docs/ledger.md).
 
 Each is an encode job of a persistent worker of the family's runtime (one per runtime, its model
 loaded once, as `codecarena run --mode warm` runs rows), under the memory guard and stage timeout
-of the run's rows, through the same worker protocol as the run's own encodes. What a row's measurement gave is written to
+of the run's rows, through the same worker protocol as the run's own encodes, on the device each row was
+made on (refused before anything is written on a machine without it). What a row's measurement gave is written to
 `stability/<codec>/<utterance>.json` with the sha256 of the row's payload, decoded audio and reference
 it was measured on and of each extra payload, so that the audit can derive the numbers again and a
 row computed again later is not paired with an old measurement. Rows already measured on their
@@ -82,7 +83,8 @@ def _encode(name: str, source: Path, target: Path, row: Row, work: Path, worker:
     """One extra encode: (payload sha256, "") or ("", why it failed)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
-    job = Job.encode(source, target, work / f"{name}.report.json", row.codec, weights=weights, variant=row.variant)
+    job = Job.encode(source, target, work / f"{name}.report.json", row.codec, weights=weights, variant=row.variant,
+                     device=row.ran_on)
     stage, _ = run_stage_warm(name, job, work, worker)
     if not stage.ok:
         return "", stage.error
@@ -129,7 +131,8 @@ def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
     for codec in codecs:
         if codec not in known:
             raise StabilityError(f"--codec {codec}: not a codec configuration of this run ({', '.join(sorted(known))})")
-    interpreters = {family: python for family, _, python in loaded.record.plan.runtimes}
+    interpreters = {family: python for family, _, python, *_ in loaded.record.plan.runtimes}
+    _probe_devices(loaded.rows, codecs, interpreters, run)
     for python in set(interpreters.values()):
         sync_interpreter(python)
     limits = next((r.limits for r in loaded.rows if r.limits is not None), None) or StageLimits(default_memory_limit())
@@ -142,6 +145,23 @@ def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
     if loaded.summary is not None:
         write_json(run.summary, {**loaded.summary, "ledger": ledger.build(loaded.rows, run)})
     return failures
+
+
+def _probe_devices(rows: list[Row], codecs: tuple[str, ...], interpreters: dict[str, str], run: RunDir) -> None:
+    """The extra encodes run on the device each row was made on: they are compared with the row's own
+    payload, so an encode on another device would measure the device, not the codec. A device this
+    machine cannot give refuses the measurement (StabilityError) before anything is written."""
+    from codecarena.devices import DeviceError, probe
+
+    asked = {(interpreters.get(row.family, sys.executable), row.ran_on) for row in rows
+             if row.status == "ok" and row.ran_on != "cpu" and (not codecs or row.codec in codecs)}
+    for python, device in sorted(asked):
+        try:
+            probe(python, device)
+        except DeviceError as exc:
+            raise StabilityError(f"ledger --stability: the rows of {run.root} were made on {device} and their "
+                                 f"stability encodes need it: {exc}; stability compares new encodes with the rows' "
+                                 "own payloads, so it is measured on the run's device only") from None
 
 
 def _measure_rows(rows: list[Row], run: RunDir, samples: int, codecs: tuple[str, ...],
