@@ -241,11 +241,13 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
     assert first_record["history"] == []
     # A version 3 record (no history, no plan pins) still reads, as not recorded; a current one must have them.
     v3 = {k: v for k, v in first_record.items() if k != "history"}
-    unpinned = {k: v for k, v in v3["plan"].items() if k not in ("references", "user_pins", "user_codecs")}
+    later = ("references", "user_pins", "user_codecs", "device", "metric_device")  # plan keys of versions 5 to 7
+    unpinned = {k: v for k, v in v3["plan"].items() if k not in later}
     assert parse_run_record({**v3, "version": 3, "plan": unpinned}).history is None
     with pytest.raises(SchemaError, match="missing keys \\['history'\\]"):
         parse_run_record(v3)
-    with pytest.raises(SchemaError, match="unexpected keys \\['references', 'user_pins', 'user_codecs'\\]"):
+    with pytest.raises(SchemaError, match="unexpected keys \\['references', 'user_pins', 'user_codecs', 'device', "
+                                          "'metric_device'\\]"):
         parse_run_record({**first_record, "version": 3})
     plain = codecarena("run", "--input", speech_dir, "--codec", "codec2:3200", "--metrics", "stoi", "--out", out)
     assert plain.returncode == 2 and "different plan (codecs, runtimes) (to add codec configurations to it, rerun " \
