@@ -253,7 +253,7 @@ def test_a_record_before_version_5_is_neither_audited_nor_resumed(small_run: tup
     folder, original = small_run
     run = _copy(original, tmp_path)
     record = json.loads((run / "run.json").read_text())
-    for key in ("references", "user_pins", "user_codecs"):
+    for key in ("references", "user_pins", "user_codecs", "device", "metric_device"):  # plan keys of versions 5-7
         del record["plan"][key]
     record.update(version=4, plan_sha256=sha256_json(record["plan"]))
     (run / "run.json").write_text(json.dumps(record))
