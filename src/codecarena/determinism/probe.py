@@ -211,6 +211,20 @@ def _uses_sdpa(encoder: Encoder) -> bool:
     return bool(seen)
 
 
+def traced_encodes(model: Any, encoder: Encoder, count: int) -> tuple[list[Any], list[list[dict[str, Any]]]]:
+    """`count` consecutive encodes, each with its module-by-module trace."""
+    from codecarena.determinism.trace import LayerTracer
+
+    tracer = LayerTracer(model)
+    calls = []
+    for _ in range(count):
+        tracer.start()
+        calls.append(encoder.encode())
+        tracer.stop()
+    tracer.remove()
+    return calls, [[asdict(r) for r in call] for call in tracer.calls]
+
+
 def run(job: ProbeJob) -> dict[str, Any]:
     # "load" only loads the model (building a synthetic checkpoint if none is cached) without the
     # fusion settings, in its own process: generating a checkpoint runs the encoder, which would
@@ -222,7 +236,6 @@ def run(job: ProbeJob) -> dict[str, Any]:
     from codecarena.device_probe import device_info
 
     from codecarena.registry.catalog import FAMILIES
-    from codecarena.determinism.trace import LayerTracer
     from codecarena.specs import parse_spec
     from codecarena.worker import apply_variant, make_payload
 
@@ -251,25 +264,9 @@ def run(job: ProbeJob) -> dict[str, Any]:
     elif job.mode == "single":
         result["encode"] = encoder.encode()
     elif job.mode == "switch":
-        tracer = LayerTracer(model)
-        calls = []
-        for _ in range(2):
-            tracer.start()
-            calls.append(encoder.encode())
-            tracer.stop()
-        tracer.remove()
-        result["calls"] = calls
-        result["trace"] = [[asdict(r) for r in call] for call in tracer.calls]
+        result["calls"], result["trace"] = traced_encodes(model, encoder, 2)
     elif job.mode == "controls":
-        tracer = LayerTracer(model)
-        calls = []
-        for _ in range(3):
-            tracer.start()
-            calls.append(encoder.encode())
-            tracer.stop()
-        tracer.remove()
-        result["calls"] = calls
-        result["trace"] = [[asdict(r) for r in call] for call in tracer.calls]
+        result["calls"], result["trace"] = traced_encodes(model, encoder, 3)
         payload = make_payload(spec, encoder.last, facts, job.variant, rate, count, adapter.input_rate)
         adapter.decode(payload)
         result["after_decode"] = encoder.encode()
