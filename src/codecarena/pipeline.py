@@ -467,7 +467,7 @@ def planned(evalset: EvalSet, opts: RunOptions, add: bool = False) -> tuple[RunO
     if not run.run_json.exists():
         return opts, plan, None
     try:
-        earlier = read_record(run.root)
+        earlier = read_record(run)
     except RunLoadError as exc:
         raise RunError(f"{exc}; use another --out directory") from None
     previous = on_the_cpu_if_older(earlier.plan)

@@ -20,7 +20,7 @@ from codecarena.results.report.context import AUTO, ReportContext
 from codecarena.results.report.markup import data_uri, esc
 from codecarena.results.report.plots import PARETO_METRICS
 from codecarena.results.schema import Row
-from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.rundir import UnsafePathError
 
 LISTEN_SEED = 0
 # The default's ranking metric: the first of these with a successful value in the group.
@@ -28,14 +28,14 @@ RANKING_METRICS = ("pesq_wb", "visqol", "stoi")
 
 
 def _rows_by_key(board: lb.Leaderboard) -> dict[tuple[int, str, str], Row]:
-    return {(run.index, row.codec, row.utterance): row for run in board.runs for row in run.rows}
+    return {(run.index, row.codec, row.utterance): row for run in board.runs for row in run.run.rows}
 
 
 def _audio_file(run: lb.RunInfo, path: str) -> Path | None:
     """A row's stored file inside its run; None for one that is missing or leaves the run (never
     read into a report)."""
     try:
-        resolved = RunDir(run.path).resolve(path)
+        resolved = run.run.dir.resolve(path)
     except UnsafePathError:
         return None
     return resolved if resolved.is_file() else None
@@ -103,7 +103,7 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
     first = board.runs[group.runs[0]]
     utterances = [u[0] for u in first.plan.utterances]
     for run_index in group.runs:
-        for row in board.runs[run_index].rows:
+        for row in board.runs[run_index].run.rows:
             if row.utterance not in utterances:
                 utterances.append(row.utterance)
     group_rows = [r for key, r in rows.items() if key[0] in group.runs]
