@@ -38,6 +38,7 @@ from codecarena.results.rescore import Sample, rescore_problems
 from codecarena.results.run import Run
 from codecarena.results.schema import Row
 from codecarena.results.summary import SUMMARY_VERSION, SUMMARY_VERSIONS, summarize
+from codecarena.results.verdict import checks_failure, status_problem
 
 # How long after its deadline a timed-out stage may still report: the kill, the exit and the reaping.
 TIMEOUT_SLACK_S = 2.0
@@ -145,7 +146,7 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
     if row.replay_sampled and \
             row.replay_identical != (row.replay_sha256 is not None and row.replay_sha256 == row.decoded_sha256):
         problems.append(f"{where}: replay_identical disagrees with the replay and decoded hashes")
-    expected_checks = row.finite is True and row.silent is False
+    expected_checks = not checks_failure(row.finite, row.silent)
     if row.checks_passed != expected_checks:
         problems.append(f"{where}: checks_passed is {row.checks_passed}, the checks give {expected_checks}")
     if not reference.is_file():
@@ -200,6 +201,7 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
                         f"{'pinned by user' if row.checkpoint.get('pinned_by') == 'user' else 'not pinned by user'}")
     problems += error_count_problems(row, where)
     problems += channel_problems(row, run, where)
+    problems += _status_problems(row, run, where)
     if row.status == "ok":
         problems += _audit_ok_row(row, run, where)
     else:
@@ -209,6 +211,17 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
             if getattr(row, what) is not None:
                 _in_run(run, getattr(row, what), what, where, problems)
     return problems
+
+
+def _status_problems(row: Row, run: RunDir, where: str) -> list[str]:
+    """The row's status must be the one its verdict gives. The one failure a row's fields cannot show,
+    decoded audio written at another rate than the arena's, is read from the decoded file."""
+    problem = status_problem(row)
+    if problem and row.status == "failed" and row.decoded is not None:
+        decoded = _in_run(run, row.decoded, "decoded", where, [])
+        if decoded is not None and decoded.is_file() and sf.info(decoded).samplerate != row.sample_rate:
+            return []
+    return [f"{where}: {problem}"] if problem else []
 
 
 def external_runtime_problems(plan: Plan, rows: list[Row]) -> list[str]:

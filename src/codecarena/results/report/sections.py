@@ -24,6 +24,7 @@ from codecarena.results.report.context import ReportContext
 from codecarena.results.report.markup import code, data_uri, esc, num_td, weights_pill
 from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
 from codecarena.results.schema import Row
+from codecarena.results.verdict import verdict
 
 
 def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
@@ -204,16 +205,11 @@ def failures_html(ctx: ReportContext) -> tuple[str, int]:
     check_fail: list[tuple[lb.RunInfo, Row, str, str]] = []
     for run in board.runs:
         for r in run.run.rows:
-            if r.status != "ok":
-                row_fail.append((run, r, ", ".join(s.name for s in r.stages if not s.ok) or "-", r.error or "failed"))
-            else:
-                if not r.checks_passed:
-                    why = r.error or ", ".join(w for w, bad in (("non-finite output", r.finite is False),
-                                                                ("silent output", r.silent is True)) if bad)
-                    check_fail.append((run, r, "checks", why or "checks failed"))
-                if r.replay_sampled and r.replay_identical is not True:
-                    check_fail.append((run, r, "replay", f"second decode differs: {r.decoded_sha256} vs "
-                                                         f"{r.replay_sha256}"))
+            said = verdict(r)
+            if said.kind == "failed":
+                row_fail.append((run, r, ", ".join(s.name for s in r.stages if not s.ok) or "-", said.reason))
+            elif said.kind:  # a replay that differed, or failed checks: listed with the check
+                check_fail.append((run, r, said.kind, said.reason))
     multi = len(board.runs) > 1
     runcol = "<th class=\"l\">run</th>" if multi else ""
 
