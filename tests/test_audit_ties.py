@@ -125,11 +125,11 @@ def _seal(rows: list[dict]) -> list[dict]:  # type: ignore[type-arg]
 
 def _rewrite(run: Path, rows: list[dict]) -> None:  # type: ignore[type-arg]
     """rows.jsonl as given, and a summary.json that agrees with it (what a resume used to write)."""
-    from codecarena.results.record import load_run
+    from codecarena.results.run import Run
     from codecarena.results.summary import summarize
 
     (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "summary.json").write_text(json.dumps(summarize(load_run(run).rows)))
+    (run / "summary.json").write_text(json.dumps(summarize(Run.open(run).rows)))
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,7 @@ def test_impaired_payloads_are_decoded_in_fresh_processes_and_the_audit_rederive
 @pytest.mark.slow
 def test_the_audit_refuses_a_trace_that_is_not_the_channels_own(runs: tuple[Path, Path], tmp_path: Path) -> None:
     from codecarena.results.audit import audit
-    from codecarena.results.record import load_run
+    from codecarena.results.run import Run
     from codecarena.results.schema import parse_row
     from codecarena.results.summary import summarize
 
@@ -85,7 +85,7 @@ def test_the_audit_refuses_a_trace_that_is_not_the_channels_own(runs: tuple[Path
     row["channel"] = {**row["channel"], "trace_sha256": sha256_file(trace_path), "lost": len(kept)}
     rows = [parse_row({**r, "row_sha256": None}).sealed().to_dict() for r in rows]
     (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "summary.json").write_text(json.dumps(summarize(load_run(run).rows)))
+    (run / "summary.json").write_text(json.dumps(summarize(Run.open(run).rows)))
     problems = audit(run)
     assert any("is not what loss=20% draws for this utterance" in p for p in problems), problems
     assert any("is not the impaired payload the trace names" in p for p in problems), problems

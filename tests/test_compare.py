@@ -24,7 +24,7 @@ from codecarena.results.compare import IDENTICAL, CompareError, compare_runs, pa
 from codecarena.results.compare_text import render_text
 from codecarena.results.schema import parse_row
 from codecarena.files import read_json, write_json
-from codecarena.results.record import load_run
+from codecarena.results.run import Run
 from codecarena.results.store import rewrite_rows
 
 DATA = Path(os.environ.get("CODECARENA_DATA", "/work/shared/data/speech"))
@@ -412,12 +412,12 @@ def test_suspect_asr_values_are_counted_apart_and_left_out_of_means_and_verdicts
     assert rows_b[-1]["metrics"]["wer"]["status"] == "suspect"
     run_a, run_b = write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b)
 
-    wer = summarize(load_run(run_b).rows)["codecs"][0]["metrics"]["wer"]
+    wer = summarize(Run.open(run_b).rows)["codecs"][0]["metrics"]["wer"]
     assert (wer["mean"], wer["n_ok"], wer["n_suspect"]) == (0.25, 3, 1)
     assert wer["mean_with_suspect"] == (0.25 * 3 + 2.0) / 4
     # The corpus rate beside the mean: 3 errors in 12 reference words of the ok values.
     assert (wer["corpus_rate"], wer["corpus_errors"], wer["corpus_tokens"]) == (0.25, 3, 12)
-    older = load_run(run_b).rows
+    older = Run.open(run_b).rows
     del older[0].metrics["wer"]["details"]["errors"]  # as a row scored before the counts were recorded
     assert summarize(older)["codecs"][0]["metrics"]["wer"]["corpus_rate"] is None
     (entry,) = leaderboard.compute([run_b]).entries
@@ -444,7 +444,7 @@ def test_error_rates_are_never_pooled_across_languages(tmp_path: Path) -> None:
 
     run_a, run_b = write_run(tmp_path / "A", rows("a", "今天天气很好")), write_run(tmp_path / "B", rows("b", "今天天气好"))
     error_rates = {"wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer"}
-    codec = summarize(load_run(run_b).rows)["codecs"][0]
+    codec = summarize(Run.open(run_b).rows)["codecs"][0]
     assert not error_rates & set(codec["metrics"]) and {"pesq_wb", "critical_survived"} <= set(codec["metrics"])
     assert error_rates <= set(codec["by_language"]["en"]["metrics"])
     zh = codec["by_language"]["zh"]["metrics"]
@@ -453,7 +453,7 @@ def test_error_rates_are_never_pooled_across_languages(tmp_path: Path) -> None:
     assert (zh["cer"]["corpus_errors"], zh["cer"]["corpus_tokens"], zh["cer"]["corpus_rate"]) == (1, 10, 0.1)
     assert zh["cer"]["mean"] == (1 / 6 + 0) / 2
     # A summary written in version 2 (before this rule) still re-derives as it was written.
-    assert "wer" in summarize(load_run(run_b).rows, 2)["codecs"][0]["metrics"]
+    assert "wer" in summarize(Run.open(run_b).rows, 2)["codecs"][0]["metrics"]
 
     board = leaderboard.compute([run_b], by="language")
     by_language = {e["language"]: e["metrics"] for e in board.entries}
@@ -551,7 +551,7 @@ def add_noise(run_dir: Path, out: Path, snr_db: float = 15.0, seed: int = 0) -> 
 
     shutil.copytree(run_dir, out)
     rng = np.random.default_rng(seed)
-    rows = load_run(out).rows
+    rows = Run.open(out).rows
     new_rows = []
     for row in rows:
         path = out / row.decoded
@@ -609,7 +609,7 @@ def test_added_noise_shows_a_pesq_drop_whose_interval_excludes_zero(two_runs: tu
 
     from codecarena.metrics.signal import score_signal
 
-    for row in load_run(noisy).rows:
+    for row in Run.open(noisy).rows:
         ref, _ = sf.read(noisy / row.reference, dtype="float64")
         dec, _ = sf.read(noisy / row.decoded, dtype="float64")
         assert score_signal(ref, dec, {"pesq_wb"})["pesq_wb"]["value"] == row.metrics["pesq_wb"]["value"]

@@ -20,7 +20,7 @@ from codecarena.cli import main
 from codecarena.console import make_console, print_quality, print_summary
 from codecarena.files import MAX_JSON_DEPTH, JSONFileError, parse_json, read_json
 from codecarena.metrics.reference_results import ReferenceResultError, parse_entry
-from codecarena.results.record import load_run
+from codecarena.results.run import Run
 from codecarena.results.summary import summarize
 
 MARKUP = "[bold]x[/bold] [/x]"  # swallowed by Rich markup, and then a closing tag it crashes on
@@ -49,7 +49,7 @@ def test_a_console_prints_markup_like_values_literally() -> None:
 def test_run_end_tables_print_a_markup_like_language_and_reason_as_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = make_run(tmp_path, "r", CODECS[:1], languages={"utt_a": "[/x]"}, fail=("opus:6k", "utt_b"))
-    rows = load_run(run).rows
+    rows = Run.open(run).rows
     rows[1] = dataclasses.replace(rows[1], error=f"decode: {MARKUP}")
     summary = summarize(rows)
     print_summary(summary)

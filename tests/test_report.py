@@ -33,6 +33,7 @@ from codecarena.results import compare, compare_text, leaderboard_export, report
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_kbps, fmt_mib, fmt_num, fmt_rtf, fmt_signed, metric_cell
 from codecarena.results.report import audio, markup, plots
+from codecarena.results.run import Run
 from codecarena.results.schema import parse_row
 from codecarena.files import write_json
 from codecarena.results.store import append_row
@@ -504,9 +505,9 @@ def test_leaderboard_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def _fake_compare(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, Path]]:
     calls: list[tuple[Path, Path]] = []
 
-    def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
-        calls.append((Path(run_a), Path(run_b)))
-        return {"a": str(run_a), "b": str(run_b)}
+    def compare_runs(run_a: Run, run_b: Run) -> dict[str, Any]:  # the report passes the runs it loaded
+        calls.append((run_a.path, run_b.path))
+        return {"a": str(run_a.path), "b": str(run_b.path)}
 
     monkeypatch.setattr(compare, "compare_runs", compare_runs)
     monkeypatch.setattr(compare_text, "render_html",

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
 from codecarena.results.rescore import parse_sample
-from codecarena.results.record import load_run
+from codecarena.results.run import Run
 from codecarena.results.schema import parse_row
 from codecarena.results.summary import summarize
 
@@ -51,7 +51,7 @@ def tampered(run: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None], 
     if reseal:
         row.update(parse_row({**row, "row_sha256": None}).sealed().to_dict())
     (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (copy / "summary.json").write_text(json.dumps(summarize(load_run(copy).rows)))
+    (copy / "summary.json").write_text(json.dumps(summarize(Run.open(copy).rows)))
     return copy
 
 

@@ -400,7 +400,7 @@ def test_ray_two_node_cluster_on_one_machine(tmp_path: Path, speech_dir: Path) -
 @pytest.mark.slow
 def test_rows_in_completion_order_are_read_in_plan_order(tmp_path: Path, speech_dir: Path) -> None:
     """rows.jsonl is in completion order; every reader (and the audit's summary) uses the plan's."""
-    from codecarena.results.record import load_run
+    from codecarena.results.run import Run
 
     out = tmp_path / "run"
     result = codecarena("run", "--input", speech_dir, "--codec", "pcm:16", "--codec", "opus:6k", "--metrics", "none",
@@ -408,6 +408,6 @@ def test_rows_in_completion_order_are_read_in_plan_order(tmp_path: Path, speech_
     assert result.returncode == 0, result.stdout + result.stderr
     lines = (out / "rows.jsonl").read_text().splitlines(keepends=True)
     (out / "rows.jsonl").write_text("".join(reversed(lines)))
-    rows = load_run(out).rows
+    rows = Run.open(out).rows
     assert [r.key for r in rows] == [(c, u) for c in ("pcm:16", "opus:6k") for u in ("clip0", "clip1")]
     assert codecarena("audit", out).returncode == 0

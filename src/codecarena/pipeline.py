@@ -40,6 +40,7 @@ from codecarena.results.record import (RUN_VERSION, Plan, RunLoadError, RunRecor
                                        read_record)
 from codecarena.results.schema import ROW_VERSION, Row
 from codecarena.results.summary import summarize
+from codecarena.results.verdict import replay_failure, settle, status_problem
 from codecarena.rundir import RunDir, RunLockError, UnsafePathError
 from codecarena.runtime.external import ExternalRuntime, mixed_runtimes
 from codecarena.runtime.limits import StageLimits
@@ -283,14 +284,12 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
             fields["replay_sha256"] = sha256_file(replay_path)
             fields["replay_identical"] = fields["replay_sha256"] == fields["decoded_sha256"]
             replay_path.unlink()
+            error = replay_failure(fields["decoded_sha256"], fields["replay_sha256"])
 
     scoring_start = time.perf_counter()
     metrics = _score(scorer, ref, decoded_path if not error else None, error)
     scoring_s = time.perf_counter() - scoring_start if scorer is not None else None
-    status = "failed" if error else "ok"
-    checks_passed = (status == "ok" and fields.get("finite") is True and fields.get("silent") is False)
-    if status == "ok" and not checks_passed:
-        error = "checks failed: decoded audio is silent"
+    status, checks_passed, error = settle(error, fields)
     return _row(spec, ref, opts, run, mode, replay, fields, checkpoint=checkpoint, runtime=runtime,
                 weights=str(model.get("weights", "none")), checks_passed=checks_passed, codec_facts=codec_facts,
                 metrics=metrics, scoring_s=scoring_s,
@@ -467,7 +466,7 @@ def planned(evalset: EvalSet, opts: RunOptions, add: bool = False) -> tuple[RunO
     if not run.run_json.exists():
         return opts, plan, None
     try:
-        earlier = read_record(run.root)
+        earlier = read_record(run)
     except RunLoadError as exc:
         raise RunError(f"{exc}; use another --out directory") from None
     previous = on_the_cpu_if_older(earlier.plan)
@@ -541,9 +540,10 @@ def _execute_locked(evalset: EvalSet, opts: RunOptions, run_info: dict[str, Any]
     wanted = {(s.canonical, u.id) for s in opts.codecs for u in evalset.utterances}
     kept: dict[tuple[str, str], Row] = {}
     for row in existing:
-        # A row edited since it was computed, or one the plan does not pin as it is (a forged reference
-        # or transcript, another checkpoint), is computed again: a resume never summarises it.
-        if row.key in wanted and row.intact and row_files_verify(row, run) and not plan.row_problems(row):
+        # A row edited since it was computed, one the plan does not pin as it is (a forged reference or
+        # transcript, another checkpoint) or whose verdict is not its status is computed again.
+        if row.key in wanted and row.intact and row_files_verify(row, run) and not plan.row_problems(row) \
+                and not status_problem(row):
             kept[row.key] = row
     for key in rows_to_rebuild_reference_results(kept, plan, run):
         del kept[key]

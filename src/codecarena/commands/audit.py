@@ -26,8 +26,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
-    from codecarena.results.audit import ReplayDeviceError, audit, external_runtime_notes
-    from codecarena.results.record import RunLoadError, read_record
+    from codecarena.results.audit import ReplayDeviceError, audit
     from codecarena.results.rescore import parse_sample
 
     if not args.run_dir.is_dir():
@@ -35,25 +34,19 @@ def run(args: argparse.Namespace) -> int:
     if args.replay_device is not None and not args.replay:
         raise CliError("--replay-device chooses where --replay decodes; add --replay")
     replay_device = device_option(args.replay_device, "--replay-device") if args.replay_device is not None else None
-    cross_device: list[str] = []
+    notes: list[str] = []
     try:
         problems = audit(args.run_dir, replay=args.replay,
                          rescore=parse_sample(args.rescore) if args.rescore is not None else None,
-                         replay_device=replay_device, notes=cross_device)
+                         replay_device=replay_device, notes=notes)
     except ReplayDeviceError as exc:
         raise CliError(str(exc)) from None
-    for note in cross_device:
+    for note in notes:
         console.print(f"note: {note}", soft_wrap=True)
     for problem in problems:
         console.print(problem, style="red", soft_wrap=True)
     if problems:
         console.print(f"audit failed: {len(problems)} problem(s) in {args.run_dir}")
         return 1
-    try:
-        notes = external_runtime_notes(read_record(args.run_dir))
-    except RunLoadError:
-        notes = []
-    for note in notes:
-        console.print(f"note: {note}", soft_wrap=True)
     console.print(f"audit passed: {args.run_dir} re-derives from its files")
     return 0

@@ -37,7 +37,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 def run(args: argparse.Namespace) -> int:
     from codecarena.files import write_json
     from codecarena.results import ledger
-    from codecarena.results.record import RunLoadError, load_run
+    from codecarena.results.record import RunLoadError
+    from codecarena.results.run import Run
     from codecarena.results.stability import StabilityError, measure
 
     if not args.run_dir.is_dir():
@@ -45,15 +46,16 @@ def run(args: argparse.Namespace) -> int:
     failures: list[str] = []
     if args.stability:
         try:
-            failures = measure(args.run_dir, args.shift_ms, tuple(args.codec), _progress(args.format))
+            loaded, failures = measure(args.run_dir, args.shift_ms, tuple(args.codec), _progress(args.format))
         except StabilityError as exc:
             raise CliError(str(exc)) from None
     elif args.codec:
         raise CliError("--codec chooses what --stability measures; add --stability")
-    try:
-        loaded = load_run(args.run_dir)
-    except RunLoadError as exc:
-        raise CliError(str(exc)) from None
+    else:
+        try:
+            loaded = Run.open(args.run_dir)
+        except RunLoadError as exc:
+            raise CliError(str(exc)) from None
     derived = ledger.build(loaded.rows, loaded.dir)
     if args.update:
         if loaded.summary is None:

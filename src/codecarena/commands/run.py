@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from codecarena.datasets import EvalSet
     from codecarena.pipeline import Executor
-    from codecarena.results.schema import Row
     from codecarena.specs import CodecSpec
 
 DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
@@ -204,15 +203,6 @@ def eta_text(eta: float | None) -> str:
     return "unknown yet" if eta is None else f"{eta:.0f} s"
 
 
-def row_problem(row: Row) -> str:
-    """Why a row counts as failed (a stage, a check, or a replay that differs); "" for a good row."""
-    if row.status != "ok" or not row.checks_passed:
-        return row.error or f"{row.status}, checks passed: {row.checks_passed}"
-    if row.replay_sampled and row.replay_identical is not True:
-        return "the replay in a fresh process did not decode identical audio"
-    return ""
-
-
 def one_line(text: str, limit: int = 200) -> str:
     """An error as one log line: whitespace runs collapsed, cut at `limit` characters."""
     flat = " ".join(text.split()) or "no error text"
@@ -239,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.pipeline import RunOptions, execute, plan_of, planned
     from codecarena.results.formatting import count, language_label
     from codecarena.results.summary import summarize
+    from codecarena.results.verdict import verdict
     from codecarena.runtime.external import ExternalRuntime, external_mark
     from codecarena.runtime.limits import parse_limits
     from codecarena.specs import parse_configuration
@@ -336,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
             eta = eta_text(eta_s(elapsed, done[0] - len(resumed_rows), total - done[0]))
             progress.update(task, advance=1, description=f"{row.codec} {row.utterance} ({tag})", eta=eta)
             if log_lines:
-                problem = "" if resumed else row_problem(row)
+                problem = "" if resumed else verdict(row).reason
                 failure = f": {one_line(problem)}" if problem else ""
                 console.print(f"row {done[0]}/{total} {row.codec} {row.utterance} {tag}; elapsed {elapsed:.0f} s, "
                               f"eta {eta}{failure}", soft_wrap=True, markup=False)
@@ -364,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
 
         for line in text_lines(summary["channels"]):
             console.print(line, soft_wrap=True, markup=False)
-    failed = [r for r in rows if row_problem(r)]
+    failed = [r for r in rows if verdict(r).kind]
     console.print(f"run directory: {out}")
     if failed:
         console.print(f"{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "

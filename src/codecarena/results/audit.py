@@ -33,10 +33,12 @@ from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.results.channel_audit import channel_problems, decoder_input
 from codecarena.results.ledger import ledger_problems
-from codecarena.results.record import Plan, PlanUserCodec, RunLoadError, RunRecord, load_run
+from codecarena.results.record import Plan, PlanUserCodec, RunLoadError, RunRecord
 from codecarena.results.rescore import Sample, rescore_problems
+from codecarena.results.run import Run
 from codecarena.results.schema import Row
 from codecarena.results.summary import SUMMARY_VERSION, SUMMARY_VERSIONS, summarize
+from codecarena.results.verdict import checks_failure, status_problem
 
 # How long after its deadline a timed-out stage may still report: the kill, the exit and the reaping.
 TIMEOUT_SLACK_S = 2.0
@@ -144,7 +146,7 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
     if row.replay_sampled and \
             row.replay_identical != (row.replay_sha256 is not None and row.replay_sha256 == row.decoded_sha256):
         problems.append(f"{where}: replay_identical disagrees with the replay and decoded hashes")
-    expected_checks = row.finite is True and row.silent is False
+    expected_checks = not checks_failure(row.finite, row.silent)
     if row.checks_passed != expected_checks:
         problems.append(f"{where}: checks_passed is {row.checks_passed}, the checks give {expected_checks}")
     if not reference.is_file():
@@ -199,6 +201,7 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
                         f"{'pinned by user' if row.checkpoint.get('pinned_by') == 'user' else 'not pinned by user'}")
     problems += error_count_problems(row, where)
     problems += channel_problems(row, run, where)
+    problems += _status_problems(row, run, where)
     if row.status == "ok":
         problems += _audit_ok_row(row, run, where)
     else:
@@ -208,6 +211,17 @@ def _audit_row(row: Row, run: RunDir, where: str) -> list[str]:
             if getattr(row, what) is not None:
                 _in_run(run, getattr(row, what), what, where, problems)
     return problems
+
+
+def _status_problems(row: Row, run: RunDir, where: str) -> list[str]:
+    """The row's status must be the one its verdict gives. The one failure a row's fields cannot show,
+    decoded audio written at another rate than the arena's, is read from the decoded file."""
+    problem = status_problem(row)
+    if problem and row.status == "failed" and row.decoded is not None:
+        decoded = _in_run(run, row.decoded, "decoded", where, [])
+        if decoded is not None and decoded.is_file() and sf.info(decoded).samplerate != row.sample_rate:
+            return []
+    return [f"{where}: {problem}"] if problem else []
 
 
 def external_runtime_problems(plan: Plan, rows: list[Row]) -> list[str]:
@@ -333,7 +347,7 @@ def replay_targets(rows: list[Row], run_dir: Path, python: str, interpreters: di
     return targets
 
 
-def replay_problems(rows: list[Row], run_dir: Path, python: str, interpreters: dict[str, str] | None = None,
+def replay_problems(run: Run, python: str, interpreters: dict[str, str] | None = None,
                     targets: dict[tuple[str, str], str] | None = None,
                     notes: list[str] | None = None) -> list[str]:
     """Decode every payload again in a fresh worker, on its target device (`targets`, default: the CPU),
@@ -341,14 +355,13 @@ def replay_problems(rows: list[Row], run_dir: Path, python: str, interpreters: d
     row was made on is a cross-device comparison: a differing decode is counted in `notes`, not a problem."""
     problems: list[str] = []
     crossed: dict[tuple[str, str], list[bool]] = {}  # (made on, replayed on) -> identical per payload
-    run = RunDir(run_dir)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for row in rows:
+        for row in run.rows:
             if row.status != "ok" or row.payload is None:
                 continue
             try:
-                payload = decoder_input(row, run)
+                payload = decoder_input(row, run.dir)
             except UnsafePathError:
                 continue  # reported by the file checks; never decode a file outside the run
             out = work / "audit.wav"
@@ -398,30 +411,61 @@ def user_codec_problems(pinned: list[PlanUserCodec]) -> list[str]:
 def audit(run_dir: Path, replay: bool = False, python: str | None = None,
           rescore: Sample | None = None, replay_device: str | None = None,
           notes: list[str] | None = None) -> list[str]:
-    """Every disagreement found, one line each; an empty list means the run re-derives. `rescore`
-    (rows per codec configuration, or "all") also recomputes those rows' metric values. `replay`
-    decodes every payload again on the device its row was made on, or on `replay_device`; a device
-    this machine cannot give raises ReplayDeviceError before anything is checked. What is worth
-    saying but is no problem (cross-device replays) goes to `notes`."""
-    problems: list[str] = []
+    """Every disagreement found, one line each; an empty list means the run re-derives (a run that
+    cannot be loaded is its one line). `rescore` (rows per codec configuration, or "all") also
+    recomputes those rows' metric values. `replay` decodes every payload again on the device its row
+    was made on, or on `replay_device`; a device this machine cannot give raises ReplayDeviceError
+    before anything is checked. What is worth saying but is no problem goes to `notes`: cross-device
+    replays, and when the audit passes, the rows accepted from an external runtime."""
     try:
-        loaded = load_run(run_dir)
+        run = Run.open(run_dir)
     except RunLoadError as exc:
         return [str(exc)]
-    record, rows = loaded.record, loaded.rows
+    record, rows = run.record, run.rows
     interpreters = {rid: rec["interpreter"] for rid, rec in record.runtimes.items()
                     if rec.get("environment") in ("isolated", "external")}
     targets = replay_targets(rows, run_dir, python or sys.executable, interpreters, replay_device) if replay else {}
-    run_files = loaded.dir
-    if loaded.torn:
-        problems.append(f"{run_files.rows}: ends with a torn line (the run was interrupted; rerun it)")
+    problems = _record_problems(run)
+    for row in rows:
+        where = f"{row.codec} {row.utterance}"
+        try:
+            problems += _audit_row(row, run.dir, where)
+            problems += [f"{where}: {problem}" for problem in record.plan.row_problems(row)]
+            if record.plan.references is not None and not row.intact:
+                problems.append(f"{where}: {_digest_problem(row)}")
+        except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
+            problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
+    problems += checkpoint_problems(rows)
+    problems += external_runtime_problems(record.plan, rows)
+    problems += reference_result_problems(rows, run.dir)
+    problems += user_codec_problems(record.plan.user_codecs or [])
+    problems += _summary_problems(run)
+    if replay:
+        for rid, interpreter in interpreters.items():
+            if record.runtimes[rid].get("environment") == "isolated":
+                sync_interpreter(interpreter)
+        problems += replay_problems(run, python or sys.executable, interpreters, targets, notes)
+    if rescore is not None:
+        problems += rescore_problems(run, rescore)
+    if not problems and notes is not None:
+        notes += external_runtime_notes(record)
+    return problems
+
+
+def _record_problems(run: Run) -> list[str]:
+    """What run.json and the set of rows say of the run as a whole: finished, untorn, its plan's hash,
+    one row per planned codec x utterance, a plan that pins what the rows were computed from."""
+    record, files = run.record, run.dir
+    problems: list[str] = []
+    if run.torn:
+        problems.append(f"{files.rows}: ends with a torn line (the run was interrupted; rerun it)")
     if not record.finished:
-        problems.append(f"{run_files.run_json}: the run did not finish (rerun the same command to resume)")
+        problems.append(f"{files.run_json}: the run did not finish (rerun the same command to resume)")
     if record.plan.sha256 != record.plan_sha256:
-        problems.append(f"{run_files.run_json}: plan_sha256 is not the sha256 of the plan")
+        problems.append(f"{files.run_json}: plan_sha256 is not the sha256 of the plan")
     wanted = record.plan.keys()
     seen: dict[tuple[str, str], int] = {}
-    for row in rows:
+    for row in run.rows:
         seen[row.key] = seen.get(row.key, 0) + 1
     for key, count in seen.items():
         if count > 1:
@@ -432,39 +476,24 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
         if key not in seen:
             problems.append(f"{key[0]} {key[1]}: planned row is missing")
     if record.plan.references is None or record.plan.user_pins is None:
-        problems.append(f"{run_files.run_json}: run.json version {record.version} predates plans that pin each "
+        problems.append(f"{files.run_json}: run.json version {record.version} predates plans that pin each "
                         f"reference, transcript and user checkpoint; its rows cannot be tied to what they were "
                         f"computed from (rerun it into a new directory to audit it)")
-    for row in rows:
-        where = f"{row.codec} {row.utterance}"
-        try:
-            problems += _audit_row(row, run_files, where)
-            problems += [f"{where}: {problem}" for problem in record.plan.row_problems(row)]
-            if record.plan.references is not None and not row.intact:
-                problems.append(f"{where}: {_digest_problem(row)}")
-        except Exception as exc:  # a row the checks cannot handle fails the audit, never crashes it
-            problems.append(f"{where}: the audit could not check this row ({type(exc).__name__}: {exc})")
-    problems += checkpoint_problems(rows)
-    problems += external_runtime_problems(record.plan, rows)
-    problems += reference_result_problems(rows, run_files)
-    problems += user_codec_problems(record.plan.user_codecs or [])
-    if loaded.summary is None:
-        problems.append(f"{run_files.summary}: missing")
-    else:
-        version = loaded.summary.get("version")
-        recomputed = json.loads(json.dumps(summarize(rows, version if version in SUMMARY_VERSIONS else SUMMARY_VERSION)))
-        # The ledger is derived from the payload files, not from the rows alone: checked on its own.
-        problems += json_differences("summary", {k: v for k, v in loaded.summary.items() if k != "ledger"}, recomputed,
-                                     "summary.json", "the rows")
-        try:
-            problems += ledger_problems(loaded.summary, rows, run_files)
-        except Exception as exc:  # a ledger the checks cannot derive fails the audit, never crashes it
-            problems.append(f"{run_files.summary}: the audit could not derive the ledger ({type(exc).__name__}: {exc})")
-    if replay:
-        for rid, interpreter in interpreters.items():
-            if record.runtimes[rid].get("environment") == "isolated":
-                sync_interpreter(interpreter)
-        problems += replay_problems(rows, run_dir, python or sys.executable, interpreters, targets, notes)
-    if rescore is not None:
-        problems += rescore_problems(run_dir, rows, record.plan, rescore)
+    return problems
+
+
+def _summary_problems(run: Run) -> list[str]:
+    """summary.json against the summary recomputed from the rows (in the version it was written in), and
+    its ledger against the one derived again from the payload files."""
+    if run.summary is None:
+        return [f"{run.dir.summary}: missing"]
+    version = run.summary.get("version")
+    recomputed = json.loads(json.dumps(summarize(run.rows, version if version in SUMMARY_VERSIONS else SUMMARY_VERSION)))
+    # The ledger is derived from the payload files, not from the rows alone: checked on its own.
+    problems = json_differences("summary", {k: v for k, v in run.summary.items() if k != "ledger"}, recomputed,
+                                "summary.json", "the rows")
+    try:
+        problems += ledger_problems(run.summary, run.rows, run.dir)
+    except Exception as exc:  # a ledger the checks cannot derive fails the audit, never crashes it
+        problems.append(f"{run.dir.summary}: the audit could not derive the ledger ({type(exc).__name__}: {exc})")
     return problems

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,8 @@ import numpy as np
 
 from codecarena.metrics import outputs
 from codecarena.results.bootstrap import LEVEL, MIN_UNITS, bootstrap_ci, few_units_warning
-from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
+from codecarena.results.record import RunLoadError
+from codecarena.results.run import Run
 from codecarena.results.schema import Row
 
 # 2: `by_language` in every comparison, and the flag of an interval on fewer than MIN_UNITS units
@@ -38,44 +38,23 @@ class CompareError(ValueError):
 # ------------------------------------------------------------------------------------- run loading
 
 
-@dataclass
-class _Run:
-    path: Path
-    record: RunRecord
-    rows: list[Row]
-    torn: bool
-    by_codec: dict[str, dict[str, Row]] = field(default_factory=dict)
-
-    @property
-    def plan(self) -> Plan:
-        return self.record.plan
-
-    def codecs(self) -> list[str]:
-        """Codec configurations in plan order, then any with rows but not in the plan."""
-        planned = [c.codec for c in self.plan.codecs]
-        return list(dict.fromkeys([c for c in planned if c in self.by_codec] + list(self.by_codec)))
-
-    def utterances(self) -> list[tuple[str, str]]:
-        return [(u[0], u[1]) for u in self.plan.utterances]
-
-
-def _load(path: Path, label: str) -> _Run:
-    path = Path(path)
-    if not path.is_dir():
-        raise CompareError(f"run {label} {path}: not a run directory")
-    try:
-        loaded = load_run(path)
-    except RunLoadError as exc:
-        raise CompareError(f"run {label}: {exc}") from None
-    rows = loaded.rows
-    if not rows:
-        raise CompareError(f"run {label} {path}: no rows in rows.jsonl")
-    run = _Run(path, loaded.record, rows, loaded.torn)
-    for row in rows:
-        slot = run.by_codec.setdefault(row.codec, {})
-        if row.utterance in slot:
-            raise CompareError(f"run {label} {path}: two rows for {row.codec} x {row.utterance}")
-        slot[row.utterance] = row
+def _load(run: Path | Run, label: str) -> Run:
+    """The run (opened here when given as a path), refused when it has no rows or two rows of one key."""
+    if not isinstance(run, Run):
+        path = Path(run)
+        if not path.is_dir():
+            raise CompareError(f"run {label} {path}: not a run directory")
+        try:
+            run = Run.open(path)
+        except RunLoadError as exc:
+            raise CompareError(f"run {label}: {exc}") from None
+    if not run.rows:
+        raise CompareError(f"run {label} {run.path}: no rows in rows.jsonl")
+    seen: set[tuple[str, str]] = set()
+    for row in run.rows:
+        if row.key in seen:
+            raise CompareError(f"run {label} {run.path}: two rows for {row.codec} x {row.utterance}")
+        seen.add(row.key)
     return run
 
 
@@ -129,7 +108,7 @@ def parse_pairs(pair: str | Sequence[str] | None, codecs_a: Sequence[str],
     return out
 
 
-def _speakers(run_a: _Run, utterances: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+def _speakers(run_a: Run, utterances: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
     """utterance id -> speaker label, and notes on where the labels come from: the rows (version 4
     records the speaker), else the smoke manifest."""
     utterances = list(utterances)
@@ -192,7 +171,7 @@ def _package_differences(a: dict[str, str | None], b: dict[str, str | None]) -> 
             for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
 
 
-def _codec_provenance(run: _Run, codec: str) -> dict[str, Any]:
+def _codec_provenance(run: Run, codec: str) -> dict[str, Any]:
     rows = list(run.by_codec[codec].values())
     registry = _distinct(r.registry for r in rows)
     record = run.record.runtimes.get(registry) if isinstance(registry, str) else None
@@ -216,7 +195,7 @@ def _codec_provenance(run: _Run, codec: str) -> dict[str, Any]:
     }
 
 
-def _run_provenance(run: _Run) -> dict[str, Any]:
+def _run_provenance(run: Run) -> dict[str, Any]:
     info, env, plan = run.record, run.record.environment, run.plan
     git = info.git
     metrics = {}
@@ -352,7 +331,7 @@ def _decoded_same(pairs: list[tuple[str, Row, Row]]) -> int:
     return sum(1 for _, ra, rb in pairs if ra.decoded_sha256 and ra.decoded_sha256 == rb.decoded_sha256)
 
 
-def _metric_names(run_a: _Run, rows_a: list[Row], rows_b: list[Row], wanted: list[str] | None) -> list[str]:
+def _metric_names(run_a: Run, rows_a: list[Row], rows_b: list[Row], wanted: list[str] | None) -> list[str]:
     present_a = {n for r in rows_a for n in r.metrics}
     present_b = {n for r in rows_b for n in r.metrics}
     declared = [o for m in run_a.record.metrics if isinstance(m, dict) for o in m.get("outputs") or []]
@@ -381,7 +360,7 @@ def _two_codecs_as_they_are(codec_a: str, codec_b: str, key: str, a: Any, b: Any
     return key == "sample_rate" or "synthetic" not in (a, b)
 
 
-def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by: str = "utterance",
+def compare_runs(run_a: Path | Run, run_b: Path | Run, metrics: list[str] | None = None, by: str = "utterance",
                  resamples: int = 10000, seed: int = 0, pair: str | Sequence[str] | None = None,
                  allow_different_sets: bool = False) -> dict[str, Any]:
     """Paired comparison of run B against run A (differences are B - A); JSON-serialisable.
@@ -397,7 +376,8 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
         raise CompareError(f"--by must be utterance or speaker, got {by!r}")
     if resamples < 1:
         raise CompareError(f"--resamples must be >= 1, got {resamples}")
-    a, b = _load(Path(run_a), "A"), _load(Path(run_b), "B")
+    a = _load(run_a, "A")
+    b = a if run_b is run_a or (isinstance(run_b, Path) and run_b == run_a) else _load(run_b, "B")
     overrides: list[str] = []
     notes: list[str] = []
     for run, label in ((a, "A"), (b, "B")):
@@ -540,7 +520,7 @@ def compare_runs(run_a: Path, run_b: Path, metrics: list[str] | None = None, by:
     run_prov_a, run_prov_b = _run_provenance(a), _run_provenance(b)
     unit = "speakers with all their utterances" if by == "speaker" else "utterances"
 
-    def set_of(run: _Run, utts: list[tuple[str, str]]) -> dict[str, Any]:
+    def set_of(run: Run, utts: list[tuple[str, str]]) -> dict[str, Any]:
         return {"set": run.plan.set, "manifest_sha256": run.plan.manifest_sha256, "utterances": len(utts)}
 
     return {

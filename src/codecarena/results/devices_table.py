@@ -16,7 +16,8 @@ from typing import Any
 
 from codecarena.determinism.switches import NAMES
 from codecarena.results.formatting import weights_label
-from codecarena.results.record import RunLoadError, load_run
+from codecarena.results.record import RunLoadError
+from codecarena.results.run import Run
 
 
 class TableError(ValueError):
@@ -36,7 +37,7 @@ def _rtf(value: float | None) -> str:
 def run_part(path: Path) -> tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, str | None]]]:
     """(device, summary entry per codec, payload sha256 per codec and utterance) of a run folder."""
     try:
-        loaded = load_run(path)
+        loaded = Run.open(path)
     except RunLoadError as exc:
         raise TableError(str(exc)) from None
     if loaded.summary is None:

@@ -24,8 +24,8 @@ from codecarena.choices import BY_CHOICES, CI_UNITS, SORT_BY_RATE
 from codecarena.metrics import outputs
 from codecarena.metrics.declarations import ASR_OUTPUTS
 from codecarena.results import ledger_view
-from codecarena.results.record import Plan, RunLoadError, RunRecord, load_run
-from codecarena.results.schema import Row
+from codecarena.results.record import Plan, RunLoadError
+from codecarena.results.run import Run
 from codecarena.results.summary import mean_ci, resampling_units
 from codecarena.rundir import RUN
 
@@ -68,18 +68,15 @@ WEIGHTS_CLASS_LABEL = {"real": "real weights and DSP codecs", "synthetic": "synt
 
 @dataclass
 class RunInfo:
+    """A run as the leaderboard shows it: where it stands among the runs given, its label and notes."""
     index: int
-    path: Path
     label: str
-    record: RunRecord
-    rows: list[Row]
-    torn: bool
-    summary: dict[str, Any] | None
+    run: Run
     notes: list[str] = field(default_factory=list)
 
     @property
     def plan(self) -> Plan:
-        return self.record.plan
+        return self.run.plan
 
     @property
     def set_name(self) -> str:
@@ -91,13 +88,13 @@ class RunInfo:
 
     @property
     def machine(self) -> dict[str, Any]:
-        env = self.record.environment
+        env = self.run.record.environment
         return {"cpu": env.get("cpu", "?"), "cpu_count": env.get("cpu_count"), "os": env.get("os", "?")}
 
     @property
     def codec_order(self) -> dict[str, int]:
         order = {c.codec: i for i, c in enumerate(self.plan.codecs)}
-        for row in self.rows:  # rows outside the plan (never in an audited run) go last
+        for row in self.run.rows:  # rows outside the plan (never in an audited run) go last
             order.setdefault(row.codec, len(order))
         return order
 
@@ -117,12 +114,12 @@ def load_runs(run_dirs: list[Path]) -> list[RunInfo]:
         if not (run_dir / RUN).is_file():
             raise LeaderboardError(f"{run_dir}: not a run directory (no {RUN})")
         try:
-            run = load_run(run_dir)
+            run = Run.open(run_dir)
         except RunLoadError as exc:
             raise LeaderboardError(str(exc)) from None
         name = names[index]
         label = name if names.count(name) == 1 else f"{name}#{index + 1}"
-        info = RunInfo(index, run_dir, label, run.record, run.rows, run.torn, run.summary)
+        info = RunInfo(index, label, run)
         if not run.rows:
             info.notes.append("no rows")
         if not run.record.finished:
@@ -169,7 +166,7 @@ def run_key(run: RunInfo) -> tuple[str, str, str, Any, str]:
 
 def comparison_key(run: RunInfo) -> tuple[Any, ...]:
     """Runs that may be compared pair by pair: same set and machine, and the same weights kinds."""
-    return (*run_key(run), tuple(sorted({weights_class(r.weights) for r in run.rows})))
+    return (*run_key(run), tuple(sorted({weights_class(r.weights) for r in run.run.rows})))
 
 
 def _differences(a: GroupKey, b: GroupKey) -> list[str]:
@@ -195,7 +192,7 @@ def group_runs(runs: list[RunInfo]) -> tuple[list[Group], dict[tuple[int, str], 
     membership: dict[tuple[int, str], str] = {}
     for run in runs:
         s, man, cpu, count, os_ = run_key(run)
-        for row in run.rows:
+        for row in run.run.rows:
             key = GroupKey(s, man, cpu, count, os_, weights_class(row.weights))
             if key not in keys:
                 keys[key] = Group(id=f"G{len(keys) + 1}", key=key, runs=[])
@@ -261,9 +258,9 @@ def export_rows(runs: list[RunInfo], path: Path, membership: dict[tuple[int, str
     for run in runs:
         order = run.codec_order
         m = run.machine
-        for row in run.rows:
+        for row in run.run.rows:
             records.append({
-                "run_index": run.index, "run": str(run.path), "run_label": run.label,
+                "run_index": run.index, "run": str(run.run.path), "run_label": run.label,
                 "set": run.set_name, "manifest_sha256": run.manifest, "cpu": str(m["cpu"]),
                 "cpu_count": m["cpu_count"], "os": str(m["os"]),
                 "group_id": membership.get((run.index, row.codec)),
@@ -412,7 +409,7 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
     runs = (run_dirs_or_runs if run_dirs_or_runs and isinstance(run_dirs_or_runs[0], RunInfo)
             else load_runs(list(run_dirs_or_runs)))  # type: ignore[arg-type]
     groups, membership = group_runs(runs)  # type: ignore[arg-type]
-    languages = sorted({r.language for run in runs for r in run.rows}) if by == "language" else []  # type: ignore[union-attr]
+    languages = sorted({r.language for run in runs for r in run.run.rows}) if by == "language" else []  # type: ignore[union-attr]
     with tempfile.TemporaryDirectory(prefix="codecarena-lb-") as tmp:
         path = export_rows(runs, Path(rows_parquet) if rows_parquet else Path(tmp) / "rows.parquet",  # type: ignore[arg-type]
                            membership)
@@ -427,7 +424,7 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
                 entries += [{**e, "language": language} for e in _entries(con, ci_unit)]
         finally:
             con.close()
-    summaries = {run.index: run.summary for run in runs}  # type: ignore[union-attr]
+    summaries = {run.index: run.run.summary for run in runs}  # type: ignore[union-attr]
     for e in entries:
         # The ledger is the run's (summary.json, derived from its payloads), pooled over languages.
         e["ledger"] = ledger_view.entry_for(summaries[e["run_index"]], e["codec"]) if e["language"] is None else None

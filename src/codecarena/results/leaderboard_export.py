@@ -113,7 +113,7 @@ def write_export(board: Leaderboard, fmt: str, out: Path | None) -> bytes | str:
             "columns": [{"name": n, "type": k.__name__} for n, k in columns],
             "groups": [{"id": g.id, "title": g.title, "set": g.key.set_name, "manifest_sha256": g.key.manifest,
                         "machine": g.key.machine, "weights": g.key.weights_class,
-                        "runs": [str(board.runs[i].path) for i in g.runs], "reasons": g.reasons}
+                        "runs": [str(board.runs[i].run.path) for i in g.runs], "reasons": g.reasons}
                        for g in board.groups],
             "rows": records,
         }

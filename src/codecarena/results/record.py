@@ -1,8 +1,5 @@
-"""`run.json` as a typed, strictly parsed record, and the one loader of a run directory.
-
-Audit, leaderboard, compare and report all read a run through `load_run`, so they agree on what a
-valid run is: run.json parses into a `RunRecord` (exact keys, types, a known version), rows.jsonl into
-rows in plan order, summary.json into its dict (the audit re-derives it).
+"""`run.json` as a typed, strictly parsed record (exact keys, types, a known version); results/run.py
+loads a whole run directory around it.
 
 Version 2 moved the stage limits out of the plan (rows record them); a version 1 record is read with
 those three plan keys kept in `Plan.legacy_limits`, and is otherwise the same. Version 3 added
@@ -22,7 +19,6 @@ reads with None there (everything ran on the CPU then).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from codecarena.devices import DeviceError, DeviceInfo, parse_device
@@ -30,7 +26,6 @@ from codecarena.files import JSONFileError, read_json, sha256_json
 from codecarena.metrics.engines import devices_of
 from codecarena.registry.catalog import FAMILIES
 from codecarena.results.schema import Row, SchemaError, from_dict
-from codecarena.results.store import StoreError, load_rows
 from codecarena.rundir import RunDir
 
 RUN_VERSION = 7
@@ -343,48 +338,16 @@ def parse_run_record(data: Any) -> RunRecord:
     return from_dict(RunRecord, data, "run")
 
 
-@dataclass(frozen=True)
-class LoadedRun:
-    dir: RunDir
-    record: RunRecord
-    rows: list[Row]  # in plan order
-    torn: bool  # a torn final line of rows.jsonl (an interrupted append) was dropped
-    summary: dict[str, Any] | None  # summary.json, None when it is missing
-
-    @property
-    def path(self) -> Path:
-        return self.dir.root
-
-
 class RunLoadError(ValueError):
     """A run directory whose run.json or rows.jsonl cannot be read; names the file and the problem."""
 
 
-def read_record(run_dir: Path) -> RunRecord:
-    path = RunDir(run_dir).run_json
+def read_record(run: RunDir) -> RunRecord:
+    """The run's run.json; RunLoadError (one line naming the file) when it cannot be read or parsed."""
+    path = run.run_json
     try:
         return parse_run_record(read_json(path))
     except JSONFileError as exc:
         raise RunLoadError(str(exc)) from None
     except (SchemaError, ValueError) as exc:
         raise RunLoadError(f"{path}: not a valid run record ({exc})") from None
-
-
-def load_run(run_dir: Path) -> LoadedRun:
-    """The run's record, rows (plan order) and summary; RunLoadError when run.json or a row is invalid.
-    A missing summary.json is None (an unfinished run has none); an unreadable one is an error."""
-    run = RunDir(run_dir)
-    if not run.root.is_dir():
-        raise RunLoadError(f"{run_dir}: not a run directory")
-    record = read_record(run.root)
-    try:
-        rows, torn = load_rows(run.root, record.plan.keys())
-    except StoreError as exc:
-        raise RunLoadError(str(exc)) from None
-    summary = None
-    if run.summary.exists():
-        try:
-            summary = read_json(run.summary)
-        except JSONFileError as exc:
-            raise RunLoadError(str(exc)) from None
-    return LoadedRun(run, record, rows, torn, summary)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from codecarena.metrics.guarded import GuardedScorer
 from codecarena.metrics.declarations import BY_NAME, METRICS
 from codecarena.metrics.scorer import UtteranceInfo, metrics_code_sha256
-from codecarena.results.record import Plan
+from codecarena.results.run import Run
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.runtime.limits import StageLimits, default_memory_limit
@@ -117,25 +117,24 @@ def _files(run: RunDir, row: Row) -> tuple[Path, Path] | str:
     return reference, decoded
 
 
-def rescore_problems(run_dir: Path, rows: list[Row], plan: Plan, sample: Sample) -> list[str]:
+def rescore_problems(run: Run, sample: Sample) -> list[str]:
     """Every disagreement between the sampled rows' metric records and a fresh scoring, one line each."""
-    metrics = plan.metrics
+    metrics = run.plan.metrics
     if not all(name in BY_NAME for name in metrics):
-        return [f"{run_dir / 'run.json'}: plan.metrics {metrics!r} is not a list of known metric names"]
+        return [f"{run.path / 'run.json'}: plan.metrics {metrics!r} is not a list of known metric names"]
     if not metrics:
         return []
     try:
-        models = {str(lang): str(model) for lang, model in plan.asr_models}
+        models = {str(lang): str(model) for lang, model in run.plan.asr_models}
     except (TypeError, ValueError):
-        return [f"{run_dir / 'run.json'}: plan.asr_models is not a list of [language, model] pairs"]
-    run = RunDir(run_dir)
+        return [f"{run.path / 'run.json'}: plan.asr_models is not a list of [language, model] pairs"]
     current = metrics_code_sha256()
     problems: list[str] = []
     scorer = GuardedScorer(tuple(metrics), models, StageLimits(default_memory_limit()), None)
     try:
-        for row in sample_rows(rows, sample):
+        for row in sample_rows(run.rows, sample):
             where = f"{row.codec} {row.utterance}"
-            files = _files(run, row)
+            files = _files(run.dir, row)
             if isinstance(files, str):
                 problems.append(f"{where}: cannot rescore: {files}")
                 continue

@@ -16,6 +16,7 @@ current files with the same shift are kept.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,8 @@ from codecarena.arena import ARENA_RATE
 from codecarena.files import sha256_file, write_json
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import ledger
-from codecarena.results.record import RunLoadError, load_run
+from codecarena.results.record import RunLoadError
+from codecarena.results.run import Run
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, RunLockError, UnsafePathError
 from codecarena.runtime.limits import StageLimits, default_memory_limit
@@ -110,9 +112,10 @@ def measure_row(row: Row, run: RunDir, samples: int, worker: Any, weights: str) 
 
 
 def measure(run_dir: Path, shift_ms: float = DEFAULT_SHIFT_MS, codecs: tuple[str, ...] = (),
-            on_row: Callable[[Row, str], None] | None = None) -> list[str]:
+            on_row: Callable[[Row, str], None] | None = None) -> tuple[Run, list[str]]:
     """Measure every ok row of a token codec (or of the `codecs` named) that has no current measurement,
-    then write the run's ledger into summary.json again; returns one line per stage that failed."""
+    then write the run's ledger into summary.json again; returns the run as it now is on disk (loaded
+    under its lock) and one line per stage that failed."""
     samples = shift_samples(shift_ms)
     run = RunDir(run_dir)
     try:
@@ -123,8 +126,8 @@ def measure(run_dir: Path, shift_ms: float = DEFAULT_SHIFT_MS, codecs: tuple[str
 
 
 def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
-                    on_row: Callable[[Row, str], None] | None) -> list[str]:
-    loaded = load_run(run.root)
+                    on_row: Callable[[Row, str], None] | None) -> tuple[Run, list[str]]:
+    loaded = Run.open(run)
     if not loaded.record.finished:
         raise StabilityError(f"{run.run_json}: the run did not finish (rerun it to resume first)")
     known = {r.codec for r in loaded.rows}
@@ -143,8 +146,10 @@ def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
     finally:
         workers.stop()
     if loaded.summary is not None:
-        write_json(run.summary, {**loaded.summary, "ledger": ledger.build(loaded.rows, run)})
-    return failures
+        summary = {**loaded.summary, "ledger": ledger.build(loaded.rows, run)}
+        write_json(run.summary, summary)
+        loaded = dataclasses.replace(loaded, summary=summary)
+    return loaded, failures
 
 
 def _probe_devices(rows: list[Row], codecs: tuple[str, ...], interpreters: dict[str, str], run: RunDir) -> None:

@@ -122,7 +122,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
         toc.append('<a href="#comparison">Comparison</a>')
     toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>',
             '<a href="#provenance">Provenance</a>']
-    n_rows = sum(len(r.rows) for r in board.runs)
+    n_rows = sum(len(r.run.rows) for r in board.runs)
     page = (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

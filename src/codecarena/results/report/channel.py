@@ -72,7 +72,7 @@ def channel_html(ctx: ReportContext) -> str:
     """The section, or "" when no run of the report has rows that crossed a channel."""
     parts = []
     for run in ctx.board.runs:
-        curves = robustness.curves(run.rows)
+        curves = robustness.curves(run.run.rows)
         metric = _metric(curves)
         if metric is None:
             continue

@@ -41,7 +41,7 @@ def _markdown_table(entries: list[dict[str, Any]], columns: Columns) -> list[str
 
 
 def _runs(board: lb.Leaderboard) -> list[tuple[lb.RunInfo, list[dict[str, Any]]]]:
-    return [(run, view.entries(run.summary)) for run in board.runs]
+    return [(run, view.entries(run.run.summary)) for run in board.runs]
 
 
 def ledger_html(board: lb.Leaderboard) -> str:

@@ -20,7 +20,8 @@ from codecarena.results.report.context import AUTO, ReportContext
 from codecarena.results.report.markup import data_uri, esc
 from codecarena.results.report.plots import PARETO_METRICS
 from codecarena.results.schema import Row
-from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.results.verdict import verdict
+from codecarena.rundir import UnsafePathError
 
 LISTEN_SEED = 0
 # The default's ranking metric: the first of these with a successful value in the group.
@@ -28,14 +29,14 @@ RANKING_METRICS = ("pesq_wb", "visqol", "stoi")
 
 
 def _rows_by_key(board: lb.Leaderboard) -> dict[tuple[int, str, str], Row]:
-    return {(run.index, row.codec, row.utterance): row for run in board.runs for row in run.rows}
+    return {(run.index, row.codec, row.utterance): row for run in board.runs for row in run.run.rows}
 
 
 def _audio_file(run: lb.RunInfo, path: str) -> Path | None:
     """A row's stored file inside its run; None for one that is missing or leaves the run (never
     read into a report)."""
     try:
-        resolved = RunDir(run.path).resolve(path)
+        resolved = run.run.dir.resolve(path)
     except UnsafePathError:
         return None
     return resolved if resolved.is_file() else None
@@ -103,7 +104,7 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
     first = board.runs[group.runs[0]]
     utterances = [u[0] for u in first.plan.utterances]
     for run_index in group.runs:
-        for row in board.runs[run_index].rows:
+        for row in board.runs[run_index].run.rows:
             if row.utterance not in utterances:
                 utterances.append(row.utterance)
     group_rows = [r for key, r in rows.items() if key[0] in group.runs]
@@ -155,8 +156,10 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
                                path, "ref", _said_html(_reference_texts(run, r))))
         for e, r in versions:
             title = e["codec"] + (f" @{e['run_label']}" if multi_run else "")
-            if r.decoded is None or r.status != "ok":
-                cards.append(_failed_card("card failed", title, f"{r.status}: {r.error or 'no decoded audio'}"))
+            said = verdict(r)
+            # A row whose replay differed has its decoded audio to hear; it is flagged, below.
+            if r.decoded is None or said.kind == "failed":
+                cards.append(_failed_card("card failed", title, f"{said.status}: {said.reason or 'no decoded audio'}"))
                 continue
             path = _audio_file(board.runs[e["run_index"]], r.decoded)
             if path is None:
@@ -166,10 +169,10 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
             if top_db is None:
                 top_db = float(db.max())
             flags = []
-            if r.replay_sampled and r.replay_identical is not True:
+            if said.kind == "replay":
                 flags.append('<span class="bad">replay differs</span>')
-            if not r.checks_passed:
-                flags.append(f'<span class="bad">checks failed: {esc(r.error)}</span>')
+            elif said.kind == "checks":
+                flags.append(f'<span class="bad">checks failed: {esc(said.reason)}</span>')
             meta = _row_metric_line(r) + ("<br>" + " ".join(flags) if flags else "")
             heard = _asr_texts(r).get("hypothesis")
             said = _said_html([("recognised", heard)] if heard is not None else [])

@@ -20,6 +20,7 @@ from codecarena.results.formatting import (
 from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.ledger import ledger_markdown
 from codecarena.results.report.plots import PARETO_METRICS
+from codecarena.results.verdict import verdict
 
 
 def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
@@ -49,9 +50,9 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
              f"Full report (plots, audio, spectrograms, provenance): `{out_html.name}`.", ""]
     lines.append("Runs:")
     for run in board.runs:
-        lines.append(f"- {run.label}: `{run.path}` (set {run.set_name}, {len(run.rows)} rows, "
-                     f"{lb.machine_text(run.machine)}, codecarena {run.record.codecarena} "
-                     f"{run.record.git.get('revision') or ''})")
+        lines.append(f"- {run.label}: `{run.run.path}` (set {run.set_name}, {len(run.run.rows)} rows, "
+                     f"{lb.machine_text(run.machine)}, codecarena {run.run.record.codecarena} "
+                     f"{run.run.record.git.get('revision') or ''})")
     lines.append("")
     for group in board.groups:
         lines += [f"## {group.id}: {group.title}", ""]
@@ -79,9 +80,8 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
     if ctx.skipped_plots:
         lines.append("Plots skipped: " + "; ".join(f"{g} {lb.metric_label(m)} ({why})" for g, m, why in ctx.skipped_plots))
         lines.append("")
-    fails = sum(1 for run in board.runs for r in run.rows if r.status != "ok")
-    checks = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and not r.checks_passed)
-    replay = sum(1 for run in board.runs for r in run.rows if r.status == "ok" and r.replay_sampled and r.replay_identical is not True)
+    kinds = [verdict(r).kind for run in board.runs for r in run.run.rows]
+    fails, checks, replay = kinds.count("failed"), kinds.count("checks"), kinds.count("replay")
     mfail = sum(p["n"] for p in board.metric_problems if p["status"] == "failed")
     mna = sum(p["n"] for p in board.metric_problems if p["status"] == "not_applicable")
     msus = sum(p["n"] for p in board.metric_problems if p["status"] == "suspect")

@@ -44,7 +44,7 @@ def _facts_html(data: Any) -> str:
 def _limits_text(run: lb.RunInfo) -> str:
     """The limits the rows ran under (rows record them; a resumed run may mix several), or what an
     older run's plan said."""
-    seen = sorted({(x.memory_limit_bytes, x.guard_poll_s, x.stage_timeout_s) for x in (r.limits for r in run.rows) if x})
+    seen = sorted({(x.memory_limit_bytes, x.guard_poll_s, x.stage_timeout_s) for x in (r.limits for r in run.run.rows) if x})
     if not seen:
         legacy = run.plan.legacy_limits or {}
         seen = [(legacy.get("memory_limit_bytes"), legacy.get("guard_poll_s"), legacy.get("stage_timeout_s"))]
@@ -57,7 +57,7 @@ def _inputs_html(run: lb.RunInfo) -> str:
     the utterances it made), and the input files the run skipped, each with why (run.json)."""
     made: dict[tuple[str, ...] | None, list[str]] = {}
     seen: set[str] = set()
-    for row in run.rows:
+    for row in run.run.rows:
         if row.utterance not in seen:
             seen.add(row.utterance)
             chain = None if row.reference_conversions is None else tuple(row.reference_conversions)
@@ -69,7 +69,7 @@ def _inputs_html(run: lb.RunInfo) -> str:
         shown = ", ".join(utterances[:12]) + (f" and {len(utterances) - 12} more" if len(utterances) > 12 else "")
         body.append(f'<tr><td class="wrap">{esc(how)}</td><td>{len(utterances)}</td>'
                     f'<td class="wrap mono">{esc(shown)}</td></tr>')
-    skipped = run.record.skipped_inputs
+    skipped = run.run.record.skipped_inputs
     if skipped is None:
         skipped_html = '<p class="note">Skipped input files: not recorded (run.json before version 3).</p>'
     elif not skipped:
@@ -89,7 +89,7 @@ def _inputs_html(run: lb.RunInfo) -> str:
 def provenance_html(board: lb.Leaderboard) -> str:
     parts = []
     for run in board.runs:
-        r = run.record
+        r = run.run.record
         env = r.environment
         git = r.git
         plan = run.plan
@@ -97,7 +97,7 @@ def provenance_html(board: lb.Leaderboard) -> str:
         dirty = ' <span class="bad">(dirty working tree)</span>' if git.get("dirty") else ""
         mem = env.get("memory_bytes")
         pairs = [
-            ("path", code(run.path.resolve())),
+            ("path", code(run.run.path.resolve())),
             ("created", esc(r.created_at)),
             ("finished", esc(r.finished)),
             ("command", code(shlex.join(r.command))),
@@ -120,7 +120,7 @@ def provenance_html(board: lb.Leaderboard) -> str:
         runtimes = r.runtimes
         codec_rows = []
         first_rows: dict[str, Row] = {}
-        for row in run.rows:
+        for row in run.run.rows:
             first_rows.setdefault(row.codec, row)
         configs = {c.codec: c.config for c in plan.codecs}
         for codec, row in first_rows.items():

@@ -24,13 +24,14 @@ from codecarena.results.report.context import ReportContext
 from codecarena.results.report.markup import code, data_uri, esc, num_td, weights_pill
 from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
 from codecarena.results.schema import Row
+from codecarena.results.verdict import verdict
 
 
 def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
     """Metric output -> its description in the runs' metric declarations (the header tooltips)."""
     titles: dict[str, str] = {}
     for run in runs:
-        for decl in run.record.metrics:
+        for decl in run.run.record.metrics:
             for output in decl.get("outputs") or []:
                 titles.setdefault(output, decl.get("description", ""))
     return titles
@@ -203,17 +204,12 @@ def failures_html(ctx: ReportContext) -> tuple[str, int]:
     row_fail: list[tuple[lb.RunInfo, Row, str, str]] = []
     check_fail: list[tuple[lb.RunInfo, Row, str, str]] = []
     for run in board.runs:
-        for r in run.rows:
-            if r.status != "ok":
-                row_fail.append((run, r, ", ".join(s.name for s in r.stages if not s.ok) or "-", r.error or "failed"))
-            else:
-                if not r.checks_passed:
-                    why = r.error or ", ".join(w for w, bad in (("non-finite output", r.finite is False),
-                                                                ("silent output", r.silent is True)) if bad)
-                    check_fail.append((run, r, "checks", why or "checks failed"))
-                if r.replay_sampled and r.replay_identical is not True:
-                    check_fail.append((run, r, "replay", f"second decode differs: {r.decoded_sha256} vs "
-                                                         f"{r.replay_sha256}"))
+        for r in run.run.rows:
+            said = verdict(r)
+            if said.kind == "failed":
+                row_fail.append((run, r, ", ".join(s.name for s in r.stages if not s.ok) or "-", said.reason))
+            elif said.kind:  # a replay that differed, or failed checks: listed with the check
+                check_fail.append((run, r, said.kind, said.reason))
     multi = len(board.runs) > 1
     runcol = "<th class=\"l\">run</th>" if multi else ""
 
@@ -280,7 +276,7 @@ def comparison_html(ctx: ReportContext) -> str:
         return "".join(parts)
     for a, b in pairs:
         parts.append(f"<h3>{esc(a.label)} &rarr; {esc(b.label)}</h3>")
-        shared = {r.codec for r in a.rows} & {r.codec for r in b.rows}
+        shared = {r.codec for r in a.run.rows} & {r.codec for r in b.run.rows}
         if not shared:
             # Runs of different codecs on one set are complementary, not a failed comparison.
             note = (f"{a.label} and {b.label} share no codec configuration: nothing to pair (their codecs are "
@@ -289,7 +285,7 @@ def comparison_html(ctx: ReportContext) -> str:
             parts.append(f'<p class="note">{esc(note)}.</p>')
             continue
         try:
-            fragment = compare_text.render_html(compare.compare_runs(a.path, b.path))
+            fragment = compare_text.render_html(compare.compare_runs(a.run, b.run))
         except Exception as exc:  # noqa: BLE001 - a comparison that fails must not lose the report
             note = f"{a.label} -> {b.label}: comparison failed ({type(exc).__name__}: {exc})"
             ctx.comparison_notes.append(note)
@@ -300,7 +296,7 @@ def comparison_html(ctx: ReportContext) -> str:
 
 
 def grouping_html(board: lb.Leaderboard) -> str:
-    runs = "".join(f"<li><b>{esc(r.label)}</b>: {code(r.path)} &mdash; set {esc(r.set_name)}, {len(r.rows)} rows, "
+    runs = "".join(f"<li><b>{esc(r.label)}</b>: {code(r.run.path)} &mdash; set {esc(r.set_name)}, {len(r.run.rows)} rows, "
                    f"{esc(lb.machine_text(r.machine))}</li>" for r in board.runs)
     text = f"<ul>{runs}</ul>"
     if len(board.groups) > 1:
