@@ -55,9 +55,10 @@ def test_impaired_payloads_are_decoded_in_fresh_processes_and_the_audit_rederive
     from codecarena.results.audit import audit
 
     run = runs[0]
-    for row in rows_of(run):
-        if row["channel"] is None:
-            continue
+    rows = [row for row in rows_of(run) if row["channel"] is not None]
+    assert sorted(row["codec"] for row in rows) == sorted(f"{codec}@{channel}" for codec in CODECS
+                                                          for channel in CHANNELS)
+    for row in rows:
         impaired = read_payload(run / row["channel"]["payload"])  # the payload parser accepts it
         assert impaired.codec == row["codec"].partition("@")[0]
         assert row["replay_sampled"] and row["replay_identical"] is True  # decoded again in a fresh process

@@ -481,7 +481,9 @@ def test_the_telephony_entries_give_ok_rows_at_their_standard_rates(speech_dir: 
     assert rows[0]["model"]["binaries"] == record["runtimes"][rows[0]["family"]]["binaries"]
     # The ledger (#32): each configuration's declared nominal rate is its claim, checked against the codec's
     # own bits (the bitstream's, less the framing the rows report).
-    for entry in json.loads((out / "summary.json").read_text())["ledger"]["codecs"]:
+    ledger = json.loads((out / "summary.json").read_text())["ledger"]["codecs"]
+    assert sorted(entry["codec"] for entry in ledger) == sorted(configs)
+    for entry in ledger:
         (row,) = [r for r in rows if r["codec"] == entry["codec"]]
         facts = row["codec_facts"]
         assert entry["claim"]["bps"] == facts["nominal_bps"] and entry["claim"]["source"] == "declaration"
@@ -508,6 +510,8 @@ def test_a_users_command_line_codec_runs_and_its_failures_stay_in_their_rows(spe
                       "--codec", "mine:empty", "--metrics", "none", "--out", out, env=env)
     assert done.returncode == 1, done.stdout + done.stderr  # rows failed; the harness did not
     rows = {(r["codec"], r["utterance"]): r for r in rows_of(out)}
+    assert sorted(rows) == sorted((codec, clip) for codec in ("mine:ok", "mine:fail", "mine:empty")
+                                  for clip in ("clip0", "clip1"))
     for (codec, _), row in rows.items():
         if codec == "mine:ok":
             assert row["status"] == "ok" and row["replay_identical"] and row["decoded_samples"] == row["num_samples"]

@@ -22,7 +22,7 @@ from codecarena.metrics.content import (
     normalize_text,
     word_error_rate,
 )
-from codecarena.metrics.declarations import ASR_OUTPUTS
+from codecarena.metrics.declarations import ASR_OUTPUTS, BY_NAME
 from conftest import need_mirror
 
 # --------------------------------------------------------------------------- #
@@ -119,8 +119,17 @@ OTHER_CASES = [
 ]
 
 
-def test_asr_outputs() -> None:
-    assert ASR_OUTPUTS == ("wer", "cer", "ref_wer", "ref_cer", "dwer", "dcer", "critical_survived")
+def test_asr_records_give_exactly_the_declared_outputs() -> None:
+    """The declaration (which run.json, the Scorer and the leaderboard read) names what asr_records
+    writes: with a transcript every output, without one all but the transcript outputs (the Scorer
+    marks those not_applicable). The Scorer drops an output it does not declare without a word."""
+    spec = BY_NAME["asr"]
+    assert spec.outputs == ASR_OUTPUTS
+    said = asr_records("in 1813", "in 1813", "en", "IN 1813", (("number", "1813"),), {}).records
+    assert set(said) == set(ASR_OUTPUTS)
+    unsaid = asr_records("in 1813", "in 1813", "en", None, (("number", "1813"),), {}).records
+    assert set(unsaid) == set(ASR_OUTPUTS) - set(spec.transcript_outputs)
+    assert set(spec.transcript_outputs) == {"wer", "cer", "ref_wer", "ref_cer"}
 
 
 @pytest.mark.parametrize(("text", "expected"), EN_CASES)

@@ -268,6 +268,7 @@ def test_download_converts_and_verifies_then_uses_cache(origin: _Server, tmp_pat
 def test_default_cache_is_used_when_no_dir_given(origin: _Server, tmp_path: Path) -> None:
     s = load_smoke()
     assert s.source == "download"
+    assert len(s.utterances) == 10
     assert all(u.path.parent == default_cache_dir().resolve() for u in s.utterances)
     assert load_smoke().source.startswith("cache ")
 

@@ -8,6 +8,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -317,9 +318,32 @@ def test_a_torch_adapter_puts_its_tensors_on_its_device() -> None:
     adapter.use_device("meta")
     assert adapter.to_device(torch.zeros(3)).device.type == "meta"
     assert adapter.to_device(torch.nn.Linear(2, 2).weight).device.type == "meta"
-    # Codes come back to the CPU whatever device made them.
-    encoded = rvq_encoded(torch.ones(1, 2, 3, dtype=torch.int64), 4)
-    assert encoded.facts == {"frames": 3, "quantizers": 2}
+    # Codes come back to the CPU whatever device made them, their values and shape kept.
+    codes = torch.arange(6, dtype=torch.int64).reshape(1, 2, 3)
+    for made_on in (codes, CodesOnAGpu(codes)):
+        encoded = rvq_encoded(made_on, 4)  # type: ignore[arg-type]
+        (stream,) = encoded.streams
+        assert (stream.name, stream.bit_width, stream.shape) == ("codes", 4, (2, 3))
+        assert stream.values.tolist() == [0, 1, 2, 3, 4, 5]
+        assert encoded.facts == {"frames": 3, "quantizers": 2}
+
+
+class CodesOnAGpu:
+    """FAKE: stands for an int64 code tensor on cuda:0 (no GPU here). As a real one, it indexes on its
+    device and refuses `.numpy()` with torch's message; `.cpu()` gives the codes as a CPU tensor."""
+
+    def __init__(self, codes: Any) -> None:
+        self.codes = codes
+
+    def __getitem__(self, index: int) -> CodesOnAGpu:
+        return CodesOnAGpu(self.codes[index])
+
+    def cpu(self) -> Any:
+        return self.codes
+
+    def numpy(self) -> Any:
+        raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                        "to host memory first.")
 
 
 class FakeCuda:

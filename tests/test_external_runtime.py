@@ -87,6 +87,7 @@ def test_rows_from_an_external_runtime_say_so_everywhere(isolated_opus: dict[str
     assert re.search(r"opus:12k\s+│\s+none † external runtime", result.stdout), result.stdout
     assert not re.search(r"pcm:16\s+│\s+none †", result.stdout)
     rows = rows_of(out)
+    assert sorted(row["codec"] for row in rows) == ["opus:12k", "opus:12k", "pcm:16", "pcm:16"]
     for row in rows:
         if row["codec"] == "opus:12k":
             assert row["status"] == "ok"

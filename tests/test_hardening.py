@@ -163,7 +163,9 @@ def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(t
 
 def test_rows_store_run_relative_paths_and_the_reference_lives_in_the_run(tmp_path: Path, speech_dir: Path) -> None:
     out = _small_run(tmp_path, speech_dir)
-    for row in rows_of(out):
+    rows = rows_of(out)
+    assert len(rows) == 2  # pcm:16 on the two clips
+    for row in rows:
         for key in ("reference", "payload", "decoded"):
             assert not Path(row[key]).is_absolute() and ".." not in Path(row[key]).parts
         assert row["reference"] == f"references/{row['utterance']}.wav"

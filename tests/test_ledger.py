@@ -64,6 +64,7 @@ def test_one_repeated_token_has_entropy_zero_and_costs_next_to_nothing() -> None
     for _ in range(4):  # four utterances of 2 codebooks x 500 frames, every token 7
         streams.add(payload(tokens(np.full((2, 500), 7), 10)), "utt")
     result = streams.result(seconds=4.0)
+    assert len(result["codebooks"]) == 2
     for book in result["codebooks"]:
         assert book["entropy_bits"] == 0.0 and book["perplexity"] == 1.0
         assert book["used"] == 1 and book["utilisation"] == 1 / 1024

@@ -73,7 +73,9 @@ def test_pcm_control_has_the_distill_mos_of_its_reference(pcm_smoke: Path) -> No
     hands back the reference, so its Distill-MOS is the reference's own, scored here directly."""
     scorer = Scorer(("distill_mos",))
     tolerance = BY_NAME["distill_mos"].rescore_tolerance
-    for row in rows_of(pcm_smoke):
+    rows = rows_of(pcm_smoke)
+    assert len(rows) == 10
+    for row in rows:
         reference = pcm_smoke / row["reference"]
         own = scorer.score_files(UtteranceInfo(row["utterance"], row["language"], None, ()), reference, reference)
         assert row["metrics"]["distill_mos"]["value"] == pytest.approx(own["distill_mos"]["value"], abs=tolerance)
@@ -117,8 +119,9 @@ def test_summary_averages_successes_and_counts_failures(pcm_smoke: Path) -> None
     run = json.loads((pcm_smoke / "run.json").read_text())
     declared = {m["name"]: m for m in run["metrics"]}
     assert set(declared) == {m.name for m in METRICS}
-    for entry in declared.values():
+    for name, entry in declared.items():
         assert entry["failure_policy"] and entry["unusable_because"] is None
+        assert [model["file"] for model in entry["model_files"]] == [pin.name for pin in BY_NAME[name].models]
         for model in entry["model_files"]:
             assert model["sha256"] == model["pinned_sha256"]
     assert declared["asr"]["asr_models"]["en"]["temperature"] == 0.0
@@ -240,7 +243,7 @@ def test_two_runs_give_identical_scores(speech_dir: Path, tmp_path: Path) -> Non
         assert result.returncode == 0, result.stdout + result.stderr
         # rows.jsonl is in completion order (rows run in parallel); compare by utterance.
         scores.append([r["metrics"] for r in sorted(rows_of(out), key=lambda r: r["utterance"])])
-    assert scores[0] == scores[1]
+    assert len(scores[0]) == 2 and scores[0] == scores[1]
     assert all(m["pesq_wb"]["status"] == "ok" and m["dwer"]["status"] == "ok" for m in scores[0])
 
 
@@ -258,6 +261,7 @@ def test_score_command_scores_an_existing_pair_of_folders(tmp_path: Path) -> Non
     data = json.loads(out.read_text())
     assert [m["name"] for m in data["metrics"]] == ["pesq_wb", "stoi", "si_sdr"]
     assert data["version"] == 2 and data["metric_devices"] == {"pesq_wb": "cpu", "stoi": "cpu", "si_sdr": "cpu"}
+    assert sorted(Path(item["reference"]).name for item in data["scores"]) == sorted(SHORT_CLIPS)
     for item in data["scores"]:
         assert item["metrics"]["pesq_wb"]["value"] >= 4.4 and item["metrics"]["si_sdr"]["value"] > 60
     # A subfolder (a mirror's original/) is named once and not read: its file is no reference.
@@ -349,7 +353,8 @@ def test_a_pesq_alignment_failure_is_suspect_and_counted_apart_by_the_score_comm
     assert result.returncode == 0, result.stdout + result.stderr
     scores = {s["utterance"]: s["metrics"]["pesq_wb"] for s in json.loads(out.read_text())["scores"]}
     assert scores["long"]["status"] == "suspect" and scores["long"]["value"] < 2.0
-    assert all(s["value"] > 4.5 for s in scores["long"]["details"]["segments"])
+    segments = scores["long"]["details"]["segments"]
+    assert len(segments) == 2 and all(s["value"] > 4.5 for s in segments)
     assert scores["short"]["status"] == "ok"
     both = (scores["long"]["value"] + scores["short"]["value"]) / 2
     assert f"{scores['short']['value']:.3f}" in result.stdout and f"(1 suspect: {both:.3f} with them)" in result.stdout

@@ -62,6 +62,7 @@ def test_every_row_replays_identically_with_exact_length_and_guard(input_run: Pa
 
 def test_codec2_3200_aggregates_to_3200_bps_up_to_partial_frames(input_run: Path) -> None:
     rows = [r for r in rows_of(input_run) if r["codec"] == "codec2:3200"]
+    assert len(rows) == 3
     bits = seconds = 0.0
     for row in rows:
         # Independent of the adapter: 16 -> 8 kHz halves the samples; 160-sample frames of 64 bits.
@@ -77,9 +78,9 @@ def test_codec2_3200_aggregates_to_3200_bps_up_to_partial_frames(input_run: Path
 
 
 def test_pcm_control_is_bit_exact_at_256_kbps(input_run: Path) -> None:
-    for row in rows_of(input_run):
-        if row["codec"] != "pcm:16":
-            continue
+    rows = [r for r in rows_of(input_run) if r["codec"] == "pcm:16"]
+    assert len(rows) == 3
+    for row in rows:
         reference, _ = sf.read(input_run / row["reference"], dtype="int16")
         decoded, _ = sf.read(input_run / row["decoded"], dtype="int16")
         assert np.array_equal(reference, decoded)

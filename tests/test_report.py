@@ -192,7 +192,7 @@ def _same(got: float | None, want: float | None) -> bool:
 def assert_matches_summary(board: lb.Leaderboard, run_index: int, summary: dict[str, Any]) -> None:
     """Every number of summary.json equals the DuckDB leaderboard's for the same codec."""
     entries = {e["codec"]: e for e in board.entries if e["run_index"] == run_index and e["language"] is None}
-    assert set(entries) == {c["codec"] for c in summary["codecs"]}
+    assert summary["codecs"] and set(entries) == {c["codec"] for c in summary["codecs"]}
     for c in summary["codecs"]:
         e = entries[c["codec"]]
         for key in ("rows", "rows_ok", "rows_failed", "replay_identical", "checks_passed", "family", "weights",
@@ -886,6 +886,7 @@ def test_the_cost_plot_marks_synthetic_weights(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(plots, "_png", lambda fig: figures.append(fig) or b"")
     plots.cost_plot(entries, plots.family_styles([e["family"] for e in entries]), with_run=False)
     (fig,) = figures
+    assert len(fig.axes) == 3
     for ax in fig.axes:  # cold RTF, warm RTF, peak RSS
         labels = [t.get_text() for t in ax.texts]
         assert "lyra:3200 (synthetic)" in labels and "opus:6k" in labels
@@ -1011,7 +1012,9 @@ def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
             plots = page.locator("img.plot")
             assert plots.count() == 6  # PESQ-WB, STOI, dWER, DNSMOS OVRL, speaker sim, cost
             assert all(w > 100 for w in plots.evaluate_all("is => is.map(i => i.naturalWidth)"))
-            assert all(w > 10 for w in page.locator("img.spec").evaluate_all("is => is.map(i => i.naturalWidth)"))
+            spectrograms = page.locator("img.spec").evaluate_all("is => is.map(i => i.naturalWidth)")
+            assert len(spectrograms) == n_decoded + n_refs  # one on every card, as its player
+            assert all(w > 10 for w in spectrograms)
             audio = page.locator("audio")
             assert audio.count() == n_decoded + n_refs
             assert page.locator("audio.ref").count() == n_refs
@@ -1102,7 +1105,9 @@ def test_report_in_headless_chromium_by_language_with_a_failed_configuration(bil
             box.evaluate("d => { d.scrollLeft = d.scrollWidth; }")
             assert box.evaluate("d => d.scrollLeft") > 100
             left = box.bounding_box()["x"]
-            for cell in pooled.locator("td.codec").all():
+            codec_cells = pooled.locator("td.codec").all()
+            assert len(codec_cells) == 3  # opus:6k, pcm:16 and the failed opus:12k
+            for cell in codec_cells:
                 cell_box = cell.bounding_box()
                 assert cell_box["x"] == pytest.approx(left, abs=1.5) and cell_box["width"] > 20
             failed = pooled.locator("tr.lb-row[data-codec='opus:12k']")

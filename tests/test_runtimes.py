@@ -52,6 +52,7 @@ def test_two_families_with_conflicting_numpy_pins_in_one_run(isolated_opus: dict
     rows = rows_of(out)
     opus = [r for r in rows if r["codec"] == "opus:12k"]
     pcm = [r for r in rows if r["codec"] == "pcm:16"]
+    assert len(opus) == len(pcm) == 2
     env_python = str(Path(isolated_opus["XDG_DATA_HOME"]) / "codecarena" / "envs" / "opus" / "bin" / "python")
     for row in opus:
         assert row["status"] == "ok" and row["replay_identical"]

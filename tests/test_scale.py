@@ -182,7 +182,7 @@ def _by_key(run_dir: Path) -> dict[tuple[str, str], dict]:  # type: ignore[type-
 
 def _identical(a: Path, b: Path) -> None:
     rows_a, rows_b = _by_key(a), _by_key(b)
-    assert rows_a.keys() == rows_b.keys()
+    assert rows_a and rows_a.keys() == rows_b.keys()
     for key, row in rows_a.items():
         assert row["status"] == rows_b[key]["status"] == "ok", (key, row["error"], rows_b[key]["error"])
         assert row["payload_sha256"] == rows_b[key]["payload_sha256"], key

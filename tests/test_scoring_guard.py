@@ -165,6 +165,7 @@ def test_unreadable_audio_fails_every_metric_with_the_reason(clips: list[Path], 
         again = scorer.score_files(info("u"), clips[0], clips[0])
     finally:
         scorer.close()
+    assert list(scores) == ["pesq_wb", "stoi"]  # a record for every metric: none dropped
     for record in scores.values():
         assert record["status"] == "failed" and record["error"].startswith("cannot read the audio to score: ")
         assert "missing.wav" in record["error"]
@@ -174,6 +175,7 @@ def test_unreadable_audio_fails_every_metric_with_the_reason(clips: list[Path], 
 def test_a_scoring_process_that_cannot_start_fails_the_metrics_not_the_row(clips: list[Path], tmp_path: Path) -> None:
     scorer = GuardedScorer(("pesq_wb", "stoi"), {}, StageLimits(4 << 30), None, python=str(tmp_path / "no-python"))
     scores = scorer.score_files(info("u"), clips[0], clips[0])
+    assert list(scores) == ["pesq_wb", "stoi"]  # a record for every metric: none dropped
     for record in scores.values():
         assert record["status"] == "failed"
         assert record["error"].startswith("scoring process could not start: [Errno 2] No such file or directory")
@@ -221,6 +223,7 @@ def test_a_crashing_metric_leaves_the_harness_and_every_row_alive(speech_dir: Pa
         assert row["metrics"]["pesq_wb"]["error"] == "scoring process killed by SIGSEGV while computing pesq_wb"
         assert row["metrics"]["stoi"]["status"] == "ok"
     summary = json.loads((out / "summary.json").read_text())
+    assert sorted(codec["codec"] for codec in summary["codecs"]) == ["opus:12k", "pcm:16"]
     for codec in summary["codecs"]:
         assert codec["metrics"]["pesq_wb"]["n_failed"] == 2 and codec["metrics"]["stoi"]["n_ok"] == 2
     assert codecarena("audit", out).returncode == 0

@@ -142,6 +142,17 @@ def test_every_user_error_the_cli_names_exists() -> None:
         assert isinstance(error, type) and issubclass(error, Exception), (module, name)
 
 
+def test_the_help_description_names_every_command_in_the_order_help_lists_them() -> None:
+    """`codecarena --help` opens with the cli module's docstring: it names every command there is."""
+    from codecarena import cli
+    from codecarena.commands import COMMANDS
+
+    assert cli.__doc__ is not None
+    prefix, _, names = cli.__doc__.partition(": ")
+    assert prefix == "The `codecarena` command"
+    assert [name.strip() for name in names.rstrip(".\n").split(",")] == list(COMMANDS)
+
+
 def test_an_error_of_a_module_imported_only_by_the_command_is_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """DatasetError (not a ValueError) comes from a module the parser no longer imports: still one line."""
