@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import MIRROR, REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
@@ -142,6 +143,12 @@ MISBEHAVING = {
     # a sample rate that is not one
     "norate": ("def decode(self, payload):\n    d = Top8.decode(self, payload)\n    return Decoded(d.audio, 0)\n",
                "NoRate"),
+    # the 16-bit samples themselves, not floats in [-1, 1]: 99.6% of them clipped
+    "pcm16": ("def decode(self, payload):\n    d = Top8.decode(self, payload)\n"
+              "    return Decoded((d.audio * 32768).astype(np.int16), d.sample_rate)\n", "Pcm16"),
+    # complex samples, whose imaginary part a conversion would drop
+    "complex": ("def decode(self, payload):\n    d = Top8.decode(self, payload)\n"
+                "    return Decoded(d.audio + 0.5j, d.sample_rate)\n", "Complex"),
     # a write outside the folders of its job
     "writer": ("def encode(self, audio):\n    open(OUTSIDE, 'w').write('x')\n    return Top8.encode(self, audio)\n",
                "Writer"),
@@ -172,11 +179,35 @@ def test_codecs_that_misbehave_fail_their_own_rows_with_the_reason(tmp_path: Pat
     assert "RuntimeError: the model file is corrupt" in errors["broken"]
     assert "decoded length was off by 1000 samples" in errors["short"]
     assert "the decoder returned a sample rate of 0, not a rate" in errors["norate"]
+    float_audio = "not audio: return a numpy array of float samples in [-1, 1]"
+    assert errors["pcm16"] == f"decode: ValueError: the decoder returned int16 samples, {float_audio}", errors["pcm16"]
+    assert errors["complex"] == f"decode: ValueError: the decoder returned complex128 samples, {float_audio}"
     assert "PermissionError" in errors["writer"] and str(outside) in errors["writer"]
     assert not outside.exists()
     assert "timeout" in errors["hang"] or "timed out" in errors["hang"], errors["hang"]
     assert "memory guard killed the encode worker" in errors["hog"], errors["hog"]
     assert codecarena("audit", out, env=home).returncode == 0  # failed rows, each with its reason, audit clean
+
+
+@pytest.mark.parametrize("audio, got", [
+    (np.zeros(4, dtype=np.int16), "int16 samples"), (np.zeros(4, dtype=np.uint8), "uint8 samples"),
+    (np.zeros(4, dtype=bool), "bool samples"), (np.zeros(4, dtype=np.complex64), "complex64 samples"),
+    (np.array([0.0, None]), "object samples"), ([0.0, 0.5], "a list"), (None, "a NoneType"),
+])
+def test_decoded_audio_that_is_not_float_samples_is_refused(audio: object, got: str) -> None:
+    from codecarena.worker import _float_audio
+
+    with pytest.raises(ValueError) as refused:
+        _float_audio(audio)
+    assert str(refused.value) == f"the decoder returned {got}, not audio: return a numpy array of float samples in [-1, 1]"
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_decoded_float_samples_of_any_width_are_audio(dtype: type) -> None:
+    from codecarena.worker import _float_audio
+
+    audio = _float_audio(np.array([0.25, -0.5], dtype=dtype))
+    assert audio.dtype == np.float64 and audio.tolist() == [0.25, -0.5]
 
 
 def test_a_codec_that_does_not_load_is_refused_at_add_in_one_line(tmp_path: Path, home: dict[str, str]) -> None:
