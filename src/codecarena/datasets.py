@@ -32,10 +32,10 @@ from codecarena.audio_input import (
     cancelled_downmix,
     check_audio_file,
     mislabelled,
-    printable,
 )
 from codecarena.files import DownloadError, DownloadFailed, cache_home, download_verified, parse_json, sha256_file
 from codecarena.rundir import unsafe_id_reason
+from codecarena.text import printable
 
 __all__ = [
     "CHANNEL_CHOICES",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codecarena.commands.common import CliError
+from codecarena.text import printable
 
 if TYPE_CHECKING:
     from codecarena.registry.catalog import Family
@@ -217,7 +218,7 @@ def _check_adapter(interpreter: str, name: str) -> None:
             raise CliError(f"user codec {name}: importing it took over 600 s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise CliError(f"user codec {name} does not load: {last}")
+        raise CliError(f"user codec {name} does not load: {printable(last)}")
 
 
 def _list() -> int:

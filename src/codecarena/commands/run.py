@@ -13,6 +13,7 @@ from codecarena.arena import ARENA_RATE
 from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS
 from codecarena.commands.common import CliError, add_device_arg, add_metric_args, add_runtime_python_arg, device_option
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
+from codecarena.text import printable
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -214,8 +215,9 @@ def row_problem(row: Row) -> str:
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """An error as one log line: whitespace runs collapsed, cut at `limit` characters."""
-    flat = " ".join(text.split()) or "no error text"
+    """An error as one printable log line: whitespace runs collapsed, control characters written
+    out (a row of an older run may hold a codec's escape sequences), cut at `limit` characters."""
+    flat = printable(" ".join(text.split())) or "no error text"
     return flat if len(flat) <= limit else flat[:limit - 3] + "..."
 
 
