@@ -92,7 +92,7 @@ def _add(args: argparse.Namespace) -> int:
     declaration_file = _declaration_file(args)
     try:
         declaration = declaration_file.read_text(encoding="utf-8")
-        family = parse_declaration(declaration, str(declaration_file), "")
+        family = parse_declaration(declaration, str(declaration_file), "", pinned_at_add=True)
     except OSError as exc:
         raise CliError(f"{declaration_file}: cannot be read ({exc.strerror})") from None
     except RegistryError as exc:
