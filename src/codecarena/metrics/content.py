@@ -123,7 +123,7 @@ from codecarena.metrics.asr_models import written_with_spaces
 from codecarena.metrics.asr_checks import (CHECKS, DECODED_OUTPUTS, Segment, Text, distrust, empty_text,
                                            no_speech, reference_error, text_problems)
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S as MAX_AUDIO_S
-from codecarena.metrics.records import Record, Records, Scored, failure_reason, result
+from codecarena.metrics.records import Record, Records, Scored, Undefined, failure_reason, result
 
 ASR_SAMPLE_RATE = 16000
 NORMALIZERS = {"en": "en-1", "zh": mandarin.NORMALIZER}
@@ -247,14 +247,10 @@ def _characters(normalized: str, language: str) -> str:
     return mandarin.characters(normalized) if _primary_language(language) == "zh" else normalized
 
 
-class EmptyReference(ValueError):
-    """A reference text with no tokens after normalization: an error rate has nothing to count against."""
-
-
 def _normalized_pair(reference: str, hypothesis: str, language: str) -> tuple[str, str]:
     ref = normalize_text(reference, language)
     if not ref:
-        raise EmptyReference("empty reference transcript")
+        raise Undefined("empty reference transcript")
     return ref, normalize_text(hypothesis, language)
 
 
@@ -408,14 +404,13 @@ def _checked(text: str, language: str) -> Text:
     return Text(text, _check_tokens(text, language), "" if not written_with_spaces(language) else " ")
 
 
-def _rate(count: Callable[[], Errors], empty: str, **details: Any) -> Record:
-    """An error rate's record: the rate, and its counts in the details (summaries add them up). A
-    reference with no tokens (a near-silent clip whose ASR is empty) leaves the rate undefined: not
-    applicable, with `empty` as the reason, not a failure."""
+def _rate(count: Callable[[], Errors], against: str, **details: Any) -> Record:
+    """An error rate's record with its counts in the details; not applicable if `against` has no tokens."""
     try:
         counted = count()
-    except EmptyReference:
-        return result(status="not_applicable", error=empty, **details)
+    except Undefined:
+        return result(status="not_applicable", error=f"{against} is empty after normalization: no tokens to count "
+                      "errors against", **details)
     except Exception as exc:
         return result(error=failure_reason(exc), **details)
     return result(counted.rate, **details, errors=counted.errors, reference_tokens=counted.reference_tokens)
@@ -441,27 +436,25 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
              "whisper": [asdict(segment) for segment in segments]}
     no_words = (f"language {_primary_language(language)!r} is written without spaces between words: no word "
                 "error rate (its error rates are cer, ref_cer and dcer)")
-    empty_transcript = "the transcript is empty after normalization: no tokens to count errors against"
-    empty_reference = ("the reference audio's ASR is empty (the recogniser heard no words in it): no tokens to "
-                       "count the decoded audio's errors against")
 
-    def word_rate(reference: str, heard: str, empty: str, **details: Any) -> Record:
+    def word_rate(reference: str, heard: str, against: str, **details: Any) -> Record:
         if not written_with_spaces(language):
             return result(status="not_applicable", error=no_words, **details)
-        return _rate(lambda: word_errors(reference, heard, language), empty, **details)
+        return _rate(lambda: word_errors(reference, heard, language), against, **details)
 
     out: Records = {}
     if transcript is not None:
         # The transcript scored against goes into the row, so that `audit --rescore` can recompute
         # WER and CER from the run directory alone.
         said = {**texts, "transcript": transcript}
-        out["wer"] = word_rate(transcript, hypothesis, empty_transcript, **said)
-        out["cer"] = _rate(lambda: char_errors(transcript, hypothesis, language), empty_transcript, **said)
-        out["ref_wer"] = word_rate(transcript, reference_hypothesis, empty_transcript, **said)
-        out["ref_cer"] = _rate(lambda: char_errors(transcript, reference_hypothesis, language), empty_transcript,
+        out["wer"] = word_rate(transcript, hypothesis, "the transcript", **said)
+        out["cer"] = _rate(lambda: char_errors(transcript, hypothesis, language), "the transcript", **said)
+        out["ref_wer"] = word_rate(transcript, reference_hypothesis, "the transcript", **said)
+        out["ref_cer"] = _rate(lambda: char_errors(transcript, reference_hypothesis, language), "the transcript",
                                **said)
-    out["dwer"] = word_rate(reference_hypothesis, hypothesis, empty_reference, **texts)
-    out["dcer"] = _rate(lambda: char_errors(reference_hypothesis, hypothesis, language), empty_reference, **texts)
+    out["dwer"] = word_rate(reference_hypothesis, hypothesis, "the reference audio's ASR", **texts)
+    out["dcer"] = _rate(lambda: char_errors(reference_hypothesis, hypothesis, language), "the reference audio's ASR",
+                        **texts)
     if critical:
         try:
             entities = [entity_outcome(kind, text, hypothesis, reference_hypothesis, transcript, language)
