@@ -39,10 +39,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="multichannel --input files: mix (the mean of the channels, default), left, right, or "
                           "each (one utterance per channel, ids <id>__ch<k>); recorded per utterance")
     run.add_argument("--language", default="",
-                     help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
+                     help="language of --input files that declare none (e.g. en: enables English ASR metrics); a "
+                          "language Whisper transcribes, optionally with a script and region (zh-Hans, pt-BR)")
     run.add_argument("--language-from-folders", action="store_true",
                      help="a plain --input folder: each file's language is the name of its first folder "
-                          "(en/a.wav, zh/b.wav); a first folder not named like a language code is an error")
+                          "(en/a.wav, zh/b.wav); a first folder that names no language Whisper transcribes is an "
+                          "error")
     run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
     run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
     run.add_argument("--models-dir", type=Path,
