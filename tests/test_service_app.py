@@ -190,6 +190,20 @@ def test_neither_a_body_nor_its_answer_is_held_whole_in_memory(service: CodecSer
     assert peak < HELD_BOUND, f"{path}: the app held {peak / 2**20:.1f} MiB for an {len(body) / 2**20:.1f} MiB body"
 
 
+def test_a_payload_refused_while_mapped_is_a_400_naming_the_problem(service: CodecService) -> None:
+    """The parser's refusal from inside the mapping, not a BufferError (a view kept alive by the
+    error's traceback) that made it a 500: a code section whose padding bits are not zero."""
+    from codecarena.payload import CodeStream, decode_payload, encode_payload
+
+    payload = decode_payload(post_whole(service, "/v1/encode", wav()))
+    codes = CodeStream("pcm", 3, (3,), np.array([1, 2, 3], dtype=np.uint64))
+    data = bytearray(encode_payload(dataclasses.replace(payload, streams=(codes,))))
+    data[-33] |= 1  # the last bit of the section: padding
+    data[-32:] = hashlib.sha256(bytes(data[:-32])).digest()
+    assert post(service, "/v1/decode", bytes(data)) == (
+        400, "corrupt payload: stream 'pcm': packed codes: padding bits after the last code are not zero")
+
+
 # --- low: a full work disk is a 507 in one line ------------------------------------------------
 
 

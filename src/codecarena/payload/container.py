@@ -283,8 +283,11 @@ def decode_payload(data: bytes | bytearray | memoryview | mmap.mmap) -> Payload:
     streams: list[Stream] = []
     for spec, (section, content_bytes) in zip(specs, sections):
         if spec["kind"] == "codes":
+            # Released however the check ends: a mapped file cannot be closed while a view of it lives
+            # on, as it would in the traceback of the error.
             try:
-                _check_code_section(section.view(), spec["bit_width"], section.count)
+                with section.view() as view:
+                    _check_code_section(view, spec["bit_width"], section.count)
             except PayloadError as e:
                 raise PayloadError(f"stream {_q(spec['name'])}: {e}") from None
             streams.append(CodeStream._parsed(spec["name"], spec["bit_width"], spec["shape"], section))
