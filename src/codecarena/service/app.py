@@ -257,8 +257,8 @@ class CodecService:
 
     def _work(self, stage: str, src: Path, dst: Path, needed: int) -> BinaryIO:
         """Run one stage on the request's file and open what it wrote (the response streams it from
-        the file, which outlives its request folder while open); the worker's refusal of the content is the client's 422,
-        any other failure the server's 500, both without server paths. The worker writes in its own
+        the file, which outlives its request folder while open). The worker's refusal of the content
+        is the client's 422, any other failure the server's 500, both without server paths. The worker writes in its own
         process (it reports ENOSPC as a failed stage, or dies writing its report): its failure while
         the work disk has less free than the `needed` bytes still to write is the server's 507."""
         try:
@@ -343,7 +343,7 @@ class CodecService:
 
     def decode(self, body: Path) -> BinaryIO:
         """The wav of the payload in `body`, a request's body in its request folder. The body is
-        parsed through a read-only mapping of its file, never read into this process's memory: its
+        parsed through a read-only mapping of its file, never copied into this process's heap: its
         pages are the file's and go with the mapping (read whole, 12 concurrent 30 MiB bodies left
         about 360 MiB resident). What the header claims is checked before the rest is touched."""
         if not body.stat().st_size:
