@@ -26,6 +26,7 @@ from codecarena.specs import SpecError, parse_configuration
     ("loss=5%", "loss=5%"), ("loss=05.50%", "loss=5.5%"), ("loss=0%", "loss=0%"),
     ("burst=10%,len=3", "burst=10%,len=3"), ("ber=0.001", "ber=1e-3"), ("ber=1.5E-4", "ber=1.5e-4"),
     ("loss=5%,seed=0,policy=repeat", "loss=5%"), ("loss=5%,policy=silence,seed=7", "loss=5%,seed=7,policy=silence"),
+    ("loss=-0%", "loss=0%"), ("ber=-0", "ber=0"),
 ])
 def test_a_channel_spec_has_one_canonical_text(text: str, canonical: str) -> None:
     assert parse_channel(text).canonical == canonical
@@ -36,6 +37,10 @@ def test_a_channel_spec_has_one_canonical_text(text: str, canonical: str) -> Non
     ("burst=10%", "needs len=B"), ("burst=60%,len=1", "at most len/(len+1)"), ("loss=5%,len=2", "unknown key 'len'"),
     ("jitter=5ms", "expected one of loss, burst, ber"), ("loss=5%,seed=x", "not a non-negative integer"),
     ("loss=5%,policy=guess", "not one of repeat, silence"), ("loss=1e1%", "not a number"),
+    # #36 (18): a negative value is out of range, not "not a number"
+    ("loss=-5%", "loss=-5% is below 0%"), ("burst=-5%,len=3", "burst=-5% is below 0%"),
+    ("burst=5%,len=-2", "len=-2 is below 1 packet"), ("ber=-1e-3", "ber=-1e-3 is below 0"),
+    ("loss=5%,seed=-1", "seed=-1 is below 0"), ("loss=--5%", "loss='--5' is not a number"),
 ])
 def test_a_bad_channel_spec_is_one_line_naming_it(text: str, message: str) -> None:
     with pytest.raises(ChannelError) as err:
@@ -50,6 +55,45 @@ def test_a_configuration_is_a_codec_spec_and_a_channel() -> None:
     assert spec.slug == "opus_12k__fec_10@loss_5pct" and spec.bare.slug == "opus_12k__fec_10"
     with pytest.raises(SpecError, match="opus@loss=5: channel 'loss=5': .* needs a percent sign"):
         parse_configuration("opus@loss=5")
+
+
+def test_a_configuration_whose_folder_name_would_not_fit_a_file_name_is_refused_when_parsed() -> None:
+    """#36 (14): the slug names the configuration's folders; one longer than a file name holds
+    (255 bytes) parsed, then failed its rows with 'File name too long'."""
+    fits = parse_configuration("opus:12k@loss=0." + "0" * 235 + "1%")
+    assert len(fits.slug) == 255
+    for text in ("opus:12k@loss=0." + "0" * 236 + "1%", "opus:12k@burst=5%,len=1" + "0" * 300):
+        with pytest.raises(SpecError) as err:
+            parse_configuration(text)
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(text[:77] + "...: its folder name would be ")
+        assert "more than the 255 a file name can hold; write the channel's numbers with fewer digits" in message
+
+
+def test_a_channel_given_with_run_channel_is_held_to_the_same_bound(tmp_path: Path) -> None:
+    from conftest import codecarena
+
+    result = codecarena("run", "--codec", "opus:12k", "--channel", "loss=0." + "0" * 300 + "1%", "--out", tmp_path / "run")
+    assert result.returncode == 2 and not (tmp_path / "run").exists(), result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("codecarena: error: opus:12k@loss=0.000") and "its folder name would be 320 characters" in line
+
+
+@pytest.mark.slow
+def test_a_configuration_whose_folder_name_is_as_long_as_a_file_name_can_be_runs(tmp_path: Path) -> None:
+    """The bound is the file system's, not a guess below it: a slug of 255 characters runs and audits."""
+    import shutil
+
+    from conftest import SHORT_CLIPS, codecarena, need_mirror, rows_of
+
+    (tmp_path / "in").mkdir()
+    shutil.copy(need_mirror() / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    out = tmp_path / "run"
+    done = codecarena("run", "--input", tmp_path / "in", "--codec", "opus:12k@loss=0." + "0" * 235 + "1%",
+                      "--metrics", "none", "--out", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [r["status"] for r in rows_of(out)] == ["ok"]
+    assert codecarena("audit", out).returncode == 0
 
 
 def test_draws_are_sha256_in_counter_mode_as_documented() -> None:

@@ -11,6 +11,7 @@ bitrate / 800 bytes a frame behind a 16-bit length and an 18-byte file header, S
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import shutil
@@ -342,7 +343,9 @@ else:
 """
 
 
-def user_declaration(tool: Path, sha256: str) -> str:
+def user_declaration(tool: Path, sha256: str = "") -> str:
+    """The declaration of `mine`, running `tool`; without `sha256`, as docs/plugins.md writes it
+    (`codec add` pins the binary)."""
     return textwrap.dedent(f"""\
         api_version = 1
         kind = "command"
@@ -361,8 +364,7 @@ def user_declaration(tool: Path, sha256: str) -> str:
         [[command.binaries]]
         name = "tool"
         path = "{tool}"
-        sha256 = "{sha256}"
-        """) + "".join(f'\n[command.configs.{mode}]\nmode = "{mode}"\nnominal_bps = 64000\n'
+        """) + (f'sha256 = "{sha256}"\n' if sha256 else "") + "".join(f'\n[command.configs.{mode}]\nmode = "{mode}"\nnominal_bps = 64000\n'
                        for mode in ("ok", "fail", "missing", "empty"))
 
 
@@ -492,14 +494,39 @@ def test_the_telephony_entries_give_ok_rows_at_their_standard_rates(speech_dir: 
 
 
 def _user_codec(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """`mine` added as the user's own command-line codec (`codecarena codec add`), and its tool."""
+    """`mine` added as the user's own command-line codec (`codecarena codec add`, which pins its
+    tool), and its tool."""
     tool = _script(tmp_path / "quantise8", TOOL)
     declaration = tmp_path / "mine.codec.toml"
-    declaration.write_text(user_declaration(tool, identify("tool", tool).sha256))
+    declaration.write_text(user_declaration(tool))
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}
     added = codecarena("codec", "add", "mine", "--declaration", declaration, env=env)
     assert added.returncode == 0, added.stdout + added.stderr
     return env, tool
+
+
+def test_codec_add_pins_the_sha256_a_declaration_leaves_out_and_refuses_one_that_differs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/plugins.md: each binary is pinned by the sha256 `codec add` takes; one the declaration
+    gives must match it (the parser required it in the declaration)."""
+    from codecarena.registry import catalog
+
+    tool = _script(tmp_path / "quantise8", TOOL)
+    sha256 = hashlib.sha256(tool.read_bytes()).hexdigest()
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    declaration = tmp_path / "mine.codec.toml"
+    declaration.write_text(user_declaration(tool, "0" * 64))
+    refused = codecarena("codec", "add", "mine", "--declaration", declaration, env=env)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        f"codecarena: error: {declaration}: binary tool ({tool}) has sha256 {sha256}, not the {'0' * 64} its "
+        "declaration pins"], refused.stderr
+    declaration.write_text(user_declaration(tool))
+    added = codecarena("codec", "add", "mine", "--declaration", declaration, env=env)
+    assert added.returncode == 0 and f"tool (sha256 {sha256[:12]}...)" in added.stdout, added.stdout + added.stderr
+    monkeypatch.setenv("XDG_DATA_HOME", env["XDG_DATA_HOME"])
+    families, problems = catalog._user_families()
+    assert problems == {}
+    assert families["mine"].command.binaries == (Binary("tool", str(tool), "", sha256),)  # type: ignore[union-attr]
 
 
 @pytest.mark.slow

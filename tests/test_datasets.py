@@ -551,8 +551,56 @@ def test_languages_can_come_from_the_first_folder(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").unlink()
     (tmp_path / "Takes").mkdir()
     sf.write(str(tmp_path / "Takes" / "d.wav"), _tone(1600), 16000, subtype="PCM_16")
-    with pytest.raises(DatasetError, match=r"Takes/: not a language code \(en, zh, pt-BR, \.\.\.\)"):
+    with pytest.raises(DatasetError, match=r"Takes/: 'Takes' is not a language tag codecarena knows \(a language "
+                                           r"Whisper transcribes"):
         load_input_dir(tmp_path, language_from_folders=True)
+
+
+@pytest.mark.parametrize("folder", ["xx_long_name", "old_runs", "raw_data", "old", "tlh", "en-GB-oxendict", "e"])
+def test_a_folder_named_like_a_language_code_that_names_none_is_an_error(tmp_path: Path, folder: str) -> None:
+    """#36 (17): these passed a pattern of 2-3 letters and subtags and became languages."""
+    (tmp_path / "en").mkdir()
+    (tmp_path / folder).mkdir()
+    for name in ("en/a.wav", f"{folder}/b.wav"):
+        sf.write(str(tmp_path / name), _tone(1600), 16000, subtype="PCM_16")
+    with pytest.raises(DatasetError) as refused:
+        load_input_dir(tmp_path, language_from_folders=True)
+    assert str(refused.value) == (
+        f"{tmp_path / folder}/: {folder!r} is not a language tag codecarena knows (a language Whisper transcribes (en, "
+        "zh, de, fr, pt, ..., and yue), optionally with a script and a region (zh-Hans, pt-BR, en_US)), and "
+        "--language-from-folders reads each first folder as one: rename it, move its files or leave the option out")
+
+
+@pytest.mark.parametrize("tag", ["en", "EN", "zh_CN", "pt-BR", "zh-Hans", "zh-Hant-TW", "es-419", "yue", "haw", "jw"])
+def test_a_language_whisper_transcribes_with_a_script_and_a_region_is_a_language(tag: str) -> None:
+    from codecarena.languages import language_problem
+
+    assert language_problem(tag) == ""
+
+
+@pytest.mark.parametrize("tag", ["xx", "old_runs", "english", "en-", "en--US", "en-US-Hans", "en-GB-oxendict",
+                                 "[/x]", "tlh", "e\x1bn", ""])
+def test_anything_else_is_no_language(tag: str) -> None:
+    from codecarena.languages import language_problem
+
+    assert language_problem(tag).startswith(f"{tag!r} is not a language tag codecarena knows")
+
+
+def test_a_manifest_language_and_a_language_option_follow_the_same_rule(tmp_path: Path) -> None:
+    from codecarena.selection import SelectionError, evaluation_set, scorer
+
+    sf.write(str(tmp_path / "a.wav"), _tone(1600), 16000, subtype="PCM_16")
+    (tmp_path / "manifest.json").write_text(json.dumps([{"file": "a.wav", "language": "raw_data"}]))
+    with pytest.raises(DatasetError, match=r"manifest\.json: entry 0: language 'raw_data' is not a language tag "
+                                           r"codecarena knows .*; leave it out for a language no recogniser here knows"):
+        load_input_dir(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps([{"file": "a.wav", "language": ""}]))
+    assert load_input_dir(tmp_path).utterances[0].language == ""  # "" declares none
+    with pytest.raises(SelectionError, match=r"--language 'old_runs' is not a language tag codecarena knows"):
+        evaluation_set(tmp_path, "auto", "old_runs", None, False, None, None)
+    assert evaluation_set(tmp_path, "auto", "pt-BR", None, False, None, None).utterances[0].language == "pt-BR"
+    with pytest.raises(SelectionError, match=r"--asr-model 'tlh=base': 'tlh' is not a language tag codecarena knows"):
+        scorer("asr", ["tlh=base"])
 
 
 def test_the_readme_manifest_example_reads_as_it_says(tmp_path: Path) -> None:

@@ -94,8 +94,9 @@ def test_codec_options_show_their_choices(capsys: pytest.CaptureFixture[str]) ->
     assert "vbr=on [on|constrained|off]" in capsys.readouterr().out
 
 
-@pytest.mark.slow
-def test_a_run_whose_manifest_language_looks_like_markup_prints_every_table(tmp_path: Path) -> None:
+def test_a_manifest_language_that_looks_like_markup_is_refused_as_written(tmp_path: Path) -> None:
+    """A manifest's language names a language (docs/security.md; #36): `[/x]` is refused before any
+    row, printed as written. (Runs holding such a language, written before, print it as written: above.)"""
     folder = tmp_path / "in"
     folder.mkdir()
     for i, clip in enumerate(SHORT_CLIPS):
@@ -105,11 +106,9 @@ def test_a_run_whose_manifest_language_looks_like_markup_prints_every_table(tmp_
     out = tmp_path / "run"
     result = codecarena("run", "--input", folder, "--codec", "pcm:16", "--metrics", "si_sdr", "--workers", "1",
                         "--out", out)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "quality, [/x] only (1 utterance)" in result.stdout and "run directory:" in result.stdout
-    board = codecarena("leaderboard", out, "--by", "language")
-    assert board.returncode == 0, board.stderr
-    assert "language [/x]" in board.stdout
+    assert result.returncode == 2 and not out.exists(), result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "manifest.json: entry 0: language '[/x]' is not a language tag codecarena knows" in line
 
 
 # ------------------------------------------------------------------------------ 10: hostile rows

@@ -164,7 +164,7 @@ def test_asr_without_a_transcript_scores_the_rest_and_transcribes_each_reference
     assert set(texts) == {"hypothesis", "reference_hypothesis", "normalizer", "asr", "checks", "whisper"}
     tokens = len(content.normalize_text(texts["reference_hypothesis"], "en").split())
     assert first["dwer"]["details"] == {**texts, "errors": 0, "reference_tokens": tokens}
-    assert texts["hypothesis"] and texts["checks"] == "asr-checks-1"
+    assert texts["hypothesis"] and texts["checks"] == "asr-checks-2"
     # What Whisper reported of the decoded audio's one segment (one window, no timestamps).
     (segment,) = texts["whisper"]
     assert set(segment) == {"no_speech_prob", "avg_logprob", "compression_ratio"}

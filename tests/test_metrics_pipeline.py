@@ -172,17 +172,18 @@ def test_mandarin_dcer_grows_as_the_rate_falls(pcm_smoke: Path, tmp_path: Path) 
 
 
 def test_a_language_no_model_covers_is_not_applicable_and_not_a_failure(tmp_path: Path) -> None:
-    corpus = tmp_path / "tlh"
+    """Cantonese: a language Whisper large-v3 transcribes (`--asr-model yue=DIR`), no catalogued model."""
+    corpus = tmp_path / "yue"
     corpus.mkdir()
     shutil.copy(need_mirror() / SHORT_CLIPS[0], corpus / "clip.wav")
     out = tmp_path / "run"
-    result = codecarena("run", "--input", corpus, "--language", "tlh", "--codec", "pcm:16", "--metrics", "asr,stoi",
+    result = codecarena("run", "--input", corpus, "--language", "yue", "--codec", "pcm:16", "--metrics", "asr,stoi",
                         "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     (row,) = rows_of(out)
     assert {row["metrics"][o]["status"] for o in ("wer", "cer", "dwer", "dcer", "critical_survived")} == {
         "not_applicable"}
-    assert "no ASR model covers language 'tlh'" in row["metrics"]["dcer"]["error"]
+    assert "no ASR model covers language 'yue'" in row["metrics"]["dcer"]["error"]
     assert re.search(r"\d+ failed", result.stdout) is None and "metric values failed" not in result.stdout
     assert "n/a" in result.stdout
     assert codecarena("audit", out).returncode == 0

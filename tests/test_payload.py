@@ -1056,3 +1056,37 @@ def test_mutable_input_buffer_is_not_read_after_parsing():
     buffer[:] = bytes(len(buffer))
     for q in parsed:
         assert_same_payload(p, q)
+
+
+def _mapped_outcome(data: bytes, tmp_path: Path) -> str:
+    """What decode_payload says of `data` read through a read-only mapping of its file (as the
+    service reads a request body), and that the mapping then closes: no view of it outlives the
+    parse, whether it succeeds or refuses."""
+    import mmap
+
+    path = tmp_path / "p.ccap"
+    path.write_bytes(data)
+    try:
+        # The refusal leaves the block with its traceback: a view it held would keep the mapping
+        # from closing (BufferError in place of the refusal).
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return f"ok {decode_payload(mapped).representation_bits()}"
+    except PayloadError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("case", ["good", "padding", "sha256", "truncated", "header", "trailing"])
+def test_a_mapped_file_parses_as_its_bytes_do_and_closes_after_a_refusal(case: str, tmp_path: Path) -> None:
+    header = valid_header()
+    data = {"good": build_file(header, VALID_BODY),
+            "padding": build_file(header, bytes.fromhex("1231") + VALID_BODY[2:]),
+            "sha256": build_file(header, VALID_BODY)[:-1] + b"\0",
+            "truncated": build_file(header, VALID_BODY)[:-40],
+            "header": build_file(header, VALID_BODY).replace(b'"codec"', b'"codeX"'),
+            "trailing": build_file(header, VALID_BODY) + b"\0"}[case]
+    try:
+        expected = f"ok {decode_payload(data).representation_bits()}"
+    except PayloadError as exc:
+        expected = str(exc)
+    assert (case == "good") == expected.startswith("ok ")
+    assert _mapped_outcome(data, tmp_path) == expected

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import MIRROR, REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
@@ -142,6 +143,15 @@ MISBEHAVING = {
     # a sample rate that is not one
     "norate": ("def decode(self, payload):\n    d = Top8.decode(self, payload)\n    return Decoded(d.audio, 0)\n",
                "NoRate"),
+    # the 16-bit samples themselves, not floats in [-1, 1]: 99.6% of them clipped
+    "pcm16": ("def decode(self, payload):\n    d = Top8.decode(self, payload)\n"
+              "    return Decoded((d.audio * 32768).astype(np.int16), d.sample_rate)\n", "Pcm16"),
+    # complex samples, whose imaginary part a conversion would drop
+    "complex": ("def decode(self, payload):\n    d = Top8.decode(self, payload)\n"
+                "    return Decoded(d.audio + 0.5j, d.sample_rate)\n", "Complex"),
+    # an error message that clears the terminal and prints a green all-clear (console spoofing)
+    "escapes": ("def encode(self, audio):\n    raise RuntimeError('\\x1b[2J\\x1b[1;32mall rows ok\\x1b[0m\\x07')\n",
+                "Escapes"),
     # a write outside the folders of its job
     "writer": ("def encode(self, audio):\n    open(OUTSIDE, 'w').write('x')\n    return Top8.encode(self, audio)\n",
                "Writer"),
@@ -172,11 +182,55 @@ def test_codecs_that_misbehave_fail_their_own_rows_with_the_reason(tmp_path: Pat
     assert "RuntimeError: the model file is corrupt" in errors["broken"]
     assert "decoded length was off by 1000 samples" in errors["short"]
     assert "the decoder returned a sample rate of 0, not a rate" in errors["norate"]
+    float_audio = "not audio: return a numpy array of float samples in [-1, 1]"
+    assert errors["pcm16"] == f"decode: ValueError: the decoder returned int16 samples, {float_audio}", errors["pcm16"]
+    assert errors["complex"] == f"decode: ValueError: the decoder returned complex128 samples, {float_audio}"
+    assert errors["escapes"] == "encode: RuntimeError: \\x1b[2J\\x1b[1;32mall rows ok\\x1b[0m\\x07"
+    assert "\x1b" not in run.stdout + run.stderr and "\x07" not in run.stdout + run.stderr
     assert "PermissionError" in errors["writer"] and str(outside) in errors["writer"]
     assert not outside.exists()
     assert "timeout" in errors["hang"] or "timed out" in errors["hang"], errors["hang"]
     assert "memory guard killed the encode worker" in errors["hog"], errors["hog"]
     assert codecarena("audit", out, env=home).returncode == 0  # failed rows, each with its reason, audit clean
+
+
+def test_a_reason_a_worker_reports_is_stored_as_one_printable_line(tmp_path: Path) -> None:
+    """The worker runs the codec's code, which can write its own report: the harness reading it
+    writes out control characters, whatever wrote them."""
+    import dataclasses
+
+    from codecarena.runtime.protocol import PROTOCOL_VERSION, ProtocolError, StageReport, read_report, write_report
+
+    report = StageReport(version=PROTOCOL_VERSION, stage="decode", ok=False, error="x\x1b]0;owned\x07\nFAKE\rline\x9b",
+                         pid=1, started_at=0.0, imports_s=0.0, load_s=0.0, io_s=0.0, compute_s=0.0, warm_compute_s=[],
+                         maxrss_bytes=0, peak_device_memory_bytes=None, audio_s=0.0, model={}, facts={}, runtime={},
+                         device=None)
+    write_report(tmp_path / "r.json", report)
+    assert read_report(tmp_path / "r.json").error == "x\\x1b]0;owned\\x07\\nFAKE\\rline\\x9b"
+    write_report(tmp_path / "r.json", dataclasses.replace(report, error=["not", "text"]))  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError, match="error is list, not a string"):
+        read_report(tmp_path / "r.json")
+
+
+@pytest.mark.parametrize("audio, got", [
+    (np.zeros(4, dtype=np.int16), "int16 samples"), (np.zeros(4, dtype=np.uint8), "uint8 samples"),
+    (np.zeros(4, dtype=bool), "bool samples"), (np.zeros(4, dtype=np.complex64), "complex64 samples"),
+    (np.array([0.0, None]), "object samples"), ([0.0, 0.5], "a list"), (None, "a NoneType"),
+])
+def test_decoded_audio_that_is_not_float_samples_is_refused(audio: object, got: str) -> None:
+    from codecarena.worker import _float_audio
+
+    with pytest.raises(ValueError) as refused:
+        _float_audio(audio)
+    assert str(refused.value) == f"the decoder returned {got}, not audio: return a numpy array of float samples in [-1, 1]"
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_decoded_float_samples_of_any_width_are_audio(dtype: type) -> None:
+    from codecarena.worker import _float_audio
+
+    audio = _float_audio(np.array([0.25, -0.5], dtype=dtype))
+    assert audio.dtype == np.float64 and audio.tolist() == [0.25, -0.5]
 
 
 def test_a_codec_that_does_not_load_is_refused_at_add_in_one_line(tmp_path: Path, home: dict[str, str]) -> None:

@@ -1,5 +1,5 @@
-"""The service's ASGI app driven in this process (#28): how many request bodies it holds at once,
-and a full work disk. A real `CodecService` (pcm:16, its worker started) answers; the test plays
+"""The service's ASGI app driven in this process (#28, #36): how many request bodies it holds at
+once, how much of a body and of its answer sits in memory, and a full work disk. A real `CodecService` (pcm:16, its worker started) answers; the test plays
 the HTTP server, handing each request its body chunk by chunk, so what the app reads, and when,
 is observed directly rather than through timing or memory readings."""
 
@@ -10,11 +10,13 @@ import builtins
 import collections
 import dataclasses
 import errno
+import hashlib
 import io
 import json
 import logging
 import shutil
 import sys
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,9 @@ from codecarena.service.app import CodecService, ServiceConfig, create_app
 from codecarena.specs import parse_spec
 
 READ_TIMEOUT_S = 60.0  # never reached: every test ends its requests itself
+# Half the 8 MiB bodies below: what the app may hold at once, mostly encode's audio check (a few
+# arrays of a 65,536-frame block, about 2.5 MiB) and the body's and the answer's 64 KiB chunks.
+HELD_BOUND = 4 << 20
 DiskUsage = collections.namedtuple("DiskUsage", "total used free")
 
 
@@ -44,13 +49,15 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecService]:
 
 class Client:
     """One POST to the app, whose body the test hands over with `send`; `end` finishes it and
-    `vanish` disconnects. `asked` counts the app's calls for more body."""
+    `vanish` disconnects. `asked` counts the app's calls for more body. The answer's first
+    `keep` bytes are kept in `reply`; `received` counts them all and `digest` hashes them all."""
 
-    def __init__(self, app: Any, path: str) -> None:
+    def __init__(self, app: Any, path: str, keep: int = 1 << 30) -> None:
         self.chunks: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.asked = 0
         self.status = 0
         self.reply = b""
+        self.keep, self.received, self.digest = keep, 0, hashlib.sha256()
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                  "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
                  "headers": [(b"host", b"test")], "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
@@ -64,7 +71,10 @@ class Client:
         if message["type"] == "http.response.start":
             self.status = message["status"]
         else:
-            self.reply += message.get("body", b"")
+            body = message.get("body", b"")
+            self.received += len(body)
+            self.digest.update(body)
+            self.reply += body[:max(0, self.keep - len(self.reply))]
 
     def send(self, chunk: bytes) -> None:
         self.chunks.put_nowait({"type": "http.request", "body": chunk, "more_body": True})
@@ -93,6 +103,19 @@ def post(service: CodecService, path: str, body: bytes) -> tuple[int, str]:
     return status, json.loads(reply)["error"] if status != 200 else ""
 
 
+def post_whole(service: CodecService, path: str, body: bytes) -> bytes:
+    """The answer of a request that succeeds."""
+    async def one() -> Client:
+        client = Client(create_app(service), path)
+        client.end(body)
+        await client.task
+        return client
+
+    client = asyncio.run(one())
+    assert client.status == 200, client.reply
+    return client.reply
+
+
 def wav(seconds: float = 0.5) -> bytes:
     out = io.BytesIO()
     sf.write(out, np.full(int(16000 * seconds), 0.1), 16000, format="WAV", subtype="PCM_16")
@@ -102,12 +125,15 @@ def wav(seconds: float = 0.5) -> bytes:
 # --- 8: concurrent bodies are bounded ------------------------------------------------------------
 
 
-def test_a_third_concurrent_body_is_not_read_until_a_slot_frees(service: CodecService) -> None:
+@pytest.mark.parametrize(("path", "refusal"), [("/v1/encode", b"unreadable audio"),
+                                               ("/v1/decode", b"corrupt payload: not a codecarena payload")])
+def test_a_third_concurrent_body_is_not_read_until_a_slot_frees(service: CodecService, path: str,
+                                                                refusal: bytes) -> None:
     """Two requests hold their bodies half sent; a third, with its body on the wire, waits unread
     (the server stops reading its socket), and is read as soon as one of the two goes away."""
     async def scenario() -> None:
         app = create_app(service)
-        first, second, third = (Client(app, "/v1/encode") for _ in range(3))
+        first, second, third = (Client(app, path) for _ in range(3))
         for client in (first, second, third):
             client.send(b"RIFF" + b"\0" * 65536)
         await settle()
@@ -119,9 +145,63 @@ def test_a_third_concurrent_body_is_not_read_until_a_slot_frees(service: CodecSe
         second.vanish()
         third.end()
         await asyncio.gather(second.task, third.task)
-        assert third.status == 400 and b"unreadable audio" in third.reply
+        assert third.status == 400 and refusal in third.reply
 
     asyncio.run(scenario())
+
+
+# --- #36 (4): neither a body nor its answer is held whole ---------------------------------------
+
+
+def traced_peak(service: CodecService, path: str, body: bytes) -> tuple[int, Client]:
+    """The most memory the app's allocations held at once (tracemalloc sees every allocation of
+    this process, in every thread) while it answered `body`, sent in uvicorn's 64 KiB chunks made
+    beforehand; the client keeps only the answer's first bytes."""
+    chunks = [body[i:i + 65536] for i in range(0, len(body), 65536)]
+
+    async def one() -> Client:
+        client = Client(create_app(service), path, keep=4096)
+        for chunk in chunks[:-1]:
+            client.send(chunk)
+        client.end(chunks[-1])
+        await client.task
+        return client
+
+    tracemalloc.start()
+    try:
+        client = asyncio.run(one())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak, client
+
+
+@pytest.mark.parametrize("path", ["/v1/encode", "/v1/decode"])
+def test_neither_a_body_nor_its_answer_is_held_whole_in_memory(service: CodecService, path: str) -> None:
+    """An 8 MiB wav to encode and its 8 MiB payload to decode, with answers as large: the app
+    holds a few chunks of either at once, not the body (decode read its body whole, 12 concurrent
+    30 MiB bodies left 360 MiB resident) nor the answer (both read the worker's output whole)."""
+    audio = wav(262.0)
+    payload = post_whole(service, "/v1/encode", audio)
+    body, answer = (audio, payload) if path == "/v1/encode" else (payload, audio)
+    peak, client = traced_peak(service, path, body)
+    assert client.status == 200, client.reply
+    assert (client.received, client.digest.hexdigest()) == (len(answer), hashlib.sha256(answer).hexdigest())
+    assert peak < HELD_BOUND, f"{path}: the app held {peak / 2**20:.1f} MiB for an {len(body) / 2**20:.1f} MiB body"
+
+
+def test_a_payload_refused_while_mapped_is_a_400_naming_the_problem(service: CodecService) -> None:
+    """The parser's refusal from inside the mapping, not a BufferError (a view kept alive by the
+    error's traceback) that made it a 500: a code section whose padding bits are not zero."""
+    from codecarena.payload import CodeStream, decode_payload, encode_payload
+
+    payload = decode_payload(post_whole(service, "/v1/encode", wav()))
+    codes = CodeStream("pcm", 3, (3,), np.array([1, 2, 3], dtype=np.uint64))
+    data = bytearray(encode_payload(dataclasses.replace(payload, streams=(codes,))))
+    data[-33] |= 1  # the last bit of the section: padding
+    data[-32:] = hashlib.sha256(bytes(data[:-32])).digest()
+    assert post(service, "/v1/decode", bytes(data)) == (
+        400, "corrupt payload: stream 'pcm': packed codes: padding bits after the last code are not zero")
 
 
 # --- low: a full work disk is a 507 in one line ------------------------------------------------

@@ -29,7 +29,7 @@ import pytest
 import soundfile as sf
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror
-from codecarena.payload import PacketStream, decode_payload, encode_payload
+from codecarena.payload import CodeStream, PacketStream, decode_payload, encode_payload
 from test_service import free_port, impostor, start, stop
 
 TOKEN = "s3cret-token-for-tests"
@@ -145,17 +145,34 @@ def test_a_chunked_body_over_the_limit_is_refused_before_it_ends(service: Servic
 # --- #28 (8): concurrent bodies do not pile up in the server's memory ---------------------------
 
 
+def long_pcm_payload(url: str, samples: int) -> bytes:
+    """A pcm:16 payload of `samples` silent samples (2 bytes each), built from the header the
+    service gives a short clip."""
+    out = io.BytesIO()
+    sf.write(out, np.zeros(16000), 16000, format="WAV", subtype="PCM_16")
+    status, short = request(url + "/v1/encode", out.getvalue(), headers={})
+    assert status == 200, short
+    stream = decode_payload(short).streams[0]
+    codes = CodeStream(stream.name, stream.bit_width, (samples,), np.zeros(samples, dtype=np.uint64))
+    return encode_payload(dataclasses.replace(decode_payload(short), streams=(codes,), num_samples=samples))
+
+
 @pytest.mark.slow
-def test_concurrent_large_bodies_leave_the_servers_memory_flat() -> None:
-    """12 clients send a 30 MiB wav at once (the issue: 48 x 60 MiB peaked at 3.7 GB, 3.3 GB left
-    resident). Bodies go to the work disk as they arrive, two requests at a time: the server grows
-    by far less than one body, where holding them grew it by about all twelve."""
+@pytest.mark.parametrize("path", ["/v1/encode", "/v1/decode"])
+def test_concurrent_large_bodies_leave_the_servers_memory_flat(path: str) -> None:
+    """12 clients send a 30 MiB wav, or payload, at once (the issue: 48 x 60 MiB wavs peaked at
+    3.7 GB, 3.3 GB left resident; #36: 12 x 30 MiB payloads left 360 MiB). Bodies go to the work
+    disk as they arrive, two requests at a time, and decode parses its body from the file: the
+    server grows by far less than one body, where holding them grew it by about all twelve."""
     import psutil
 
     size = 30 << 20
-    header = b"RIFF" + struct.pack("<I", size - 8) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16)
-    body = header + b"data" + struct.pack("<I", size - len(header) - 8) + bytes(size - len(header) - 8)
     proc, url = start("--codec", "pcm:16", "--max-bytes", "31M")
+    if path == "/v1/encode":
+        header = b"RIFF" + struct.pack("<I", size - 8) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16)
+        body = header + b"data" + struct.pack("<I", size - len(header) - 8) + bytes(size - len(header) - 8)
+    else:
+        body = long_pcm_payload(url, size // 2)
     server = psutil.Process(proc.pid)
     before, peak, sending = server.memory_info().rss, [0], threading.Event()
 
@@ -166,7 +183,7 @@ def test_concurrent_large_bodies_leave_the_servers_memory_flat() -> None:
 
     def send(_: int) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=PATIENCE_S)
-        conn.request("POST", "/v1/encode", body=body)
+        conn.request("POST", path, body=body)
         response = conn.getresponse()
         return response.status, response.read()
 

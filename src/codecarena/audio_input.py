@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from codecarena.text import printable
+
 # Below 8 kHz there is no telephone-band speech to code; above 384 kHz no recorder writes speech.
 MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 384000
@@ -79,13 +81,6 @@ class AudioFacts:
         reader = "libsndfile" if self.reader == "soundfile" else "FFmpeg via PyAV"
         return f"{self.container} {self.subtype} ({reader}), {self.sample_rate} Hz, {self.channels} channel" + \
             ("s" if self.channels != 1 else "")
-
-
-def printable(text: str) -> str:
-    """`text` with every character that is not printable (newlines, escapes, undecodable bytes of a
-    file name) written as Python escapes it, so a name keeps a one-line message one line."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in text)
 
 
 def cancelled_downmix(facts: AudioFacts) -> str | None:

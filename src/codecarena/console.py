@@ -18,6 +18,7 @@ from rich.table import Table
 from codecarena.metrics import outputs
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import RTF_KINDS, fmt_kbps, fmt_mib, fmt_rtf, metric_ci_cell, weights_label
+from codecarena.text import printable
 
 
 def make_console(**options: Any) -> Console:
@@ -60,7 +61,7 @@ def print_summary(summary: dict[str, Any]) -> None:
                   "(cold = process start + imports + load + I/O + compute; warm = compute only)")
     for c in summary["codecs"]:
         for failure in c["failures"]:
-            console.print(f"{c['codec']} {failure['utterance']}: {failure['error']}", style="red")
+            console.print(f"{c['codec']} {failure['utterance']}: {printable(failure['error'])}", style="red")
 
 
 def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> None:

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from codecarena.audio_input import printable
 from codecarena.choices import CORPUS_LAYOUTS
 from codecarena.datasets import (
     AUDIO_SUFFIXES,
@@ -29,6 +28,7 @@ from codecarena.datasets import (
 )
 from codecarena.files import sha256_file
 from codecarena.rundir import unsafe_id_reason
+from codecarena.text import printable
 
 # AISHELL-1 utterance ids: BAC009 + speaker S0002 + W + 4-digit index.
 _AISHELL_ID = re.compile(r"^[A-Z]{3}\d{3}(S\d{4})W\d{4}$")

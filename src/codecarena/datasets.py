@@ -32,10 +32,11 @@ from codecarena.audio_input import (
     cancelled_downmix,
     check_audio_file,
     mislabelled,
-    printable,
 )
 from codecarena.files import DownloadError, DownloadFailed, cache_home, download_verified, parse_json, sha256_file
+from codecarena.languages import language_problem
 from codecarena.rundir import unsafe_id_reason
+from codecarena.text import printable
 
 __all__ = [
     "CHANNEL_CHOICES",
@@ -56,8 +57,6 @@ AUDIO_SUFFIXES = (".wav", ".flac")
 DATA_ENV = "CODECARENA_DATA"
 _FIX_HINT = f"set {DATA_ENV} or pass --data-dir to a local copy of the smoke set"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-# A folder name --language-from-folders reads as a language: en, zh, yue, pt-BR, zh_CN.
-LANGUAGE_FOLDER = re.compile(r"[a-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 
 
 class DatasetError(Exception):
@@ -162,6 +161,8 @@ def _validate_set(doc: Any, where: str) -> dict[str, Any]:
                 raise fail(f"{at}.{key}", "expected a string")
         if unsafe_id_reason(u["id"]):
             raise fail(f"{at}.id", f"utterance id {unsafe_id_reason(u['id'])}")
+        if language_problem(u["language"]):
+            raise fail(f"{at}.language", printable(language_problem(u["language"])))
         if u["id"] in seen:
             raise fail(f"{at}.id", f"duplicate id {u['id']!r}")
         seen.add(u["id"])
@@ -363,6 +364,10 @@ def _input_metadata(root: Path, audio: list[Path]) -> dict[Path, dict[str, Any]]
                 if key in item:
                     if not isinstance(item[key], str):
                         raise DatasetError(f"{where}: entry {i}: {key!r} must be a string")
+                    # "" declares no language; any other must name one.
+                    if key == "language" and item[key] and language_problem(item[key]):
+                        raise DatasetError(f"{where}: entry {i}: language {printable(language_problem(item[key]))}; "
+                                           "leave it out for a language no recogniser here knows")
                     meta[p][key] = item[key]
             if "critical" in item:
                 crit = item["critical"]
@@ -435,17 +440,17 @@ def _nothing_to_use(root: Path, skipped: list[tuple[str, str]]) -> DatasetError:
 def _folder_languages(root: Path, meta: dict[Path, dict[str, Any]]) -> None:
     """--language-from-folders: a file's language is the name of the first folder of its path under
     `root` (en/a.wav, zh/day1/b.wav); a file at the top keeps what manifest.json declares. The option
-    says the folders are languages, so a first folder not named like one, or a manifest language its
-    folder contradicts, is an error rather than a guess."""
+    says the folders are languages, so a first folder that names no language (languages.py), or a
+    manifest language its folder contradicts, is an error rather than a guess."""
     for p, m in meta.items():
         parts = p.relative_to(root).parts
         if len(parts) < 2:
             continue
         folder = parts[0]
-        if not LANGUAGE_FOLDER.fullmatch(folder):
-            raise DatasetError(f"{printable(str(root / folder))}/: not a language code (en, zh, pt-BR, ...), and "
-                               "--language-from-folders reads each first folder as one: rename it, move its files "
-                               "or leave the option out")
+        problem = language_problem(folder)
+        if problem:
+            raise DatasetError(f"{printable(str(root / folder))}/: {printable(problem)}, and --language-from-folders "
+                               "reads each first folder as one: rename it, move its files or leave the option out")
         if m.get("language", folder) != folder:
             raise DatasetError(f"{printable(str(root / 'manifest.json'))}: {printable('/'.join(parts))} is declared "
                                f"{m['language']!r}, but --language-from-folders reads {folder!r} from its folder")

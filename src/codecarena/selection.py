@@ -18,6 +18,7 @@ from codecarena.codecs.base import parse_weights
 from codecarena.registry.catalog import FAMILIES, Command
 from codecarena.corpora import load_corpus, parse_shard, select
 from codecarena.datasets import EvalSet, load_smoke
+from codecarena.languages import language_problem
 from codecarena.metrics.declarations import select as select_metrics
 from codecarena.metrics.scorer import Scorer
 from codecarena.registry.entries import Entry, RegistryError, entry_for_family, load_entry
@@ -244,6 +245,8 @@ def scorer(metrics: str, asr_models: Sequence[str], languages: Iterable[str] = (
     models: dict[str, str] = {}
     for item in asr_models:
         lang, sep, choice = item.partition("=")
+        if sep and lang and language_problem(lang):
+            raise SelectionError(f"--asr-model {item!r}: {language_problem(lang)}")
         if sep and lang and choice in CATALOGUE:
             models[primary_language(lang)] = choice
         elif sep and lang and Path(choice).is_dir():
@@ -282,6 +285,9 @@ def evaluation_set(input_path: Path | None, layout: str, language: str, data_dir
                    language_from_folders: bool = False) -> EvalSet:
     """A folder of audio in the named corpus layout, or one audio file, or else the smoke set; then
     --limit and --shard."""
+    if language and language_problem(language):
+        raise SelectionError(f"--language {language_problem(language)}; leave it out for a language no recogniser "
+                             "here knows")
     try:
         parsed = parse_shard(shard) if shard else None
         if input_path is not None:

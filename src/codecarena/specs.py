@@ -16,6 +16,10 @@ class SpecError(ValueError):
 
 
 OptionValue = int | float | str
+# A configuration's slug names its folders in a run (payloads/SLUG/, decoded/SLUG/, work/SLUG/,
+# channel/SLUG/): no longer than one file name can be on the file systems a run lives on (255 bytes
+# on ext4, XFS, Btrfs and tmpfs; a slug is ASCII). A longer one parsed, then failed every row.
+MAX_SLUG = 255
 
 
 @dataclass(frozen=True)
@@ -30,12 +34,25 @@ class CodecSpec:
     # the encoder runs `bare`, and the payload's codec is the bare canonical spec.
     channel: str = ""
 
+    def __post_init__(self) -> None:
+        # Here, not in a parser: a configuration is also built from a codec spec and a --channel.
+        slug = self.slug
+        if len(slug) > MAX_SLUG:
+            shown = self.canonical if len(self.canonical) <= 80 else self.canonical[:77] + "..."
+            raise SpecError(f"{shown}: its folder name would be {len(slug)} characters, more than the {MAX_SLUG} a "
+                            "file name can hold; write the channel's numbers with fewer digits (loss=0.001%, not "
+                            "a long run of zeros) or its options' values shorter")
+
     @property
     def canonical(self) -> str:
+        return self._bare_canonical + (f"@{self.channel}" if self.channel else "")
+
+    @property
+    def _bare_canonical(self) -> str:
         text = f"{self.family}:{self.config}"
         for key, value in self.explicit:
             text += f",{key}={_format(value)}"
-        return text + (f"@{self.channel}" if self.channel else "")
+        return text
 
     @property
     def bare(self) -> CodecSpec:
@@ -45,7 +62,7 @@ class CodecSpec:
     @property
     def slug(self) -> str:
         """File-system safe name of the canonical spec (for payload/decoded folders)."""
-        bare = re.sub(r"[^A-Za-z0-9._-]+", "_", self.bare.canonical.replace(":", "_").replace(",", "__"))
+        bare = re.sub(r"[^A-Za-z0-9._-]+", "_", self._bare_canonical.replace(":", "_").replace(",", "__"))
         if not self.channel:
             return bare
         return f"{bare}@" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.channel.replace("%", "pct").replace(",", "__"))

@@ -253,6 +253,18 @@ def _encode(job: Any, spec: Any, adapter: Any, model: dict[str, Any], times: dic
     return num_samples / rate, facts
 
 
+def _float_audio(audio: Any) -> Any:
+    """A decoder's audio as float64, refused unless it is a numpy array of real floating-point
+    samples: integer PCM taken as sample values clipped (int16: 99.6% of samples), and complex,
+    boolean or object samples, or a list, are not audio whatever they convert to."""
+    import numpy as np
+
+    if not isinstance(audio, np.ndarray) or audio.dtype.kind != "f":
+        got = f"{audio.dtype} samples" if isinstance(audio, np.ndarray) else f"a {type(audio).__name__}"
+        raise ValueError(f"the decoder returned {got}, not audio: return a numpy array of float samples in [-1, 1]")
+    return audio.astype(np.float64, copy=False)
+
+
 def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm: list[float],
             cuda: Any = None) -> tuple[float, dict]:
     import numpy as np
@@ -271,7 +283,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     if type(decoded.sample_rate) is not int or not 1000 <= decoded.sample_rate <= 768_000:
         raise ValueError(f"the decoder returned a sample rate of {decoded.sample_rate!r}, not a rate of 1000 to "
                          "768000 Hz")
-    audio = np.asarray(decoded.audio, dtype=np.float64)
+    audio = _float_audio(decoded.audio)
     if audio.ndim != 1:
         raise ValueError(f"the decoder returned audio of shape {audio.shape}, not mono samples")
     nonfinite = int(np.count_nonzero(~np.isfinite(audio)))

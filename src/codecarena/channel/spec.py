@@ -20,8 +20,9 @@ from fractions import Fraction
 MODELS = ("loss", "burst", "ber")
 POLICIES = ("repeat", "silence")
 DEFAULT_POLICY = "repeat"
-_NUMBER = re.compile(r"\d+(\.\d+)?")
-_SCIENTIFIC = re.compile(r"\d+(\.\d+)?([eE]-?\d+)?")
+# Signed, so that a negative value is refused for being out of range, not for not being a number.
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+_SCIENTIFIC = re.compile(r"-?\d+(\.\d+)?([eE]-?\d+)?")
 
 
 class ChannelError(ValueError):
@@ -94,15 +95,18 @@ def _decimal(text: str, pattern: re.Pattern[str], spec: str, key: str) -> Decima
     if not pattern.fullmatch(text):
         raise ChannelError(f"channel {spec!r}: {key}={text!r} is not a number")
     try:
-        return Decimal(text)
+        value = Decimal(text)
     except InvalidOperation:
         raise ChannelError(f"channel {spec!r}: {key}={text!r} is not a number") from None
+    return value.copy_abs() if value.is_zero() else value  # -0 is 0, one canonical text
 
 
 def _percent(text: str, spec: str, key: str) -> Decimal:
     if not text.endswith("%"):
         raise ChannelError(f"channel {spec!r}: {key}={text!r} needs a percent sign, e.g. {key}=5%")
     value = _decimal(text[:-1], _NUMBER, spec, key) / 100
+    if value < 0:
+        raise ChannelError(f"channel {spec!r}: {key}={text} is below 0%")
     if value > 1:
         raise ChannelError(f"channel {spec!r}: {key}={text} is above 100%")
     return value
@@ -131,6 +135,8 @@ def parse_channel(text: str) -> Channel:
         raise ChannelError(f"channel {spec!r}: unknown key {extra[0]!r} for {model} "
                            f"(keys: {', '.join(sorted(allowed))})")
     seed_text = pairs.get("seed", "0")
+    if seed_text.startswith("-") and seed_text[1:].isdigit():
+        raise ChannelError(f"channel {spec!r}: seed={seed_text} is below 0")
     if not seed_text.isdigit() or len(seed_text) > 18:
         raise ChannelError(f"channel {spec!r}: seed={seed_text!r} is not a non-negative integer below 10^18")
     policy = pairs.get("policy", DEFAULT_POLICY)
@@ -139,6 +145,8 @@ def parse_channel(text: str) -> Channel:
     burst = None
     if model == "ber":
         rate = _decimal(pairs[model], _SCIENTIFIC, spec, model)
+        if rate < 0:
+            raise ChannelError(f"channel {spec!r}: ber={pairs[model]} is below 0")
         if rate > Decimal("0.5"):
             raise ChannelError(f"channel {spec!r}: ber={pairs[model]} is above 0.5")
     else:

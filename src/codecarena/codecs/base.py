@@ -28,7 +28,7 @@ class Encoded:
 
 @dataclass(frozen=True)
 class Decoded:
-    audio: np.ndarray  # float64 mono in [-1, 1], at `sample_rate`
+    audio: np.ndarray  # real floating-point mono samples in [-1, 1], at `sample_rate` (the worker refuses other dtypes)
     sample_rate: int
     # What the decoder did that a row should say, e.g. how it concealed a payload's lost packets.
     facts: dict[str, Any] = field(default_factory=dict)

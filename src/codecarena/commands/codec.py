@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codecarena.commands.common import CliError
+from codecarena.text import printable
 
 if TYPE_CHECKING:
     from codecarena.registry.catalog import Family
@@ -91,7 +92,7 @@ def _add(args: argparse.Namespace) -> int:
     declaration_file = _declaration_file(args)
     try:
         declaration = declaration_file.read_text(encoding="utf-8")
-        family = parse_declaration(declaration, str(declaration_file), "")
+        family = parse_declaration(declaration, str(declaration_file), "", pinned_at_add=True)
     except OSError as exc:
         raise CliError(f"{declaration_file}: cannot be read ({exc.strerror})") from None
     except RegistryError as exc:
@@ -217,7 +218,7 @@ def _check_adapter(interpreter: str, name: str) -> None:
             raise CliError(f"user codec {name}: importing it took over 600 s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise CliError(f"user codec {name} does not load: {last}")
+        raise CliError(f"user codec {name} does not load: {printable(last)}")
 
 
 def _list() -> int:

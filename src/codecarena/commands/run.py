@@ -13,6 +13,7 @@ from codecarena.arena import ARENA_RATE
 from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS
 from codecarena.commands.common import CliError, add_device_arg, add_metric_args, add_runtime_python_arg, device_option
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
+from codecarena.text import printable
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -37,10 +38,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="multichannel --input files: mix (the mean of the channels, default), left, right, or "
                           "each (one utterance per channel, ids <id>__ch<k>); recorded per utterance")
     run.add_argument("--language", default="",
-                     help="language of --input files that declare none (e.g. en: enables English ASR metrics)")
+                     help="language of --input files that declare none (e.g. en: enables English ASR metrics); a "
+                          "language Whisper transcribes, optionally with a script and region (zh-Hans, pt-BR)")
     run.add_argument("--language-from-folders", action="store_true",
                      help="a plain --input folder: each file's language is the name of its first folder "
-                          "(en/a.wav, zh/b.wav); a first folder not named like a language code is an error")
+                          "(en/a.wav, zh/b.wav); a first folder that names no language Whisper transcribes is an "
+                          "error")
     run.add_argument("--data-dir", type=Path, help="local mirror of the smoke set (else $CODECARENA_DATA, cache, download)")
     run.add_argument("--no-download", action="store_true", help="never download the smoke set or model files")
     run.add_argument("--models-dir", type=Path,
@@ -204,8 +207,9 @@ def eta_text(eta: float | None) -> str:
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """An error as one log line: whitespace runs collapsed, cut at `limit` characters."""
-    flat = " ".join(text.split()) or "no error text"
+    """An error as one printable log line: whitespace runs collapsed, control characters written
+    out (a row of an older run may hold a codec's escape sequences), cut at `limit` characters."""
+    flat = printable(" ".join(text.split())) or "no error text"
     return flat if len(flat) <= limit else flat[:limit - 3] + "..."
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from codecarena.metrics.records import Bound, Record, Records
 
 # Every ASR record names the checks that judged it (details `checks`).
-CHECKS = "asr-checks-1"
+CHECKS = "asr-checks-2"  # 2: an empty transcript of the decoded audio whose reference the recogniser reads
 # The reference audio's own error rate against the transcript (WER; CER for a language written
 # without spaces) above which the recogniser is taken not to read that voice, so that no codec's
 # content score on the utterance is trusted. On the smoke set tiny.en reads the English clips at WER
@@ -70,7 +70,8 @@ POLICY = (f"values a recogniser failure made -> suspect with the reason: a trans
           f"{COMPRESSION_RATIO_BOUND:g}:1, repeating an n-gram of up to {REPEAT_MAX_TOKENS} tokens {REPEAT_COPIES} "
           f"times in a row or holding more than {LENGTH_RATIO_BOUND:g} times the tokens of the text scored against; "
           f"the decoded audio's: the outputs that read it, also for text where Whisper's no-speech probability is "
-          f"above {NO_SPEECH_BOUND:g} with an average log-probability below {LOG_PROB_BOUND:g}; the reference audio's, "
+          f"above {NO_SPEECH_BOUND:g} with an average log-probability below {LOG_PROB_BOUND:g}, or no text at all "
+          f"while the reference audio's has some; the reference audio's, "
           f"or its own error rate above {REFERENCE_ERROR_BOUND:g}: every output; bounds in validity_bounds")
 
 
@@ -139,8 +140,8 @@ def text_problems(side: str, heard: Text, said: Text | None, said_name: str) -> 
 
 
 def no_speech(hypothesis: str, segments: tuple[Segment, ...]) -> list[str]:
-    """Text Whisper wrote where its own rule says there is no speech. An empty transcript is not
-    distrusted: it is scored as what it is, every word lost."""
+    """Text Whisper wrote where its own rule says there is no speech (an empty transcript is
+    empty_text's)."""
     if not hypothesis.strip():
         return []
     for segment in segments:
@@ -149,6 +150,18 @@ def no_speech(hypothesis: str, segments: tuple[Segment, ...]) -> list[str]:
                     f"{NO_SPEECH_BOUND:g}, avg_logprob {segment.avg_logprob:.2f} below {LOG_PROB_BOUND:g}: its own "
                     "rule for a silent window), yet wrote text"]
     return []
+
+
+def empty_text(heard: Text, reference: Text) -> list[str]:
+    """No text at all for the decoded audio while the recogniser reads the reference audio: what a
+    recogniser that failed silently returns (CTranslate2 wheels have returned empty transcripts on
+    some CUDA drivers), as much as a decode with no word left in it. Its values (every word lost)
+    are kept, on every device, but not trusted."""
+    if heard.tokens or not reference.tokens:
+        return []
+    return [f"the ASR of the decoded audio is empty while that of the reference audio reads "
+            f"{len(reference.tokens)} tokens: a recogniser that fails silently returns nothing (CTranslate2 has on "
+            "some CUDA drivers), so every word lost is not taken on trust; listen to the decoded audio"]
 
 
 def reference_error(name: str, floor: Record | None) -> list[str]:

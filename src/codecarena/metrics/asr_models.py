@@ -25,17 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.files import cache_home, sha256_file
+from codecarena.languages import WHISPER_LANGUAGES
 
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
 ENGLISH_DEFAULT = "tiny.en"
 MULTILINGUAL_DEFAULT = "base"
 
-# The 99 language codes of Whisper base ("yue" came only with large-v3).
-WHISPER_LANGUAGES = frozenset((
-    "af am ar as az ba be bg bn bo br bs ca cs cy da de el en es et eu fa fi fo fr gl gu ha haw he hi "
-    "hr ht hu hy id is it ja jw ka kk km kn ko la lb ln lo lt lv mg mi mk ml mn mr ms mt my ne nl nn "
-    "no oc pa pl ps pt ro ru sa sd si sk sl sn so sq sr su sv sw ta te tg th tk tl tr tt uk ur uz vi "
-    "yi yo zh").split())
 
 
 class AsrModelError(ValueError):

@@ -120,10 +120,10 @@ from codecarena.metrics import mandarin
 from codecarena.metrics.asr_models import AsrModel
 from codecarena.metrics.asr_models import primary_language as _primary_language
 from codecarena.metrics.asr_models import written_with_spaces
-from codecarena.metrics.asr_checks import (CHECKS, DECODED_OUTPUTS, Segment, Text, distrust, no_speech,
-                                           reference_error, text_problems)
+from codecarena.metrics.asr_checks import (CHECKS, DECODED_OUTPUTS, Segment, Text, distrust, empty_text,
+                                           no_speech, reference_error, text_problems)
 from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S as MAX_AUDIO_S
-from codecarena.metrics.records import Record, Records, Scored, failure_reason, result
+from codecarena.metrics.records import Record, Records, Scored, Undefined, failure_reason, result
 
 ASR_SAMPLE_RATE = 16000
 NORMALIZERS = {"en": "en-1", "zh": mandarin.NORMALIZER}
@@ -250,7 +250,7 @@ def _characters(normalized: str, language: str) -> str:
 def _normalized_pair(reference: str, hypothesis: str, language: str) -> tuple[str, str]:
     ref = normalize_text(reference, language)
     if not ref:
-        raise ValueError("empty reference transcript")
+        raise Undefined("empty reference transcript")
     return ref, normalize_text(hypothesis, language)
 
 
@@ -404,10 +404,13 @@ def _checked(text: str, language: str) -> Text:
     return Text(text, _check_tokens(text, language), "" if not written_with_spaces(language) else " ")
 
 
-def _rate(count: Callable[[], Errors], **details: Any) -> Record:
-    """An error rate's record: the rate, and its counts in the details (summaries add them up)."""
+def _rate(count: Callable[[], Errors], against: str, **details: Any) -> Record:
+    """An error rate's record with its counts in the details; not applicable if `against` has no tokens."""
     try:
         counted = count()
+    except Undefined:
+        return result(status="not_applicable", error=f"{against} is empty after normalization: no tokens to count "
+                      "errors against", **details)
     except Exception as exc:
         return result(error=failure_reason(exc), **details)
     return result(counted.rate, **details, errors=counted.errors, reference_tokens=counted.reference_tokens)
@@ -434,22 +437,24 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
     no_words = (f"language {_primary_language(language)!r} is written without spaces between words: no word "
                 "error rate (its error rates are cer, ref_cer and dcer)")
 
-    def word_rate(reference: str, heard: str, **details: Any) -> Record:
+    def word_rate(reference: str, heard: str, against: str, **details: Any) -> Record:
         if not written_with_spaces(language):
             return result(status="not_applicable", error=no_words, **details)
-        return _rate(lambda: word_errors(reference, heard, language), **details)
+        return _rate(lambda: word_errors(reference, heard, language), against, **details)
 
     out: Records = {}
     if transcript is not None:
         # The transcript scored against goes into the row, so that `audit --rescore` can recompute
         # WER and CER from the run directory alone.
         said = {**texts, "transcript": transcript}
-        out["wer"] = word_rate(transcript, hypothesis, **said)
-        out["cer"] = _rate(lambda: char_errors(transcript, hypothesis, language), **said)
-        out["ref_wer"] = word_rate(transcript, reference_hypothesis, **said)
-        out["ref_cer"] = _rate(lambda: char_errors(transcript, reference_hypothesis, language), **said)
-    out["dwer"] = word_rate(reference_hypothesis, hypothesis, **texts)
-    out["dcer"] = _rate(lambda: char_errors(reference_hypothesis, hypothesis, language), **texts)
+        out["wer"] = word_rate(transcript, hypothesis, "the transcript", **said)
+        out["cer"] = _rate(lambda: char_errors(transcript, hypothesis, language), "the transcript", **said)
+        out["ref_wer"] = word_rate(transcript, reference_hypothesis, "the transcript", **said)
+        out["ref_cer"] = _rate(lambda: char_errors(transcript, reference_hypothesis, language), "the transcript",
+                               **said)
+    out["dwer"] = word_rate(reference_hypothesis, hypothesis, "the reference audio's ASR", **texts)
+    out["dcer"] = _rate(lambda: char_errors(reference_hypothesis, hypothesis, language), "the reference audio's ASR",
+                        **texts)
     if critical:
         try:
             entities = [entity_outcome(kind, text, hypothesis, reference_hypothesis, transcript, language)
@@ -469,7 +474,8 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
     said, said_name = ((transcript, "the transcript") if transcript is not None
                        else (reference_hypothesis, "the reference audio's ASR"))
     decoded = (text_problems("the decoded audio", _checked(hypothesis, language), _checked(said, language), said_name)
-               + no_speech(hypothesis, segments))
+               + no_speech(hypothesis, segments)
+               + empty_text(_checked(hypothesis, language), _checked(reference_hypothesis, language)))
     distrust(out, ("ref_wer", "ref_cer"), reference)
     distrust(out, DECODED_OUTPUTS, reference + decoded)
     return Scored(out, texts)

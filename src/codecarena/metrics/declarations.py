@@ -313,7 +313,9 @@ METRICS: tuple[MetricSpec, ...] = (
                ("faster_whisper", "jiwer", "num2words", "opencc", "cn2an"), (),
                "no language, a model that cannot load or does not match its pins -> null with reason; "
                "a language no model covers, no transcript (its outputs), no critical entities, a word error rate "
-               f"of a language written without spaces -> not_applicable; {asr_checks.POLICY}",
+               "of a language written without spaces, a text scored against that is empty after normalization (an "
+               f"empty transcript: its outputs; an empty ASR of the reference audio: dwer, dcer) -> not_applicable; "
+               f"{asr_checks.POLICY}",
                "Whisper (tiny.en for English, base for other languages; greedy, temperature 0): WER/CER vs "
                "transcript, the reference's own WER/CER (floor), dWER/dCER vs the ASR of the reference, share "
                "of critical entities (numbers, negations) that survived",

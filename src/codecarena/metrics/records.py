@@ -28,6 +28,11 @@ def result(value: float | None = None, error: str | None = None, status: str | N
             "error": error, "details": details}
 
 
+class Undefined(ValueError):
+    """A value the metric does not define for its input (an error rate counted against a text with no
+    tokens): its record is not_applicable with the reason, never failed."""
+
+
 def failure_reason(exc: BaseException) -> str:
     """'<Type>: <first line of the message>', the one-line reason of a failed record."""
     text = str(exc).splitlines()[0] if str(exc) else ""

@@ -10,7 +10,7 @@ The package: `fields` (limits, PayloadError, validators), `packing` (bit packing
 `model` (CodeStream, PacketStream, Payload), `container` (bytes and files).
 """
 
-from codecarena.payload.container import decode_payload, encode_payload, read_payload, write_payload
+from codecarena.payload.container import decode_header, decode_payload, encode_payload, read_payload, write_payload
 from codecarena.payload.fields import FORMAT_VERSION, JSON, MAGIC, PayloadError
 from codecarena.payload.model import CodeStream, PacketStream, Payload, Stream
 from codecarena.payload.packing import pack_codes, unpack_codes
@@ -24,6 +24,7 @@ __all__ = [
     "Payload",
     "PayloadError",
     "Stream",
+    "decode_header",
     "decode_payload",
     "encode_payload",
     "pack_codes",

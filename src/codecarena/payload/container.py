@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import math
+import mmap
 import os
 import secrets
 from pathlib import Path
@@ -203,23 +204,29 @@ def _tail_digest_ok(data: bytes) -> bool:
     return hashlib.sha256(memoryview(data)[:-_DIGEST_SIZE]).digest() == data[-_DIGEST_SIZE:]
 
 
-def decode_payload(data: bytes) -> Payload:
-    """Parse and verify a payload; any problem raises PayloadError, nothing else.
-
-    Order of checks (docs/payload-format.md, section 6): fixed prefix,
-    header, section sizes, checksum, then the section contents.
-    """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+def _immutable(data: bytes | bytearray | memoryview | mmap.mmap) -> bytes | mmap.mmap:
+    """`data` as parsed streams may go on reading it: bytes (what files and request bodies arrive
+    as) and a read-only mapping (the service's request body, whose pages stay the file's, not the
+    process's memory) as they are, anything else copied once."""
+    if not isinstance(data, (bytes, bytearray, memoryview, mmap.mmap)):
         raise TypeError(f"decode_payload needs bytes, got {type(data).__name__}")
-    # Parsed streams go on reading `data` after the checks, so it must be immutable; bytes
-    # (what files and request bodies arrive as) is used as it is, anything else copied once.
-    if not isinstance(data, bytes):
-        data = bytes(data)
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, mmap.mmap):
+        with memoryview(data) as view:
+            if view.readonly:
+                return data
+    return bytes(data)
+
+
+def _decode_header(data: bytes | mmap.mmap) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """Steps 1 to 4 of the validation order: the header's fields, its stream specs and where the
+    sections start."""
     n = len(data)
     if n == 0:
         raise PayloadError("empty file")
     # Magic before length, so that a short foreign file is called foreign.
-    if not (data[:4] == MAGIC if n >= 4 else MAGIC.startswith(data)):
+    if not (data[:4] == MAGIC if n >= 4 else MAGIC.startswith(data[:n])):
         raise PayloadError(f"not a codecarena payload (magic {data[:4]!r}, expected {MAGIC!r})")
     if n < _PREFIX.size:
         raise PayloadError(f"too short: {n} bytes, the fixed prefix alone is {_PREFIX.size}")
@@ -242,6 +249,25 @@ def decode_payload(data: bytes) -> Payload:
         if n < header_end + _DIGEST_SIZE or _tail_digest_ok(data):
             raise
         raise PayloadError(f"corrupted: sha256 mismatch ({e})") from None
+    return meta, specs, header_end
+
+
+def decode_header(data: bytes | bytearray | memoryview | mmap.mmap) -> dict[str, Any]:
+    """The header's fields (every Payload field but streams), checked as decode_payload checks
+    them, without reading the sections: what a reader can refuse a payload for before it touches
+    the rest of the file. It is not a verified payload: decode_payload still has to parse it."""
+    return _decode_header(_immutable(data))[0]
+
+
+def decode_payload(data: bytes | bytearray | memoryview | mmap.mmap) -> Payload:
+    """Parse and verify a payload; any problem raises PayloadError, nothing else.
+
+    Order of checks (docs/payload-format.md, section 6): fixed prefix,
+    header, section sizes, checksum, then the section contents.
+    """
+    data = _immutable(data)
+    n = len(data)
+    meta, specs, header_end = _decode_header(data)
     # Sizes before checksum, so that a short file says "truncated".
     sections, end = _locate_sections(data, header_end, specs)
     left = n - end
@@ -257,8 +283,11 @@ def decode_payload(data: bytes) -> Payload:
     streams: list[Stream] = []
     for spec, (section, content_bytes) in zip(specs, sections):
         if spec["kind"] == "codes":
+            # Released however the check ends: a mapped file cannot be closed while a view of it lives
+            # on, as it would in the traceback of the error.
             try:
-                _check_code_section(section.view(), spec["bit_width"], section.count)
+                with section.view() as view:
+                    _check_code_section(view, spec["bit_width"], section.count)
             except PayloadError as e:
                 raise PayloadError(f"stream {_q(spec['name'])}: {e}") from None
             streams.append(CodeStream._parsed(spec["name"], spec["bit_width"], spec["shape"], section))

@@ -168,11 +168,12 @@ WEIGHTS = ("none", "real", "real_or_synthetic")
 KINDS = ("python", "command")
 
 
-def parse_declaration(text: str, where: str, module: str) -> Family:
+def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = False) -> Family:
     """A family declaration (`codec.toml`, format `API_VERSION`), strictly: unknown keys, wrong types,
     a default config that is not a config, an option default outside its own bounds are refused with
     one line naming `where`. `module` is the adapter module the workers import; a command-line
-    family's is always COMMAND_MODULE."""
+    family's is always COMMAND_MODULE. `pinned_at_add`: a user's declaration, whose binaries are
+    pinned by the sha256 `codec add` takes, so that it may leave their `sha256` out."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -209,7 +210,7 @@ def parse_declaration(text: str, where: str, module: str) -> Family:
                 raise top.fail(key, "is not for a command-line family")
         if weights != "none":
             raise top.fail("supported_weights", "must be none for a command-line family")
-        command = _command(top.get("command", dict), f"{where}: command", configs, options)
+        command = _command(top.get("command", dict), f"{where}: command", configs, options, pinned_at_add)
         module = COMMAND_MODULE
     elif top.has("command"):
         raise top.fail("command", 'is only for kind = "command"')
@@ -235,7 +236,8 @@ def _channel(raw: Any, where: str) -> ChannelSupport:
     return support
 
 
-def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Option, ...]) -> Command:
+def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Option, ...],
+             pinned_at_add: bool) -> Command:
     table = Table(raw, where)
     bandwidth = table.get("bandwidth", str)
     if bandwidth not in BANDWIDTHS:
@@ -252,7 +254,8 @@ def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Opti
     tolerance = table.get("length_tolerance", int)
     if tolerance < 0:
         raise table.fail("length_tolerance", "must be >= 0")
-    binaries = tuple(_binary(item, f"{where}.binaries[{i}]") for i, item in enumerate(table.get("binaries", list)))
+    binaries = tuple(_binary(item, f"{where}.binaries[{i}]", pinned_at_add)
+                     for i, item in enumerate(table.get("binaries", list)))
     names = [b.name for b in binaries]
     if not binaries or len(set(names)) != len(names):
         raise table.fail("binaries", "must list at least one binary, each name once")
@@ -314,7 +317,7 @@ def _placeholders(table: Table, which: str, argv: tuple[str, ...], binaries: lis
     return found
 
 
-def _binary(raw: Any, where: str) -> Binary:
+def _binary(raw: Any, where: str, pinned_at_add: bool) -> Binary:
     table = Table(raw, where)
     binary = Binary(name=table.get("name", str), path=table.get("path", str), package=table.get("package", str, ""),
                     sha256=table.get("sha256", str, ""))
@@ -327,7 +330,7 @@ def _binary(raw: Any, where: str) -> Binary:
         raise table.fail("sha256", "must be 64 lower-case hex digits")
     if binary.package and not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", binary.package):
         raise table.fail("package", "must be a Debian package name")
-    if not binary.package and not binary.sha256:
+    if not binary.package and not binary.sha256 and not pinned_at_add:
         raise table.fail("sha256", "is required when no Debian package pins the binary")
     return binary
 
@@ -402,7 +405,7 @@ def _user_families() -> tuple[dict[str, Family], dict[str, str]]:
     for unit in units:
         where = str(user_units.units_dir() / unit.name / user_units.RECORD)
         try:
-            family = parse_declaration(unit.declaration, where, "")
+            family = parse_declaration(unit.declaration, where, "", pinned_at_add=True)
         except RegistryError as exc:
             problems[unit.name] = str(exc)
             continue
@@ -413,6 +416,10 @@ def _user_families() -> tuple[dict[str, Family], dict[str, str]]:
             # A user's programs are pinned by the sha256 `codec add` took, whatever the declaration says.
             pins = dict(unit.binaries)
             binaries = tuple(dataclasses.replace(b, sha256=pins.get(b.name, b.sha256)) for b in family.command.binaries)
+            unpinned = [b.name for b in binaries if not b.sha256]
+            if unpinned:
+                problems[unit.name] = f"{where}: binary {unpinned[0]} has no sha256 pin; add the codec again"
+                continue
             family = dataclasses.replace(family, command=dataclasses.replace(family.command, binaries=binaries))
         found[unit.name] = dataclasses.replace(family, origin="user")
     return found, problems

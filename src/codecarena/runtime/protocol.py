@@ -14,6 +14,7 @@ from typing import Any
 from codecarena.arena import ARENA_RATE
 from codecarena.devices import FORMS, DeviceError, DeviceInfo, parse_device
 from codecarena.files import write_json
+from codecarena.text import printable
 
 PROTOCOL_VERSION = 2  # 2: the job's device, the report's device facts and peak device memory
 
@@ -97,11 +98,19 @@ def _strict(cls: type, data: Any, what: str) -> Any:
         raise ProtocolError(f"{what}: missing keys {sorted(missing)}, unexpected keys {sorted(extra)}")
     if data["version"] != PROTOCOL_VERSION:
         raise ProtocolError(f"{what}: protocol version {data['version']!r}, expected {PROTOCOL_VERSION}")
-    if cls is StageReport and data["device"] is not None:
-        try:
-            DeviceInfo.from_dict(data["device"], f"{what}: device")
-        except DeviceError as exc:
-            raise ProtocolError(str(exc)) from None
+    if cls is StageReport:
+        if data["device"] is not None:
+            try:
+                DeviceInfo.from_dict(data["device"], f"{what}: device")
+            except DeviceError as exc:
+                raise ProtocolError(str(exc)) from None
+        if not isinstance(data["error"], str):
+            raise ProtocolError(f"{what}: error is {type(data['error']).__name__}, not a string")
+        # The reason is a codec's own text (an exception it raised, a tool's message), and the
+        # worker that writes it runs the codec's code: its control characters (a terminal's escape
+        # sequences, line breaks) are written out, so that the reason a row stores and the console
+        # prints is one printable line.
+        data = {**data, "error": printable(data["error"])}
     return cls(**data)
 
 
