@@ -133,6 +133,36 @@ def test_the_example_adpcm_codec_is_64_kbps_exact_and_replays(tmp_path: Path, ho
     assert codecarena("audit", out, env=home).returncode == 0
 
 
+def _guide_block(marker: str, language: str) -> str:
+    """The code block of docs/plugins.md right after `<!-- marker -->`, as written."""
+    text = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    return text.split(f"<!-- {marker} -->\n```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_guides_minimal_adapter_adds_runs_and_replays_as_written(tmp_path: Path, home: dict[str, str]) -> None:
+    """Issue 38 (8): the guide's complete minimal adapter and its declaration, taken from the page, are a
+    codec: added, run on one clip, its payload 8 bits a sample at its own 8 kHz, replayed identically,
+    its claim read by the ledger. A guide whose code no longer runs fails here."""
+    folder = tmp_path / "mulaw"
+    folder.mkdir()
+    (folder / "mulaw.py").write_text(_guide_block("minimal-adapter", "python"))
+    (folder / "mulaw.toml").write_text(_guide_block("minimal-declaration", "toml"))
+    added = _add(home, "mulaw", folder / "mulaw.py")
+    assert added.returncode == 0, added.stdout + added.stderr
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", _clips(tmp_path), "--codec", "mulaw:64k", "--metrics", "none", "--out", out,
+                     env=home)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (row,) = rows_of(out)
+    assert row["status"] == "ok" and row["replay_identical"] and row["decoded_samples"] == row["num_samples"]
+    assert row["codec_facts"]["resampled_to"] == 8000 and row["model"]["parameters"] == 0
+    codes = row["codec_facts"]["codes"]
+    assert row["representation_bits"] == 8 * codes and codes == pytest.approx(row["num_samples"] / 2, abs=1)
+    (entry,) = json.loads((out / "summary.json").read_text())["ledger"]["codecs"]
+    assert (entry["claim"]["bps"], entry["claim"]["source"], entry["claim_check"]["flag"]) == (64000, "standard", "ok")
+    assert codecarena("audit", out, "--replay", env=home).returncode == 0
+
+
 MISBEHAVING = {
     # a stage that raises: its rows fail with the exception, one line
     "broken": ("def load(self):\n    raise RuntimeError('the model file is corrupt')\n", "Broken"),
