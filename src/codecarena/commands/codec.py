@@ -42,9 +42,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
-    from codecarena.registry import user_units
-
     from codecarena.commands.codec_view import list_codecs, show_codec
+    from codecarena.registry import user_units
 
     if args.codec_command == "add":
         return _add(args)

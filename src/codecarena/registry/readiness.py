@@ -135,25 +135,24 @@ def broken_todo(name: str) -> str:
 
 def user_state(unit: user_units.UserUnit, family: Family | None) -> UserState:
     """`unit` against its pins now (`family`: its declaration as the catalog parsed it, None when it
-    could not)."""
+    could not); the word is the first problem's."""
     if family is None:
         return UserState("broken", (f"user codec {unit.name}: its declaration cannot be read",),
                          broken_todo(unit.name))
     if unit.source is not None:
         try:
             changed = unit.source.current_sha256() != unit.source.sha256
-        except user_units.UserUnitError as exc:  # the source is gone
+        except user_units.UserUnitError as exc:  # the source is gone: nothing else can be checked against it
             return UserState("gone", (str(exc),), f"codecarena codec add {unit.name} --module NEW_PATH (or "
                                                   f"codecarena codec remove {unit.name})")
-        if changed:
-            return UserState("changed", (f"its source {unit.source.path} changed since it was added",),
-                             add_again(unit))
-    if binaries := _binary_problems(family, {}):
-        return UserState("changed", tuple(binaries), add_again(unit))
+    found: list[tuple[str, str]] = []
+    if unit.source is not None and changed:
+        found.append(("changed", f"its source {unit.source.path} changed since it was added"))
+    found += [("changed", problem) for problem in _binary_problems(family, {})]
     if unit.requirements and not is_built(unit.registry_id):
-        return UserState("unbuilt", ("its own runtime is not built",), add_again(unit))
-    missing = [f"its checkpoint {path} is missing or not the pinned size" for f in unit.checkpoints
-               if not (path := unit.checkpoint_path(f.name)).is_file() or path.stat().st_size != f.bytes]
-    if missing:
-        return UserState("incomplete", tuple(missing), add_again(unit))
-    return UserState("ready", (), "")
+        found.append(("unbuilt", "its own runtime is not built"))
+    found += [("incomplete", f"its checkpoint {path} is missing or not the pinned size") for f in unit.checkpoints
+              if not (path := unit.checkpoint_path(f.name)).is_file() or path.stat().st_size != f.bytes]
+    if not found:
+        return UserState("ready", (), "")
+    return UserState(found[0][0], tuple(problem for _, problem in found), add_again(unit))
