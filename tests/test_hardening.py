@@ -225,15 +225,15 @@ def test_non_finite_samples_are_refused(tmp_path: Path) -> None:
         audio = _speech()
         audio[100] = value
         sf.write(tmp_path / name, audio, 16000, subtype="FLOAT")
-        with pytest.raises(AudioInputError, match=rf"{name}: 1 samples are NaN or infinite"):
+        with pytest.raises(AudioInputError, match=rf"{name}: 1 sample is NaN or infinite"):
             check_audio_file(tmp_path / name)
-    with pytest.raises(DatasetError, match=r"inf\.wav: 1 samples are NaN"):
+    with pytest.raises(DatasetError, match=r"inf\.wav: 1 sample is NaN"):
         load_input_dir(tmp_path)
 
 
 def test_inputs_shorter_than_the_minimum_are_refused(tmp_path: Path) -> None:
     sf.write(tmp_path / "one.wav", np.array([0.1], dtype=np.float32), 48000)
-    with pytest.raises(DatasetError, match=r"one\.wav: 1 samples at 48000 Hz is shorter than the 0\.1 s minimum"):
+    with pytest.raises(DatasetError, match=r"one\.wav: 1 sample at 48000 Hz is shorter than the 0\.1 s minimum"):
         load_input_dir(tmp_path)
 
 

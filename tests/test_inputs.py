@@ -97,7 +97,85 @@ def test_an_mp3_damaged_inside_is_refused_as_damaged_naming_what_libmpg123_skipp
     data[3000:3200] = np.random.default_rng(1).integers(0, 256, 200, dtype=np.uint8).tobytes()
     path.write_bytes(bytes(data))
     with pytest.raises(AudioInputError, match=r"hit\.mp3: damaged: its header says 48000 frames, \d+ could be decoded "
-                                              r"\(libmpg123: 'Note: Illegal Audio-MPEG-Header"):
+                                              r"\(libmpg123: 'Note: Illegal Audio-MPEG-Header.*'\); FFmpeg finds it "
+                                              r"damaged too \('mp3float: [^']+'\); re-export the file$"):
+        check_audio_file(path)
+
+
+def _lame_mp3(path: Path, samples: np.ndarray) -> Path:
+    """An MP3 as PyAV's LAME encoder writes it by default: constant bit rate, a Xing/Info tag stating its
+    length and LAME's gapless header."""
+    import av
+
+    with av.open(str(path), "w", format="mp3") as out:
+        stream = out.add_stream("libmp3lame", rate=RATE)
+        stream.layout = "mono"
+        frame = av.AudioFrame.from_ndarray(samples[None, :].astype(np.float32), format="fltp", layout="mono")
+        frame.sample_rate = RATE
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            out.mux(packet)
+    return path
+
+
+def _ffmpeg_decode(path: Path) -> tuple[np.ndarray, list[tuple[int, str, str]]]:
+    """FFmpeg's samples of a mono file and what it logged at warning level or above, here without
+    codecarena."""
+    import av
+    import av.logging
+
+    av.logging.set_level(av.logging.WARNING)
+    try:
+        with av.logging.Capture() as logs, av.open(str(path)) as container:
+            samples = np.concatenate([frame.to_ndarray()[0] for frame in container.decode(audio=0)])
+    finally:
+        av.logging.set_level(None)
+    return samples.astype(np.float64), [log for log in logs if log[0] <= av.logging.WARNING]
+
+
+def test_a_valid_mp3_libmpg123_complains_about_is_read_by_ffmpeg_and_says_so(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 (17): six seconds of noise through PyAV's LAME encoder, a file FFmpeg decodes without a
+    warning, was refused as damaged because libmpg123 reported "part2_3_length too large" (libsndfile
+    feeds it in pieces: a frame whose bit reservoir spans two reads draws it; read whole, it is silent)."""
+    path = _lame_mp3(tmp_path / "noise.mp3", 0.3 * np.random.default_rng(1).standard_normal(6 * RATE))
+    # The trap: what libsndfile's libmpg123 prints when the file is read in 65536-frame blocks.
+    with sf.SoundFile(str(path)) as fh:
+        while len(fh.read(1 << 16, dtype="float32")):
+            pass
+    assert "part2_3_length" in capfd.readouterr().err
+    whole, warned = _ffmpeg_decode(path)
+    assert warned == [] and len(whole) == 6 * RATE == sf.info(str(path)).frames
+
+    facts = check_audio_file(path)
+    assert (facts.reader, facts.num_samples, facts.sample_rate) == ("pyav", 6 * RATE, RATE)
+    assert facts.described().startswith("mp3 mp3float (FFmpeg via PyAV: libmpg123 reported 1 error ('error: "
+                                        "part2_3_length (")
+    assert facts.described().endswith("as libsndfile read it, FFmpeg decodes it without a warning), 16000 Hz, "
+                                      "1 channel")
+    read = read_audio(path, facts.sample_rate, facts.num_samples, facts.reader)
+    assert np.array_equal(read[:, 0], whole)  # the reference is FFmpeg's decode, as announced
+    (utt,) = load_input_dir(tmp_path).utterances
+    assert utt.reader == "pyav"
+    from codecarena.references import reference_audio
+
+    audio, _, steps = reference_audio(utt)
+    assert np.array_equal(audio, whole) and steps == (f"decoded {facts.described()}",)
+
+
+def test_an_mp3_both_decoders_find_damaged_is_refused_naming_both(tmp_path: Path) -> None:
+    import av
+
+    path = _lame_mp3(tmp_path / "noise.mp3", 0.3 * np.random.default_rng(1).standard_normal(6 * RATE))
+    data = bytearray(path.read_bytes())
+    with av.open(str(path)) as container:
+        frames = [packet.pos for packet in container.demux(audio=0) if packet.size]
+    for start in frames[40:44]:
+        data[start + 4] = 0  # the first byte of the side information: where the frame's main data begins
+    path.write_bytes(bytes(data))
+    assert _ffmpeg_decode(path)[1]  # FFmpeg warns, and decodes on
+    with pytest.raises(AudioInputError, match=r"noise\.mp3: damaged: libmpg123 reports \d+ errors? \('error: [^']+'\); "
+                                              r"FFmpeg finds it damaged too \('mp3float: [^']+'\); re-export the "
+                                              r"file$"):
         check_audio_file(path)
 
 
@@ -109,7 +187,7 @@ def test_an_mp3_without_a_length_tag_is_read_whole(tmp_path: Path) -> None:
     assert whole >= RATE
     facts = check_audio_file(path)
     assert facts.num_samples == whole
-    assert read_audio(path, facts.sample_rate, facts.num_samples).shape == (whole, 1)
+    assert read_audio(path, facts.sample_rate, facts.num_samples, facts.reader).shape == (whole, 1)
 
 
 def test_libmpg123_prints_nothing_on_the_console(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -123,7 +201,7 @@ def test_libmpg123_prints_nothing_on_the_console(tmp_path: Path, capfd: pytest.C
     assert capfd.readouterr().err == ""  # libmpg123's "Xing stream size off by more than 1%" is not shown
     assert [name for name, _ in s.skipped] == ["cut.mp3"]
     (good,) = s.utterances
-    read_audio(good.path, good.sample_rate, good.num_samples)
+    read_audio(good.path, good.sample_rate, good.num_samples, good.reader)
     assert capfd.readouterr().err == ""
     # What is printed after the decoding still reaches the console.
     os.write(2, b"after\n")

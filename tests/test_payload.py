@@ -424,7 +424,7 @@ def test_truncation_messages_name_the_place():
 
 
 def test_trailing_garbage():
-    with pytest.raises(PayloadError, match="trailing bytes: 1 bytes after the checksum"):
+    with pytest.raises(PayloadError, match="trailing bytes: 1 byte after the checksum"):
         decode_payload(GOOD + b"\x00")
     with pytest.raises(PayloadError, match="trailing bytes: 5 bytes after the checksum"):
         decode_payload(GOOD + b"hello")

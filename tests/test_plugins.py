@@ -134,6 +134,36 @@ def test_the_example_adpcm_codec_is_64_kbps_exact_and_replays(tmp_path: Path, ho
     assert codecarena("audit", out, env=home).returncode == 0
 
 
+def _guide_block(marker: str, language: str) -> str:
+    """The code block of docs/plugins.md right after `<!-- marker -->`, as written."""
+    text = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    return text.split(f"<!-- {marker} -->\n```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_guides_minimal_adapter_adds_runs_and_replays_as_written(tmp_path: Path, home: dict[str, str]) -> None:
+    """Issue 38 (8): the guide's complete minimal adapter and its declaration, taken from the page, are a
+    codec: added, run on one clip, its payload 8 bits a sample at its own 8 kHz, replayed identically,
+    its claim read by the ledger. A guide whose code no longer runs fails here."""
+    folder = tmp_path / "mulaw"
+    folder.mkdir()
+    (folder / "mulaw.py").write_text(_guide_block("minimal-adapter", "python"))
+    (folder / "mulaw.toml").write_text(_guide_block("minimal-declaration", "toml"))
+    added = _add(home, "mulaw", folder / "mulaw.py")
+    assert added.returncode == 0, added.stdout + added.stderr
+    out = tmp_path / "run"
+    run = codecarena("run", "--input", _clips(tmp_path), "--codec", "mulaw:64k", "--metrics", "none", "--out", out,
+                     env=home)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (row,) = rows_of(out)
+    assert row["status"] == "ok" and row["replay_identical"] and row["decoded_samples"] == row["num_samples"]
+    assert row["codec_facts"]["resampled_to"] == 8000 and row["model"]["parameters"] == 0
+    codes = row["codec_facts"]["codes"]
+    assert row["representation_bits"] == 8 * codes and codes == pytest.approx(row["num_samples"] / 2, abs=1)
+    (entry,) = json.loads((out / "summary.json").read_text())["ledger"]["codecs"]
+    assert (entry["claim"]["bps"], entry["claim"]["source"], entry["claim_check"]["flag"]) == (64000, "standard", "ok")
+    assert codecarena("audit", out, "--replay", env=home).returncode == 0
+
+
 MISBEHAVING = {
     # a stage that raises: its rows fail with the exception, one line
     "broken": ("def load(self):\n    raise RuntimeError('the model file is corrupt')\n", "Broken"),
@@ -275,6 +305,54 @@ def test_a_broken_record_names_itself_and_stops_no_other_command(tmp_path: Path,
     run = codecarena("run", "--input", _clips(tmp_path), "--codec", "fine:q8", "--out", tmp_path / "r", env=home)
     assert run.returncode == 2 and "user codec 'fine' cannot be read" in run.stderr
     assert codecarena("codecs", env=home).returncode == 0
+
+
+def _row(listing: str, name: str) -> list[str]:
+    """The cells of `name`'s row in `codec list`'s table."""
+    (line,) = [line for line in listing.splitlines() if line.startswith(f"│ {name} ")]
+    return [cell.strip() for cell in line.strip("│ ").split("│")]
+
+
+def test_codec_list_says_in_one_word_whether_each_codec_runs_now_and_what_to_do(tmp_path: Path,
+                                                                               home: dict[str, str]) -> None:
+    """Issue 38 (14): `codec list` showed the pins of a codec whose source had changed as if nothing had."""
+    module = _codec(tmp_path / "mine", "top8")
+    assert _add(home, "top8", module).returncode == 0
+    listed = codecarena("codec", "list", env=home)
+    assert listed.returncode == 0 and _row(listed.stdout, "top8")[:2] == ["top8", "ready"]
+    assert "to do" not in listed.stdout
+
+    module.write_text(module.read_text() + "\n# tuned\n")
+    listed = codecarena("codec", "list", env=home)
+    assert _row(listed.stdout, "top8")[:2] == ["top8", "changed"]
+    assert (f"top8 changed: its source {module} changed since it was added; to do: codecarena codec add top8 "
+            f"--module {module}") in listed.stdout.splitlines()
+    module.unlink()
+    listed = codecarena("codec", "list", env=home)
+    assert _row(listed.stdout, "top8")[:2] == ["top8", "gone"]
+    assert f"to do: codecarena codec add top8 --module NEW_PATH (or codecarena codec remove top8)" in listed.stdout
+
+
+def test_codec_show_is_a_summary_in_words_and_json_on_request(tmp_path: Path, home: dict[str, str]) -> None:
+    """Issue 38 (14): `codec show` printed its record as JSON, then the declaration's TOML."""
+    module = _codec(tmp_path / "mine", "top8")
+    assert _add(home, "top8", module).returncode == 0
+    shown = codecarena("codec", "show", "top8", env=home)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[1:4] == ["kind: Python module file", f"source: {module}",
+                          f"  sha256 {_sha256(module)} (not in a git repository, when added)"]
+    assert "  configs: q8; default q8; weights: none" in lines and "runtime: codecarena's environment" in lines
+    assert lines[-1] == "now: ready, it runs (codecarena run --codec top8:q8)"
+    assert not shown.stdout.lstrip().startswith("{") and "api_version" not in shown.stdout
+
+    module.write_text(module.read_text() + "\n# tuned\n")
+    lines = codecarena("codec", "show", "top8", env=home).stdout.splitlines()
+    assert lines[-2:] == [f"now: changed, it does not run: its source {module} changed since it was added",
+                          f"to do: codecarena codec add top8 --module {module}"]
+    record = Path(home["XDG_DATA_HOME"]) / "codecarena" / "codecs" / "top8" / "unit.json"
+    as_json = codecarena("codec", "show", "top8", "--json", env=home)
+    assert json.loads(as_json.stdout) == json.loads(record.read_text())
 
 
 def test_the_public_api_is_what_its_version_promises() -> None:

@@ -105,7 +105,7 @@ def test_a_user_codec_whose_source_changed_runs_only_when_added_again(tmp_path: 
     source.write_text(source.read_text() + "\n# edited\n")
     state = readiness(family)
     assert state.runs == "" and state.problems == (f"its source {source} changed since it was added",)
-    assert state.commands == (f"codecarena codec add {family.name} ...",)
+    assert state.commands == (f"codecarena codec add {family.name} --module {source}",)
     source.unlink()
     state = readiness(family)
     assert state.runs == "" and state.problems == (f"{source}: the source of this user codec is gone",)

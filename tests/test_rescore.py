@@ -95,7 +95,7 @@ def test_an_edited_pesq_value_fails_the_plain_audit_and_a_resealed_one_rescore(s
     code, text = audit(run, "--rescore", "all")
     assert code == 1
     assert f"opus:6k clip1: pesq_wb: row says 3.9, rescored {original['metrics']['pesq_wb']['value']!r}" in text
-    assert "1 problem(s)" in text
+    assert "audit failed: 1 problem in" in text
 
 
 @pytest.mark.slow

@@ -53,7 +53,7 @@ def test_kaldi_refuses_pipes_and_missing_transcripts(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="is a command"):
         load_corpus(tmp_path)
     (tmp_path / "wav.scp").write_text("a a.wav\nb a.wav\n")
-    with pytest.raises(DatasetError, match="no transcript for 1 utterances"):
+    with pytest.raises(DatasetError, match="no transcript for 1 utterance of"):
         load_corpus(tmp_path)
     (tmp_path / "text").write_text("a X\na Y\n")
     with pytest.raises(DatasetError, match="appears twice"):

@@ -362,7 +362,7 @@ def test_non_finite_audio_is_refused(service: Service, bad: float) -> None:
     samples = np.full(16000, 0.1)
     samples[1234] = bad
     code, reply = request(service.url + "/v1/encode", float_wav(samples))
-    assert code == 400 and "request body: 1 samples are NaN or infinite" in error_of(reply), reply
+    assert code == 400 and "request body: 1 sample is NaN or infinite" in error_of(reply), reply
 
 
 def test_audio_shorter_than_the_minimum_is_refused(service: Service) -> None:

@@ -174,3 +174,52 @@ def test_the_audio_channel_given_to_the_channel_impairment_option_says_which_opt
     assert exited.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--channel left" in line and "--channels left" in line
+
+
+# ------------------------------------------------------------------------------ what --help and --version say
+
+
+def test_the_help_summary_names_every_command_of_the_registry() -> None:
+    """Issue 38 (16): the opening of `codecarena --help` named 12 of the 17 commands (not codec, ledger,
+    determinism, serve, service-check). Read from the help text itself, between the usage and the
+    argument list (which argparse fills from the parser, not from the summary)."""
+    from codecarena import cli
+    from codecarena.commands import COMMANDS
+
+    text = cli._parser().format_help()
+    summary = text.split("\n\n", 1)[1].split("positional arguments:", 1)[0]
+    named = {word.strip("`.,;:") for word in summary.split()}
+    assert [name for name in COMMANDS if name not in named] == []
+
+
+def _version_from(pythonpath: Path) -> str:
+    done = subprocess.run([sys.executable, "-m", "codecarena", "--version"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(pythonpath)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_version_names_the_git_commit_and_whether_the_checkout_is_dirty() -> None:
+    """Issue 38 (16): `--version` said only `codecarena 0.1.0`, whichever commit was running."""
+    import codecarena
+
+    src = Path(codecarena.__file__).resolve().parent.parent
+    git = ["git", "-C", str(src.parent)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0 or not (src.parent / ".git").exists():
+        pytest.skip(f"{src.parent} is not a git checkout")
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert _version_from(src) == (f"codecarena {codecarena.__version__} (git {head.stdout.strip()[:12]}"
+                                  f"{', dirty' if dirty else ''})")
+
+
+def test_the_version_of_a_copy_outside_any_checkout_says_where_it_is_installed(tmp_path: Path) -> None:
+    import shutil
+
+    import codecarena
+
+    copy = tmp_path / "site" / "codecarena"
+    shutil.copytree(Path(codecarena.__file__).resolve().parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert _version_from(copy.parent) == (f"codecarena {codecarena.__version__} (installed at {copy}, "
+                                          "not a git checkout)")

@@ -183,6 +183,9 @@ def test_the_verdict_reads_each_failure_from_the_row(noisy_run: tuple[dict[str, 
     short = dataclasses.replace(good, decoded_samples=good.num_samples - 1)
     assert verdict(short).status == "failed"
     assert verdict(dataclasses.replace(good, padded_samples=(good.length_tolerance or 0) + 1)).status == "failed"
+    # Issue 38 (16): "off by 1 samples".
+    assert verdict(dataclasses.replace(good, padded_samples=1, length_tolerance=0)).reason == \
+        "decoded length was off by 1 sample before restoration, beyond the codec's tolerance of 0"
     assert verdict(dataclasses.replace(good, decoded=None)).reason == "no decoded audio was written"
     assert verdict(dataclasses.replace(good, payload=None)).reason == "no payload was written"
     assert verdict(dataclasses.replace(good, replay_sha256=None, replay_identical=None)).kind == "replay"

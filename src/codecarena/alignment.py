@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import scipy.signal
 
+from codecarena.plural import counted
+
 # find_delay: lags whose normalized correlation is within this of the maximum count as tied
 # (FFT round-off is ~1e-15 on this scale), so ties break by the documented rule, not by noise.
 _TIE_TOLERANCE = 1e-10
@@ -31,7 +33,7 @@ def as_signal(x: Any, name: str) -> np.ndarray:
     arr = arr.astype(np.float64, copy=False)
     if not np.all(np.isfinite(arr)):
         bad = int(np.count_nonzero(~np.isfinite(arr)))
-        raise ValueError(f"{name} has {bad} non-finite sample(s) (NaN or inf)")
+        raise ValueError(f"{name} has {counted(bad, 'non-finite sample')} (NaN or inf)")
     return arr
 
 

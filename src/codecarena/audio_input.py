@@ -11,7 +11,11 @@ header rate no speech recording has, a file too short to hold one codec frame. E
 line that starts with the file (control characters escaped) and says what to do.
 
 libsndfile decodes MP3 with libmpg123, which prints its warnings on the process's stderr: they are
-kept off the console while libsndfile works, and what matters in them becomes our own message.
+kept off the console while libsndfile works, and what matters in them becomes our own message. An
+MP3 libmpg123 complains about gets a second opinion from FFmpeg: libsndfile feeds libmpg123 in pieces,
+and a frame whose bit reservoir spans two reads draws "part2_3_length too large" from a file that is
+whole. FFmpeg then reads the file if it decodes it without a single warning, to the length the file
+states, and the reference says so; a file both decoders find damaged is refused, naming both.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.text import printable
+from codecarena.plural import counted, verb
 
 # Below 8 kHz there is no telephone-band speech to code; above 384 kHz no recorder writes speech.
 MIN_SAMPLE_RATE = 8000
@@ -49,6 +54,7 @@ _FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")
 _MP3_LENGTH_TAGS = (b"Xing", b"Info", b"VBRI")
 _UNKNOWN_LENGTH = 2**63 - 1  # libsndfile's frame count for a stream that does not state its length
 _BLOCK = 1 << 16  # frames checked at a time
+_NO_LENGTH_TAG = "an MP3 without a length tag, whose length libsndfile would take from libmpg123's estimate"
 
 
 class AudioInputError(ValueError):
@@ -63,7 +69,8 @@ class AudioFacts:
     container: str  # libsndfile's format name (WAV, FLAC, OGG, MP3) or FFmpeg's (e.g. "mov,mp4,m4a,3gp,3g2,mj2")
     subtype: str  # e.g. PCM_16, FLOAT, or FFmpeg's codec name (aac)
     streamed_header: bool  # the RIFF data size was 0xFFFFFFFF: the length is what the file holds
-    reader: str = "soundfile"  # "soundfile" (libsndfile) or "pyav" (FFmpeg)
+    reader: str = "soundfile"  # "soundfile" (libsndfile) or "pyav" (FFmpeg): read_audio reads it so again
+    reader_note: str = ""  # why FFmpeg read an MP3 rather than libsndfile, "" otherwise
     channel_rms: tuple[float, ...] = ()  # of each channel, full scale 1
     downmix_rms: float = 0.0  # of the mean of the channels
 
@@ -79,8 +86,9 @@ class AudioFacts:
     def described(self) -> str:
         """What the file holds, in words: `MP3 (libsndfile), 44100 Hz, 2 channels`."""
         reader = "libsndfile" if self.reader == "soundfile" else "FFmpeg via PyAV"
-        return f"{self.container} {self.subtype} ({reader}), {self.sample_rate} Hz, {self.channels} channel" + \
-            ("s" if self.channels != 1 else "")
+        why = f": {self.reader_note}" if self.reader_note else ""
+        return (f"{self.container} {self.subtype} ({reader}{why}), {self.sample_rate} Hz, "
+                f"{counted(self.channels, 'channel')}")
 
 
 def cancelled_downmix(facts: AudioFacts) -> str | None:
@@ -254,7 +262,7 @@ def check_audio_file(path: Path, shown: str | None = None) -> AudioFacts:
         # libsndfile's message repeats the path: keep its reason.
         return _pyav_facts(path, name, printable(failure.rpartition(": ")[2].rstrip(".")))
     if _estimated_mp3(path, info):
-        return _pyav_facts(path, name, "an MP3 without a length tag")
+        return _pyav_facts(path, name, "an MP3 without a length tag", _NO_LENGTH_TAG)
     _check_rate(name, info.samplerate)
     streamed = False
     chunk = _riff_data_chunk(path)
@@ -275,22 +283,26 @@ def check_audio_file(path: Path, shown: str | None = None) -> AudioFacts:
         except (sf.LibsndfileError, RuntimeError, OSError) as exc:
             stopped = printable(str(exc))
     errors = _libmpg123(said, "error")
+    stated = info.frames if info.format == "MP3" and info.frames < _UNKNOWN_LENGTH else None
     if info.frames < _UNKNOWN_LENGTH and tally.frames < info.frames:
-        told = f"its header says {info.frames} frames, {tally.frames} could be decoded"
+        told = f"its header says {counted(info.frames, 'frame')}, {tally.frames} could be decoded"
         dropped = errors or _libmpg123(said, "Illegal Audio-MPEG-Header", "Skipped")
         if stopped:
             raise AudioInputError(f"{name}: truncated or damaged: {told} ({stopped})")
         # libmpg123 tells a file shorter than its length tag says from data it had to skip inside it.
         if dropped and not _libmpg123(said, "stream size off"):
-            raise AudioInputError(f"{name}: damaged: {told} (libmpg123: {printable(dropped[0])!r}); re-export the file")
+            return _second_opinion(path, name, stated, f"damaged: {told} (libmpg123: {printable(dropped[0])!r})",
+                                   f"libmpg123 skipped data in it ({printable(dropped[0])!r})")
         raise AudioInputError(f"{name}: truncated: {told}")
     if stopped:
         raise AudioInputError(f"{name}: unreadable audio ({stopped})")
     if errors:
-        raise AudioInputError(f"{name}: damaged: its decoder reports {len(errors)} errors (libmpg123: "
-                              f"{printable(errors[0])!r}); re-export the file")
+        found = f"{counted(len(errors), 'error')} ({printable(errors[0])!r})"
+        return _second_opinion(path, name, stated, f"damaged: libmpg123 reports {found}",
+                               f"libmpg123 reported {found}")
     if tally.frames != info.frames:
-        raise AudioInputError(f"{name}: damaged: its header says {info.frames} frames, {tally.frames} decoded")
+        raise AudioInputError(f"{name}: damaged: its header says {counted(info.frames, 'frame')}, "
+                              f"{tally.frames} decoded")
     _check_samples(name, tally, info.samplerate, float_pcm=info.subtype in _FLOAT_SUBTYPES)
     channel_rms, downmix_rms = tally.levels()
     return AudioFacts(sample_rate=info.samplerate, num_samples=tally.frames, channels=info.channels,
@@ -306,29 +318,32 @@ def _check_rate(name: str, rate: int) -> None:
 
 def _check_samples(name: str, tally: _Tally, rate: int, float_pcm: bool) -> None:
     if tally.nonfinite:
-        raise AudioInputError(f"{name}: {tally.nonfinite} samples are NaN or infinite; fix or re-export the file")
+        raise AudioInputError(f"{name}: {counted(tally.nonfinite, 'sample')} {verb(tally.nonfinite, 'is', 'are')} "
+                              "NaN or infinite; fix or re-export the file")
     minimum = math.ceil(MIN_DURATION_S * rate)
     if tally.frames < minimum:
-        raise AudioInputError(f"{name}: {tally.frames} samples at {rate} Hz is shorter than the {MIN_DURATION_S:g} s "
-                              "minimum")
+        raise AudioInputError(f"{name}: {counted(tally.frames, 'sample')} at {rate} Hz is shorter than the "
+                              f"{MIN_DURATION_S:g} s minimum")
     # Float PCM is the signal itself: clipping it to what a codec takes would score another signal.
     # (A lossy decoder's overshoot is not: its encoder's input was within full scale.)
     if float_pcm and tally.beyond_full_scale:
-        raise AudioInputError(f"{name}: {tally.beyond_full_scale} samples are beyond full scale (peak "
+        raise AudioInputError(f"{name}: {counted(tally.beyond_full_scale, 'sample')} "
+                              f"{verb(tally.beyond_full_scale, 'is', 'are')} beyond full scale (peak "
                               f"{tally.peak:.3g}, {20 * math.log10(tally.peak):+.1f} dBFS), which codecs would clip: "
                               "scale the file down and re-export it")
 
 
 def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarray, int, str, str]:
     """(samples as (frames, channels) float64, rate, container, codec) of the first audio stream
-    FFmpeg finds; AudioInputError when there is none."""
+    FFmpeg finds; AudioInputError when there is none (naming why libsndfile did not read it, if given)."""
     import av
 
     try:
         container = av.open(str(path))
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         reason = printable(getattr(exc, "strerror", None) or str(exc))
-        raise AudioInputError(f"{name}: unreadable audio (libsndfile: {why_not_sndfile!r}; FFmpeg: {reason!r})") from None
+        sndfile = f"libsndfile: {why_not_sndfile!r}; " if why_not_sndfile else ""
+        raise AudioInputError(f"{name}: unreadable audio ({sndfile}FFmpeg: {reason!r})") from None
     with container:
         if not container.streams.audio:
             raise AudioInputError(f"{name}: unreadable audio (FFmpeg reads it as {container.format.name} without an audio "
@@ -354,8 +369,11 @@ def _pyav_decode(path: Path, name: str, why_not_sndfile: str) -> tuple[np.ndarra
     return np.ascontiguousarray(samples, dtype=np.float64), rate, fmt, codec
 
 
-def _pyav_facts(path: Path, name: str, why_not_sndfile: str) -> AudioFacts:
-    samples, rate, fmt, codec = _pyav_decode(path, name, why_not_sndfile)
+def _pyav_facts(path: Path, name: str, why_not_sndfile: str, note: str = "") -> AudioFacts:
+    return _decoded_facts(name, *_pyav_decode(path, name, why_not_sndfile), note)
+
+
+def _decoded_facts(name: str, samples: np.ndarray, rate: int, fmt: str, codec: str, note: str) -> AudioFacts:
     tally = _Tally(samples.shape[1])
     for start in range(0, samples.shape[0], _BLOCK):  # in blocks: a long file's copies stay small
         tally.add(samples[start:start + _BLOCK])
@@ -363,21 +381,64 @@ def _pyav_facts(path: Path, name: str, why_not_sndfile: str) -> AudioFacts:
     channel_rms, downmix_rms = tally.levels()
     return AudioFacts(sample_rate=rate, num_samples=samples.shape[0], channels=samples.shape[1], container=fmt,
                       subtype=codec, streamed_header=False, reader="pyav", channel_rms=channel_rms,
-                      downmix_rms=downmix_rms)
+                      downmix_rms=downmix_rms, reader_note=note)
 
 
-def read_audio(path: Path, sample_rate: int, num_samples: int) -> np.ndarray:
-    """The samples of a file check_audio_file accepted, as (frames, channels) float64, read the same
-    way (libsndfile, else FFmpeg); AudioInputError when it no longer has the rate and length it had."""
-    with _native_stderr():
+_FFMPEG_LOG = threading.Lock()
+
+
+@contextmanager
+def _ffmpeg_warnings() -> Iterator[list[str]]:
+    """What FFmpeg logs at warning level or above in this thread while the block runs, in the yielded
+    list after it. PyAV drops FFmpeg's log unless a level is set, and both the level and the
+    skipping of a message repeated from an earlier file are process-wide: set here, restored after,
+    under a lock."""
+    import av.logging
+
+    said: list[str] = []
+    with _FFMPEG_LOG:
+        level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
+        av.logging.set_level(av.logging.WARNING)
+        av.logging.set_skip_repeated(False)
         try:
-            failure = "an MP3 without a length tag" if _estimated_mp3(Path(path), sf.info(str(path))) else ""
-            if not failure:
+            with av.logging.Capture(local=True) as logs:
+                yield said
+        finally:
+            av.logging.set_level(level)
+            av.logging.set_skip_repeated(skip)
+    said += [f"{source}: {message.strip()}" if source else message.strip()
+             for severity, source, message in logs if severity <= av.logging.WARNING]
+
+
+def _second_opinion(path: Path, name: str, stated_frames: int | None, complaint: str, found: str) -> AudioFacts:
+    """An MP3 libmpg123 complained about, read by FFmpeg when FFmpeg decodes it without a single warning
+    to the length the file states (`stated_frames`, None when it states none; `found` says why in the
+    reference's description); else refused with `complaint` and FFmpeg's own finding."""
+    with _ffmpeg_warnings() as warned:
+        try:
+            decoded, failure = _pyav_decode(path, name, ""), ""
+        except AudioInputError as exc:
+            decoded, failure = None, str(exc).removeprefix(f"{name}: ")
+    problem = warned[0] if warned else failure
+    if decoded is not None and not problem and stated_frames is not None and decoded[0].shape[0] != stated_frames:
+        problem = f"it decodes {counted(decoded[0].shape[0], 'frame')}, the file states {stated_frames}"
+    if decoded is None or problem:
+        raise AudioInputError(f"{name}: {complaint}; FFmpeg finds it damaged too ({printable(problem)!r}); "
+                              "re-export the file")
+    return _decoded_facts(name, *decoded, f"{found} as libsndfile read it, FFmpeg decodes it without a warning")
+
+
+def read_audio(path: Path, sample_rate: int, num_samples: int, reader: str) -> np.ndarray:
+    """The samples of a file check_audio_file accepted, as (frames, channels) float64, read by the reader
+    it chose (`AudioFacts.reader`); AudioInputError when it no longer has the rate and length it had."""
+    if reader == "pyav":
+        samples, rate, _, _ = _pyav_decode(Path(path), printable(str(path)), "")
+    else:
+        with _native_stderr():
+            try:
                 samples, rate = sf.read(str(path), dtype="float64", always_2d=True)
-        except (sf.LibsndfileError, RuntimeError) as exc:
-            failure = printable(str(exc))
-    if failure:
-        samples, rate, _, _ = _pyav_decode(Path(path), printable(str(path)), failure)
+            except (sf.LibsndfileError, RuntimeError) as exc:
+                raise AudioInputError(f"{printable(str(path))}: unreadable audio ({printable(str(exc))})") from None
     if (rate, samples.shape[0]) != (sample_rate, num_samples):
         raise AudioInputError(f"{printable(str(path))}: changed since it was checked ({samples.shape[0]} frames at "
                               f"{rate} Hz, was {num_samples} at {sample_rate} Hz)")

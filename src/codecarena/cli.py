@@ -41,9 +41,31 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
 
+class _Version(argparse.Action):
+    """`--version`: the version, and the git commit (and whether the checkout is dirty) when run from a
+    checkout. Worked out only when asked: two git calls would slow every other command's start."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version (with the git commit when run from a checkout) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from codecarena.revision import version_line
+
+        print(version_line())
+        parser.exit()
+
+
+def _description() -> str:
+    """What `codecarena --help` opens with: every command there is, named from the command registry."""
+    return (f"{codecarena.__doc__} Commands: {', '.join(COMMANDS)}; `codecarena COMMAND --help` says more of "
+            "each.")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="codecarena", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"codecarena {codecarena.__version__}")
+    parser = _Parser(prog="codecarena", description=_description())
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
         command.add_parser(sub)

@@ -27,6 +27,7 @@ from codecarena.datasets import (
     load_input_file,
 )
 from codecarena.files import sha256_file
+from codecarena.plural import counted
 from codecarena.rundir import unsafe_id_reason
 from codecarena.text import printable
 
@@ -155,8 +156,8 @@ def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None)
                                "fields; only plain file paths are supported")
     no_text = sorted(set(scp) - set(text))
     if no_text:
-        raise DatasetError(f"{printable(str(root / 'text'))}: no transcript for {len(no_text)} utterances of wav.scp, "
-                           f"e.g. {no_text[0]}")
+        raise DatasetError(f"{printable(str(root / 'text'))}: no transcript for {counted(len(no_text), 'utterance')} "
+                           f"of wav.scp, e.g. {no_text[0]}")
     entries = []
     for utt in _selected(sorted(scp), limit, shard):
         path = Path(scp[utt]) if Path(scp[utt]).is_absolute() else root / scp[utt]

@@ -81,6 +81,9 @@ class Utterance:
     # decoded, the channel taken, and resampled, each step announced and recorded in the rows.
     source_format: str = ""
     channel: str = ""
+    # Which decoder read the file when it was checked ("soundfile" or "pyav", AudioFacts.reader): the
+    # run's reference is decoded by the same one.
+    reader: str = "soundfile"
 
     @property
     def converted(self) -> bool:
@@ -556,6 +559,7 @@ def _input_set(root: Path, facts_of: dict[Path, AudioFacts], meta: dict[Path, di
                     license=m.get("license", ""),
                     source_format=source_format,
                     channel=channel,
+                    reader=facts.reader,
                 )
             )
     skipped.sort()

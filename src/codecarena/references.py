@@ -100,7 +100,7 @@ def reference_audio(utt: Utterance) -> tuple[np.ndarray, int, tuple[str, ...]]:
     """The mono samples of an utterance's file at its own rate (decoded, its channel taken), the rate,
     and the steps, the arena-rate resampling included when it will follow."""
     # The file was checked when the set was loaded; read once, its rate and length checked again.
-    samples = read_audio(utt.path, utt.sample_rate, utt.num_samples)
+    samples = read_audio(utt.path, utt.sample_rate, utt.num_samples, utt.reader)
     steps = [f"decoded {utt.source_format}"] if utt.source_format else []
     if utt.channel == "mix":
         audio = samples.mean(axis=1)

@@ -22,6 +22,7 @@ from codecarena.channel.spec import Channel, ChannelError, parse_channel
 from codecarena.files import JSONFileError, read_json, sha256_file, write_json
 from codecarena.payload import CodeStream, PacketStream, Payload, encode_payload, read_payload, write_payload
 from codecarena.payload.fields import PayloadError
+from codecarena.plural import counted
 
 TRACE_VERSION = 1
 SIDE_INFO_KEY = "channel"
@@ -52,8 +53,8 @@ class Trace:
 
 def _target(payload: Payload) -> CodeStream | PacketStream:
     if len(payload.streams) != 1:
-        raise ChannelError(f"{payload.codec}: the payload has {len(payload.streams)} streams; a channel acts on "
-                           "payloads of one packet stream or one one-dimensional code stream")
+        raise ChannelError(f"{payload.codec}: the payload has {counted(len(payload.streams), 'stream')}; a "
+                           "channel acts on payloads of one packet stream or one one-dimensional code stream")
     stream = payload.streams[0]
     if isinstance(stream, CodeStream) and len(stream.shape) != 1:
         raise ChannelError(f"{payload.codec}: stream {stream.name!r} has shape {list(stream.shape)}; a channel acts "
@@ -76,7 +77,7 @@ def apply(payload: Payload, channel: Channel, lost: list[int], flipped: list[lis
     erased = set(lost)
     if any(not 0 <= unit < len(bits) for unit in erased) or any(
             not (0 <= unit < len(bits) and 0 <= bit < bits[unit]) for unit, bit in flipped):
-        raise ChannelError(f"{payload.codec}: a lost unit or flipped bit lies outside the {len(bits)} units")
+        raise ChannelError(f"{payload.codec}: a lost unit or flipped bit lies outside the {counted(len(bits), 'unit')}")
     if isinstance(stream, PacketStream):
         packets = [bytearray(p) for p in stream.packets]
         for unit, bit in flipped:

@@ -29,6 +29,7 @@ import soundfile as sf
 from codecarena.codecs.binaries import BinaryIdentity, verify_command
 from codecarena.codecs.framing import parse
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
+from codecarena.plural import counted
 from codecarena.registry.catalog import FAMILIES
 from codecarena.registry.entries import RegistryError, debian_versions, entry_for_family
 from codecarena.specs import CodecSpec
@@ -158,7 +159,7 @@ def _read_audio(path: Path, rate: int, audio: str) -> np.ndarray:
     if audio == "s16le":
         data = path.read_bytes()
         if len(data) % 2:
-            raise CommandError(f"decode command wrote {len(data)} bytes of s16le audio, not whole samples")
+            raise CommandError(f"decode command wrote {counted(len(data), 'byte')} of s16le audio, not whole samples")
         return np.frombuffer(data, dtype="<i2").astype(np.int16)
     try:
         samples, found = sf.read(path, dtype="int16", always_2d=True)

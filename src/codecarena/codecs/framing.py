@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from codecarena.plural import counted
+
 
 class FramingError(ValueError):
     """A bitstream whose structure is not the declared framing's (one line)."""
@@ -48,7 +50,7 @@ def _gsm_toast(data: bytes) -> Framing:
     """toast's .gsm file: 33 bytes a frame, the 260 bits of a GSM 06.10 frame behind a 4-bit signature
     (0xD) that fills the frame to whole bytes."""
     if len(data) % GSM_FRAME_BYTES:
-        raise FramingError(f"{len(data)} bytes is not a whole number of {GSM_FRAME_BYTES}-byte GSM frames")
+        raise FramingError(f"{counted(len(data), 'byte')} is not a whole number of {GSM_FRAME_BYTES}-byte GSM frames")
     frames = len(data) // GSM_FRAME_BYTES
     for i in range(frames):
         if data[i * GSM_FRAME_BYTES] >> 4 != 0xD:
@@ -65,7 +67,7 @@ def _lc3_file(data: bytes) -> Framing:
     100 Hz, bitrate in 100 bps, channels, frame duration in 10 us, a reserved word, the sample count
     as two words), then each frame behind a 16-bit byte count."""
     if len(data) < _LC3_HEADER.size:
-        raise FramingError(f"{len(data)} bytes is shorter than the {_LC3_HEADER.size}-byte LC3 file header")
+        raise FramingError(f"{counted(len(data), 'byte')} is shorter than the {_LC3_HEADER.size}-byte LC3 file header")
     file_id, header_size, rate, bitrate, channels, frame_10us, _, low, high = _LC3_HEADER.unpack_from(data)
     if file_id != LC3_FILE_ID:
         raise FramingError(f"file id 0x{file_id:04X} is not LC3's 0x{LC3_FILE_ID:04X}")
@@ -77,7 +79,7 @@ def _lc3_file(data: bytes) -> Framing:
             raise FramingError(f"LC3 frame {frames}: its length field is cut off")
         (size,) = struct.unpack_from("<H", data, offset)
         if size == 0 or offset + 2 + size > len(data):
-            raise FramingError(f"LC3 frame {frames}: {size} bytes, {len(data) - offset - 2} left")
+            raise FramingError(f"LC3 frame {frames}: {counted(size, 'byte')}, {len(data) - offset - 2} left")
         offset += 2 + size
         frames += 1
         codec_bytes += size
@@ -134,10 +136,11 @@ def _ogg_speex(data: bytes) -> Framing:
     version = fields[1].rstrip(b"\0").decode("ascii", "replace")
     rate, mode, _, channels, bitrate, frame_size, vbr, per_packet, extra = fields[4:13]
     if per_packet < 1 or extra < 0:
-        raise FramingError(f"the Speex header declares {per_packet} frames a packet and {extra} extra headers")
+        raise FramingError(f"the Speex header declares {counted(per_packet, 'frame')} a packet and "
+                           f"{counted(extra, 'extra header')}")
     audio = packets[2 + extra:]
     if not audio:
-        raise FramingError(f"the Ogg Speex file holds {len(packets)} packets, no audio after its headers")
+        raise FramingError(f"the Ogg Speex file holds {counted(len(packets), 'packet')}, no audio after its headers")
     codec_bytes = sum(len(p) for p in audio)
     return Framing("ogg_speex", 8 * codec_bytes, 8 * (len(data) - codec_bytes), len(audio) * per_packet,
                    {"sample_rate": rate, "mode": mode, "channels": channels, "bitrate_bps": bitrate,

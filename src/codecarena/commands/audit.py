@@ -26,6 +26,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
+    from codecarena.plural import counted
     from codecarena.results.audit import ReplayDeviceError, audit
     from codecarena.results.rescore import parse_sample
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         console.print(problem, style="red", soft_wrap=True)
     if problems:
-        console.print(f"audit failed: {len(problems)} problem(s) in {args.run_dir}")
+        console.print(f"audit failed: {counted(len(problems), 'problem')} in {args.run_dir}")
         return 1
     console.print(f"audit passed: {args.run_dir} re-derives from its files")
     return 0

@@ -34,25 +34,27 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                           "codecarena's environment, numpy and soundfile available)")
     add.add_argument("--checkpoint", type=Path, action="append", default=[],
                      help="a model file it loads (repeat for several); pinned by size and sha256, a copy kept")
-    sub.add_parser("list", help="your codecs and their pins")
-    show = sub.add_parser("show", help="one codec's pins and declaration")
+    sub.add_parser("list", help="your codecs, their pins and, in one word, whether each runs now (else what to do)")
+    show = sub.add_parser("show", help="one codec: its source and pins, declaration, runtime and whether it runs now")
     show.add_argument("name")
+    show.add_argument("--json", action="store_true", help="print its record (unit.json) as it is kept instead")
     remove = sub.add_parser("remove", help="forget a codec (its runtime and kept checkpoints too)")
     remove.add_argument("name")
 
 
 def run(args: argparse.Namespace) -> int:
+    from codecarena.commands.codec_view import list_codecs, show_codec
     from codecarena.registry import user_units
 
     if args.codec_command == "add":
         return _add(args)
     if args.codec_command == "list":
-        return _list()
+        return list_codecs()
     problem = user_units.name_problem(args.name)
     if problem:
         raise CliError(problem)
     if args.codec_command == "show":
-        return _show(args.name)
+        return show_codec(args.name, args.json)
     from codecarena.console import console
     from codecarena.runtime import venvs
 
@@ -79,6 +81,7 @@ def _declaration_file(args: argparse.Namespace) -> Path:
 
 def _add(args: argparse.Namespace) -> int:
     from codecarena.console import console
+    from codecarena.plural import counted
     from codecarena.registry import user_units
     from codecarena.registry.catalog import BUILTIN, parse_declaration
     from codecarena.registry.strict import RegistryError
@@ -114,7 +117,7 @@ def _add(args: argparse.Namespace) -> int:
         raise CliError(f"two --checkpoint files share a name: {[f.name for f in files]}")
     if (family.supported_weights == "none") == bool(files):
         raise CliError(f"{declaration_file}: supported_weights is {family.supported_weights!r} but "
-                       f"{len(files)} --checkpoint files were given (none for 'none', one or more otherwise)")
+                       f"{counted(len(files), '--checkpoint file')} given (none for 'none', one or more otherwise)")
     requirements = _requirements(args.requirements)
     unit = user_units.UserUnit(name, user_units.now(), declaration, source, tuple(files), requirements)
     try:
@@ -129,7 +132,7 @@ def _add(args: argparse.Namespace) -> int:
         raise
     git = f", git {source.git_commit[:12]}{' (dirty)' if source.git_dirty else ''}" if source.git_commit else ""
     console.print(f"user codec {name} added: {source.kind} {source.path} (sha256 {source.sha256[:12]}...{git}); "
-                  f"{len(files)} checkpoint(s); runtime "
+                  f"{counted(len(files), 'checkpoint')}; runtime "
                   f"{'its own, ' + str(interpreter) if requirements else 'codecarena environment'}")
     console.print(f"run it with: codecarena run --codec {name}:{family.default_config}")
     return 0
@@ -219,45 +222,3 @@ def _check_adapter(interpreter: str, name: str) -> None:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise CliError(f"user codec {name} does not load: {printable(last)}")
-
-
-def _list() -> int:
-    from rich.table import Table
-
-    from codecarena.console import console
-    from codecarena.registry import user_units
-
-    units, problems = user_units.load_all()
-    table = Table(title=f"user codecs ({user_units.units_dir()})")
-    for column in ("name", "source", "sha256", "git", "checkpoints", "runtime", "added"):
-        table.add_column(column)
-    for unit in units:
-        source = unit.source
-        git = (f"{source.git_commit[:12]}{' dirty' if source.git_dirty else ''}"
-               if source and source.git_commit else "-")
-        table.add_row(unit.name, source.path if source else "(command line)",
-                      source.sha256[:12] if source else "-", git, str(len(unit.checkpoints)),
-                      "own" if unit.requirements else "codecarena", unit.added_at)
-    for name, reason in problems.items():
-        table.add_row(name, f"cannot be read: {reason}", "-", "-", "-", "-", "-")
-    console.print(table if units or problems else "no user codecs (add one with codecarena codec add)")
-    return 0
-
-
-def _show(name: str) -> int:
-    import json
-
-    from codecarena.console import console
-    from codecarena.registry import user_units
-
-    try:
-        unit = user_units.load(name)
-    except user_units.UserUnitError as exc:
-        raise CliError(str(exc)) from None
-    source = unit.source
-    console.print(json.dumps({"name": unit.name, "added_at": unit.added_at, "identity": unit.identity(),
-                              "source": vars(source) if source else None,
-                              "checkpoints": [vars(f) for f in unit.checkpoints],
-                              "requirements": unit.requirements or None}, indent=1))
-    console.print(unit.declaration, end="")
-    return 0

@@ -60,12 +60,13 @@ def run(args: argparse.Namespace) -> int:
         for line in shown(registry_entry(args.id)):
             console.print(line)
         return 0
+    from codecarena.plural import counted
     from codecarena.registry.rules import rule_problems
 
     problems = rule_problems(entries, check_local=args.check_local, models_dir=args.models_dir)
     for problem in problems:
         console.print(problem, style="red", soft_wrap=True)
-    console.print(f"registry audit {'failed: ' + str(len(problems)) + ' problem(s)' if problems else 'passed'} "
+    console.print(f"registry audit {'failed: ' + counted(len(problems), 'problem') if problems else 'passed'} "
                   f"({len(entries)} entries{', local files checked' if args.check_local else ''})")
     user_problems = _user_pins(console)
     return 1 if problems or user_problems else 0
@@ -130,6 +131,7 @@ def _user_pins(console: Console) -> list[str]:
     from rich.text import Text
 
     from codecarena.checkpoints import CheckpointError, resolve
+    from codecarena.plural import counted
     from codecarena.registry.user_pins import load, pins_dir
 
     pins = load()
@@ -145,7 +147,7 @@ def _user_pins(console: Console) -> list[str]:
         console.print(Text.assemble(f"user pin (not a registry pin) {pin.family}:{pin.config}: {files}; "
                                     f"pinned {pin.pinned_at}; ", state), soft_wrap=True)
     if pins:
-        console.print(f"{len(pins)} user pin(s) in {pins_dir()}, run with --weights user")
+        console.print(f"{counted(len(pins), 'user pin')} in {pins_dir()}, run with --weights user")
     return problems
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena import variants
+from codecarena.plural import counted
 from codecarena.registry.catalog import FAMILIES
 from codecarena.determinism.probe import PROBE_VERSION, ProbeJob
 from codecarena.determinism.divergence import Record, first_divergence
@@ -223,7 +224,7 @@ def summary_text(evidence: dict[str, Any]) -> str:
              f"TorchScript CPU fusion: {evidence['settings']['jit_fusion']}, torch {evidence['settings']['torch']}, "
              f"{evidence['settings']['threads']} threads)",
              f"input: {evidence['input']['seconds']} s of {Path(evidence['input']['file']).name} "
-             f"from {evidence['input']['start_s']} s ({evidence['input']['samples']} samples)"]
+             f"from {evidence['input']['start_s']} s ({counted(evidence['input']['samples'], 'sample')})"]
     if evidence["variant"]["name"]:
         lines.append(f"variant {evidence['variant']['name']} replaced {evidence['variant']['replaced_modules']} modules "
                      f"(source sha256 {evidence['variant']['source_sha256'][:12]})")

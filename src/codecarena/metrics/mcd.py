@@ -24,6 +24,7 @@ import warnings
 import numpy as np
 
 from codecarena.metrics.records import Records, result
+from codecarena.plural import counted
 
 OUTPUTS = ("mcd",)
 ORDER = 24
@@ -54,7 +55,8 @@ class MelCepstralDistortion:
     def scores(self, reference: np.ndarray, decoded: np.ndarray, sample_rate: int, **alignment: object) -> Records:
         hop = round(HOP_S * sample_rate)
         if len(reference) < N_FFT:
-            raise ValueError(f"the aligned overlap has {len(reference)} samples, fewer than one {N_FFT}-sample frame")
+            raise ValueError(f"the aligned overlap has {counted(len(reference), 'sample')}, fewer than one "
+                             f"{N_FFT}-sample frame")
         ref_power = self._power(np.asarray(reference, dtype=np.float64), hop)
         dec_power = self._power(np.asarray(decoded, dtype=np.float64), hop)
         energy_db = 10.0 * np.log10(ref_power.sum(axis=-1))

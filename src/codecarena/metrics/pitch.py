@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from codecarena.metrics.records import Records, result
+from codecarena.plural import counted
 
 OUTPUTS = ("f0_rmse_cents", "f0_corr", "gpe", "vde")
 VOICED = 0.5  # SwiftF0's calibrated voicing threshold
@@ -49,7 +50,8 @@ class PitchFidelity:
                   "voiced_both": int(both.sum()), **details}
         vde = result(float(np.mean(ref_voiced != dec_voiced)), **counts)
         if both.sum() < MIN_VOICED_FRAMES:
-            reason = f"only {int(both.sum())} frames voiced in both signals (at least {MIN_VOICED_FRAMES} are needed)"
+            reason = (f"only {counted(int(both.sum()), 'frame')} voiced in both signals "
+                      f"(at least {MIN_VOICED_FRAMES} are needed)")
             return {**{o: result(error=reason, **counts) for o in OUTPUTS[:3]}, "vde": vde}
         log_ref, log_dec = np.log2(ref.pitch_hz[:n][both]), np.log2(dec.pitch_hz[:n][both])
         cents = 1200 * (log_dec - log_ref)
@@ -57,7 +59,7 @@ class PitchFidelity:
         counts["gross_frames"] = int((~fine).sum())
         out: Records = {"gpe": result(float(np.mean(~fine)), **counts), "vde": vde}
         if fine.sum() < MIN_VOICED_FRAMES:
-            reason = (f"only {int(fine.sum())} frames voiced in both without a gross error "
+            reason = (f"only {counted(int(fine.sum()), 'frame')} voiced in both without a gross error "
                       f"(at least {MIN_VOICED_FRAMES} are needed)")
             return {"f0_rmse_cents": result(error=reason, **counts), "f0_corr": result(error=reason, **counts), **out}
         out["f0_rmse_cents"] = result(float(np.sqrt(np.mean(cents[fine] ** 2))), **counts)

@@ -29,6 +29,7 @@ import scipy.signal
 from codecarena.alignment import aligned, as_signal, centred, find_delay
 from codecarena.arena import ARENA_RATE
 from codecarena.metrics.max_audio import PESQ_MAX_AUDIO_S
+from codecarena.plural import counted
 
 MAX_DELAY_S = 0.25  # alignment search bound, +-250 ms
 # A delay found this close to the bound makes an aligned value suspect: the correlation was still
@@ -407,9 +408,9 @@ def near_bound_reason(alignment: dict[str, Any]) -> str | None:
     """Why a value computed on this alignment is suspect, or None when the delay is well inside the search."""
     if not alignment.get("near_search_bound"):
         return None
-    return (f"the delay found ({alignment['delay_samples']} samples) is within {BOUND_MARGIN_S * 1000:g} ms of the "
-            f"search bound (+-{MAX_DELAY_S * 1000:g} ms): the true delay may lie beyond it, and the alignment this "
-            "value rests on with it")
+    return (f"the delay found ({counted(alignment['delay_samples'], 'sample')}) is within "
+            f"{BOUND_MARGIN_S * 1000:g} ms of the search bound (+-{MAX_DELAY_S * 1000:g} ms): the true delay may lie "
+            "beyond it, and the alignment this value rests on with it")
 
 
 def _segment_scores(method: _Method, reference: np.ndarray, decoded: np.ndarray) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from codecarena.payload.fields import (
 )
 from codecarena.payload.packing import _Section, _check_code_section, pack_codes, _varint, _walk_packets
 from codecarena.payload.model import CodeStream, PacketStream, Payload, Stream
+from codecarena.plural import counted
 
 
 # --- encoding -----------------------------------------------------------------
@@ -189,7 +190,8 @@ def _locate_sections(data: bytes, pos: int, specs: list[dict[str, Any]]) -> tupl
         # Every packet costs at least its one-byte length; this bounds the walk.
         if count > left:
             raise PayloadError(
-                f"truncated: stream {_q(name)} needs at least {count} bytes for {count} packets, {left} left"
+                f"truncated: stream {_q(name)} needs at least {counted(count, 'byte')} for "
+                f"{counted(count, 'packet')}, {left} left"
             )
         end, content = _walk_packets(data, pos, count, name)
         sections.append((_Section(data, pos, end, count), content))
@@ -229,7 +231,7 @@ def _decode_header(data: bytes | mmap.mmap) -> tuple[dict[str, Any], list[dict[s
     if not (data[:4] == MAGIC if n >= 4 else MAGIC.startswith(data[:n])):
         raise PayloadError(f"not a codecarena payload (magic {data[:4]!r}, expected {MAGIC!r})")
     if n < _PREFIX.size:
-        raise PayloadError(f"too short: {n} bytes, the fixed prefix alone is {_PREFIX.size}")
+        raise PayloadError(f"too short: {counted(n, 'byte')}, the fixed prefix alone is {_PREFIX.size}")
     _, version, header_len = _PREFIX.unpack_from(data)
     # Version before the checksum: a later version may checksum differently.
     if version != FORMAT_VERSION:
@@ -238,7 +240,7 @@ def _decode_header(data: bytes | mmap.mmap) -> tuple[dict[str, Any], list[dict[s
         )
     header_end = _PREFIX.size + header_len
     if header_end > n:
-        raise PayloadError(f"truncated: header needs {header_len} bytes, {n - _PREFIX.size} left")
+        raise PayloadError(f"truncated: header needs {counted(header_len, 'byte')}, {n - _PREFIX.size} left")
     try:
         meta, specs = _parse_header(data[_PREFIX.size : header_end])
     except PayloadError as e:
@@ -276,7 +278,7 @@ def decode_payload(data: bytes | bytearray | memoryview | mmap.mmap) -> Payload:
     if hashlib.sha256(memoryview(data)[:end]).digest() != data[end : end + _DIGEST_SIZE]:
         raise PayloadError("corrupted: sha256 mismatch")
     if left > _DIGEST_SIZE:
-        raise PayloadError(f"trailing bytes: {left - _DIGEST_SIZE} bytes after the checksum")
+        raise PayloadError(f"trailing bytes: {counted(left - _DIGEST_SIZE, 'byte')} after the checksum")
     # From here on the bytes are exactly what a writer produced, so any
     # complaint is about that writer, not about damage.
     # Every check is done here; values and packets are only materialised when a decoder reads them.

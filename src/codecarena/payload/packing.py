@@ -11,6 +11,7 @@ import numpy as np
 from codecarena.payload.fields import (
     MAX_BIT_WIDTH, MAX_PACKET_BYTES, _MAX_VARINT_BYTES, PayloadError, _as_codes, _check_int, _q,
 )
+from codecarena.plural import counted
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _walk_packets(data: bytes, pos: int, count: int, name: str) -> tuple[int, in
         else:
             size, pos = _read_varint(data, pos, f"stream {_q(name)} packet {i} length")
         if size > n - pos:
-            raise PayloadError(f"truncated: stream {_q(name)} packet {i} needs {size} bytes, {n - pos} left")
+            raise PayloadError(f"truncated: stream {_q(name)} packet {i} needs {counted(size, 'byte')}, {n - pos} left")
         pos += size
         content += size
     return pos, content

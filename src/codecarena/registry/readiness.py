@@ -12,6 +12,7 @@ and checkpoints as `codec add` pinned them.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 
 from codecarena.checkpoints import MODELS_ENV, missing_files
@@ -90,21 +91,68 @@ def _binary_problems(family: Family, pins: dict[str, str]) -> list[str]:
 
 
 def _user(family: Family) -> Readiness:
-    again = f"codecarena codec add {family.name} ..."
     try:
         unit = user_units.load(family.name)
-        changed = unit.source is not None and unit.source.current_sha256() != unit.source.sha256
-    except user_units.UserUnitError as exc:  # its record cannot be read, or its source is gone
-        return Readiness("", (str(exc),), (again,))
-    problems = []
-    if changed and unit.source is not None:
-        problems.append(f"its source {unit.source.path} changed since it was added")
-    if unit.requirements and not is_built(unit.registry_id):
-        problems.append("its own runtime is not built")
-    for f in unit.checkpoints:
-        path = unit.checkpoint_path(f.name)
-        if not path.is_file() or path.stat().st_size != f.bytes:
-            problems.append(f"its checkpoint {path} is missing or not the pinned size")
-    problems += _binary_problems(family, {})
+    except user_units.UserUnitError as exc:  # its record cannot be read
+        return Readiness("", (str(exc),), (broken_todo(family.name),))
+    state = user_state(unit, family)
     runs = "none" if family.supported_weights == "none" else "real"
-    return Readiness("" if problems else runs, tuple(problems), (again,) if problems else ())
+    return Readiness("" if state.problems else runs, state.problems, (state.todo,) if state.todo else ())
+
+
+@dataclass(frozen=True)
+class UserState:
+    """Where a user codec stands against what `codec add` pinned. `word` says it in one word (one of
+    USER_WORDS), `problems` why it does not run, one line each, and `todo` the command that makes it
+    run ("" when it does)."""
+
+    word: str
+    problems: tuple[str, ...]
+    todo: str
+
+
+#: The words `codec list` says a user codec's state in: it runs now; its source (or a program of a
+#: command-line codec) is not the pinned one; its source is gone; its own runtime is not built; a kept
+#: checkpoint is missing or not its pinned size; its record or declaration cannot be read.
+USER_WORDS = ("ready", "changed", "gone", "unbuilt", "incomplete", "broken")
+
+
+def add_again(unit: user_units.UserUnit) -> str:
+    """The `codec add` that pins `unit` again as it was added: its source where it is, the checkpoints
+    from where they were added; FILE where codecarena kept no path (a requirements file, a
+    command-line codec's declaration)."""
+    if unit.source is None:
+        return f"codecarena codec add {unit.name} --declaration FILE"
+    words = ["codecarena", "codec", "add", unit.name, "--module", unit.source.path]
+    for f in unit.checkpoints:
+        words += ["--checkpoint", f.origin]
+    return shlex.join(words) + (" --requirements FILE" if unit.requirements else "")
+
+
+def broken_todo(name: str) -> str:
+    return f"codecarena codec add {name} --module PATH (or codecarena codec remove {name})"
+
+
+def user_state(unit: user_units.UserUnit, family: Family | None) -> UserState:
+    """`unit` against its pins now (`family`: its declaration as the catalog parsed it, None when it
+    could not); the word is the first problem's."""
+    if family is None:
+        return UserState("broken", (f"user codec {unit.name}: its declaration cannot be read",),
+                         broken_todo(unit.name))
+    if unit.source is not None:
+        try:
+            changed = unit.source.current_sha256() != unit.source.sha256
+        except user_units.UserUnitError as exc:  # the source is gone: nothing else can be checked against it
+            return UserState("gone", (str(exc),), f"codecarena codec add {unit.name} --module NEW_PATH (or "
+                                                  f"codecarena codec remove {unit.name})")
+    found: list[tuple[str, str]] = []
+    if unit.source is not None and changed:
+        found.append(("changed", f"its source {unit.source.path} changed since it was added"))
+    found += [("changed", problem) for problem in _binary_problems(family, {})]
+    if unit.requirements and not is_built(unit.registry_id):
+        found.append(("unbuilt", "its own runtime is not built"))
+    found += [("incomplete", f"its checkpoint {path} is missing or not the pinned size") for f in unit.checkpoints
+              if not (path := unit.checkpoint_path(f.name)).is_file() or path.stat().st_size != f.bytes]
+    if not found:
+        return UserState("ready", (), "")
+    return UserState(found[0][0], tuple(problem for _, problem in found), add_again(unit))

@@ -231,11 +231,15 @@ def save(unit: UserUnit, checkpoint_sources: dict[str, Path]) -> None:
     for stale in (folder / "checkpoints").iterdir():
         if stale.name not in wanted:
             stale.unlink()
-    write_json(_record_path(unit.name), {
-        "format": FORMAT, "version": VERSION, "name": unit.name, "added_at": unit.added_at,
-        "declaration": unit.declaration, "requirements": unit.requirements,
-        "source": vars(unit.source) if unit.source else None,
-        "checkpoints": [vars(f) for f in unit.checkpoints], "binaries": dict(unit.binaries)})
+    write_json(_record_path(unit.name), record(unit))
+
+
+def record(unit: UserUnit) -> dict[str, Any]:
+    """The record kept of `unit` (`unit.json`), as `_parse` reads it back."""
+    return {"format": FORMAT, "version": VERSION, "name": unit.name, "added_at": unit.added_at,
+            "declaration": unit.declaration, "requirements": unit.requirements,
+            "source": vars(unit.source) if unit.source else None,
+            "checkpoints": [vars(f) for f in unit.checkpoints], "binaries": dict(unit.binaries)}
 
 
 def checkpoint_file(path: Path) -> UnitFile:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from codecarena.plural import counted
 from codecarena.results.schema import Row
 
 SILENT = "checks failed: decoded audio is silent"
@@ -67,10 +68,11 @@ def _failure(row: Row) -> tuple[str, str]:
     if row.decoded is None or row.decoded_sha256 is None:
         return "failed", "no decoded audio was written"
     if row.decoded_samples != row.num_samples:
-        return "failed", f"the decoded audio has {row.decoded_samples} samples, the reference {row.num_samples}"
+        return "failed", (f"the decoded audio has {counted(row.decoded_samples, 'sample')}, the reference "
+                          f"{row.num_samples}")
     off = (row.trimmed_samples or 0) + (row.padded_samples or 0)
     if row.length_tolerance is not None and off > row.length_tolerance:
-        return "failed", (f"decoded length was off by {off} samples before restoration, beyond the codec's "
+        return "failed", (f"decoded length was off by {counted(off, 'sample')} before restoration, beyond the codec's "
                           f"tolerance of {row.length_tolerance}")
     if row.replay_sampled:
         replay = replay_failure(row.decoded_sha256, row.replay_sha256)
