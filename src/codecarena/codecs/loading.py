@@ -16,7 +16,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from codecarena.codecs.pinned_source import import_file, import_package
 from codecarena.files import sha256_file
 from codecarena.registry import user_units
 from codecarena.registry.catalog import FAMILIES
@@ -84,6 +83,8 @@ def checkpoint_paths(family: str) -> dict[str, Path]:
 
 
 def _import(unit: user_units.UserUnit) -> ModuleType:
+    from codecarena.codecs.pinned_source import import_file, import_package
+
     assert unit.source is not None
     source = unit.source
     path = Path(source.path)

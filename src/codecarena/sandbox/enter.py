@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from codecarena.sandbox import capabilities, landlock, namespace, syscalls
-
 RECORD_VERSION = 2  # 1 (unversioned): {"landlock_abi", "writable"} or {"landlock_abi": 0, "reason"}
 
 #: The sandbox this process entered: {"family", "folder", "record"}; empty when it entered none.
@@ -37,6 +35,7 @@ class SandboxError(RuntimeError):
 def enter(family: str, folder: Path) -> dict[str, Any]:
     """Confine this process for user codec `family`, writing beneath `folder`; the record."""
     from codecarena.registry.catalog import FAMILIES
+    from codecarena.sandbox import capabilities, landlock, namespace, syscalls
 
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1:
@@ -49,6 +48,10 @@ def enter(family: str, folder: Path) -> dict[str, Any]:
         raise SandboxError(f"{folder}: the sandbox's folder does not exist")
     applied: dict[str, str] = {}
     absent: dict[str, str] = {}
+    try:
+        syscalls.binding()
+    except syscalls.FilterUnavailable:
+        pass  # said below, where the filter would be installed
     try:
         applied["capabilities"] = capabilities.drop_all() + f" (uid {os.getuid()} kept)"
         landlock.no_new_privs()
@@ -81,7 +84,10 @@ def enter(family: str, folder: Path) -> dict[str, Any]:
     return record
 
 
-def _landlock(done: landlock.Restricted, network: bool, applied: dict[str, str], absent: dict[str, str]) -> None:
+def _landlock(done: Any, network: bool, applied: dict[str, str], absent: dict[str, str]) -> None:
+    """What the Landlock ruleset (landlock.Restricted) held, protection by protection."""
+    from codecarena.sandbox import landlock
+
     if done.abi == 0:
         absent["writes"] = "Landlock is not available on this kernel (Linux 5.13+ with the LSM enabled)"
     else:

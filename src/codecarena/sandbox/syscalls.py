@@ -18,6 +18,8 @@ every new system call has the same number on all architectures (alpha aside).
 from __future__ import annotations
 
 import errno
+import functools
+from typing import Any
 
 METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "chown32",
             "fchown32", "lchown32", "utime", "utimes", "futimesat", "utimensat", "utimensat_time64", "setxattr",
@@ -33,12 +35,20 @@ class FilterUnavailable(RuntimeError):
     """libseccomp (or its binding) is missing here: the row says the filter was absent, and why."""
 
 
-def install(network: bool) -> tuple[str, ...]:
-    """Load the filter; the calls it refuses (names, as libseccomp or this module knows them)."""
+@functools.cache
+def binding() -> Any:
+    """The libseccomp binding, loaded (its import looks the library up with `ldconfig -p`: done before
+    the sandbox is entered, so that the lookup is not confined)."""
     try:
-        import pyseccomp as seccomp
+        import pyseccomp
     except (ImportError, RuntimeError) as exc:  # RuntimeError: the binding found no libseccomp
         raise FilterUnavailable(f"libseccomp cannot be used here ({type(exc).__name__}: {exc})") from None
+    return pyseccomp
+
+
+def install(network: bool) -> tuple[str, ...]:
+    """Load the filter; the calls it refuses (names, as libseccomp or this module knows them)."""
+    seccomp = binding()
     refused = seccomp.ERRNO(errno.EPERM)
     rules = seccomp.SyscallFilter(seccomp.ALLOW)
     rules.set_attr(seccomp.Attr.CTL_TSYNC, 1)
