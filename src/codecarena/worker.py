@@ -159,6 +159,8 @@ def _check_sandbox(spec: Any, job: Any, loaded_adapters: dict[tuple[str, str, st
     if not refused and ACTIVE and served:
         refused = (f"this persistent worker is the sandbox of user codec configuration {served.pop()}; it serves "
                    f"no other ({spec.canonical})")
+    if not refused and ACTIVE and job.device != "cpu":
+        refused = f"a user codec's sandbox opens no device but /dev/null: it runs on the CPU, not on {job.device}"
     if refused:
         raise PermissionError(refused)
 
