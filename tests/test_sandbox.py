@@ -423,8 +423,8 @@ def test_a_sandboxed_worker_runs_its_own_configuration_only(tmp_path: Path, home
     monkeypatch.setenv("XDG_DATA_HOME", home["XDG_DATA_HOME"])
     clip = MIRROR / SHORT_CLIPS[0]
 
-    def job(codec: str, name: str) -> Job:
-        return Job.encode(clip, tmp_path / f"{name}.ccap", tmp_path / f"{name}.report.json", codec)
+    def job(codec: str, name: str, device: str = "cpu") -> Job:
+        return Job.encode(clip, tmp_path / f"{name}.ccap", tmp_path / f"{name}.report.json", codec, device=device)
 
     # Outside its sandbox a user codec is refused, even by a worker started by hand.
     stage, _ = run_stage("encode", job("plain:q8", "bare"), StageLimits(1 << 30), tmp_path, sys.executable)
@@ -436,6 +436,7 @@ def test_a_sandboxed_worker_runs_its_own_configuration_only(tmp_path: Path, home
             worker.submit(job("plain:q8", "b"), tmp_path / "b.job.json")
         other_config = worker.submit(job("plain:q4", "c"), tmp_path / "c.job.json")
         other_family = worker.submit(job("pcm:16", "d"), tmp_path / "d.job.json")
+        gpu = worker.submit(job("plain:q8", "e", "cuda"), tmp_path / "e.job.json")
     finally:
         worker.stop()
     assert first.ok and again.ok and (tmp_path / "b.ccap").is_file(), first.error + again.error
@@ -444,6 +445,8 @@ def test_a_sandboxed_worker_runs_its_own_configuration_only(tmp_path: Path, home
                                   "plain:q8; it serves no other (plain:q4)")
     assert other_family.error == ("PermissionError: this worker is the sandbox of user codec plain; it runs no other "
                                   "family (pcm)")
+    assert gpu.error == ("PermissionError: a user codec's sandbox opens no device but /dev/null: it runs on the CPU, "
+                         "not on cuda")
     assert worker.starts == 1 and not (tmp_path / "plain-worker").exists()  # one process; its folder gone with it
 
 
