@@ -4,26 +4,20 @@ promise is tested").
 The mechanisms one by one, each in a fresh process (Landlock, seccomp and a capability drop cannot be
 undone): Landlock's TCP rights and scoping, the seccomp filter, the capability drop, the PID
 namespace, imports from the pinned bytes, a stage's private folder, and the worker's refusals. Then
-whole runs (slow) with the hostile user codecs of tests/fixtures/hostile/, one per defect of the issue,
-each refused, contained or caught with its row failed and every other row intact; and the issue's
-"done when": Opus beside a codec that tries all of it, in cold and in warm mode, gives the payloads and
-scores it gives alone.
-
-Modules of the sandbox are imported inside the tests, so that the whole-run tests also run against a
-codecarena without them (PYTHONPATH=/work/main/src), where each of them fails.
+whole runs with hostile codecs: tests/test_hostile_codecs.py, which takes its helpers from here.
+Modules of the sandbox are imported inside the tests, so that those also run against a codecarena
+without them (PYTHONPATH=/work/main/src), where each of them fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import marshal
 import os
 import secrets
 import shutil
 import socket
-import stat
 import subprocess
 import sys
 import textwrap
@@ -32,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror, rows_of
+from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror
 
 HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
 
@@ -202,7 +196,7 @@ def _launcher() -> tuple[str, ...]:
     return prefix
 
 
-def _sleepers(marker: str) -> list[int]:
+def sleepers(marker: str) -> list[int]:
     """Processes running `sleep MARKER`, anywhere on this machine."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -221,7 +215,7 @@ def marker() -> str:  # type: ignore[misc]
     """The seconds a daemon sleeps: unique to this test, and whatever is left of it is killed after."""
     value = f"1234.{secrets.randbelow(10**6):06d}"
     yield value
-    for pid in _sleepers(value):
+    for pid in sleepers(value):
         os.kill(pid, 9)
 
 
@@ -234,9 +228,9 @@ def test_a_setsid_daemon_ends_with_the_namespace_of_its_stage(marker: str) -> No
     done = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.split() == ["1"], done.stderr  # the worker is the namespace's init
     deadline = time.monotonic() + 5
-    while _sleepers(marker) and time.monotonic() < deadline:
+    while sleepers(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _sleepers(marker) == []
+    assert sleepers(marker) == []
 
 
 def test_a_persistent_worker_ends_what_a_job_started_and_sees_no_other_process(marker: str) -> None:
@@ -257,7 +251,7 @@ print(len(seen) > 1, sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 
 # --- imports from the pinned bytes ----------------------------------------------------------------
 
-def _plant_bytecode(source: Path, planted: str) -> Path:
+def plant_bytecode(source: Path, planted: str) -> Path:
     """A pyc of `planted` where Python's loader looks for `source`'s, its header claiming `source`'s
     mtime and size: what the bytecode cache trusts."""
     info = source.stat()
@@ -273,7 +267,7 @@ def test_a_package_is_compiled_from_its_pinned_bytes_never_from_a_planted_pyc(tm
     package = tmp_path / "pkg"
     shutil.copytree(HOSTILE / "pycpkg", package)
     (package / "table.txt").write_text("data of the package")
-    planted = _plant_bytecode(package / "quantise.py", "raise RuntimeError('planted bytecode ran')")
+    planted = plant_bytecode(package / "quantise.py", "raise RuntimeError('planted bytecode ran')")
     script = """
         import importlib.util, sys
         from pathlib import Path
@@ -397,7 +391,7 @@ def home(tmp_path: Path) -> dict[str, str]:
     return {"XDG_DATA_HOME": str(tmp_path / "data")}
 
 
-def _add_hostile(env: dict[str, str], tmp_path: Path, name: str, configs: tuple[str, ...] = ("q8",)) -> None:
+def add_hostile(env: dict[str, str], tmp_path: Path, name: str, configs: tuple[str, ...] = ("q8",)) -> None:
     """tests/fixtures/hostile/hostile.py added as user codec `name` (which names its attack)."""
     folder = tmp_path / "codecs"
     folder.mkdir(exist_ok=True)
@@ -419,7 +413,7 @@ def test_a_sandboxed_worker_runs_its_own_configuration_only(tmp_path: Path, home
     from codecarena.runtime.stages import run_stage
 
     need_mirror()
-    _add_hostile(home, tmp_path, "plain", ("q8", "q4"))
+    add_hostile(home, tmp_path, "plain", ("q8", "q4"))
     monkeypatch.setenv("XDG_DATA_HOME", home["XDG_DATA_HOME"])
     clip = MIRROR / SHORT_CLIPS[0]
 
@@ -451,282 +445,9 @@ def test_a_sandboxed_worker_runs_its_own_configuration_only(tmp_path: Path, home
 
 
 def test_serve_and_the_determinism_doctor_refuse_a_user_codec(tmp_path: Path, home: dict[str, str]) -> None:
-    _add_hostile(home, tmp_path, "plain")
+    add_hostile(home, tmp_path, "plain")
     for command in (("serve", "--codec", "plain:q8", "--port", "0"), ("determinism", "plain:q8")):
         done = codecarena(*command, env=home)
         assert done.returncode == 2, done.stdout + done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith("codecarena: error: plain is a user codec: ") and "runs only in its sandbox" in line
-
-
-# --- whole runs with hostile codecs (each fails on codecarena before #36) -------------------------
-
-def _clips(tmp_path: Path, n: int = 2) -> Path:
-    need_mirror()
-    folder = tmp_path / "in"
-    folder.mkdir(exist_ok=True)
-    for i, name in enumerate(SHORT_CLIPS[:n]):
-        shutil.copy(MIRROR / name, folder / f"clip{i}.wav")
-    return folder
-
-
-def _hostile_run(tmp_path: Path, env: dict[str, str], out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`codecarena run` with the hostile codecs' targets in its environment, the harness's own pid included."""
-    wrapper = 'HOSTILE_HARNESS_PID=$$; export HOSTILE_HARNESS_PID; exec "$@"'
-    command = ["sh", "-c", wrapper, "sh", sys.executable, "-m", "codecarena", "run", "--input", str(_clips(tmp_path)),
-               "--workers", "1", "--out", str(out), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, **env, "HOSTILE_RUN": str(out), "COLUMNS": "200"})
-
-
-def _by_family(out: Path) -> dict[str, list[dict]]:  # type: ignore[type-arg]
-    rows: dict[str, list[dict]] = {}  # type: ignore[type-arg]
-    for row in rows_of(out):
-        rows.setdefault(row["family"], []).append(row)
-    return rows
-
-
-def _intact(out: Path, env: dict[str, str], family: str, rows: dict[str, list[dict]]) -> None:  # type: ignore[type-arg]
-    """Every row of `family` ok, and the run's files what its rows say (the plain audit)."""
-    assert len(rows[family]) == 2 and all(r["status"] == "ok" for r in rows[family]), rows[family]
-    audit = codecarena("audit", out, env=env)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-
-
-@pytest.mark.slow
-def test_defect_1_metadata_outside_the_run_cannot_be_changed(tmp_path: Path, home: dict[str, str]) -> None:
-    _add_hostile(home, tmp_path, "meta")
-    folder = tmp_path / "outside"
-    folder.mkdir(mode=0o755)
-    victim = folder / "victim.txt"
-    victim.write_text("someone else's")
-    before = [(p.stat().st_mode, p.stat().st_mtime_ns, p.stat().st_uid, p.stat().st_gid) for p in (folder, victim)]
-    env = {**home, "HOSTILE_VICTIM": str(victim), "HOSTILE_VICTIM_DIR": str(folder)}
-    out = tmp_path / "run"
-    done = _hostile_run(tmp_path, env, out, "--codec", "meta:q8", "--codec", "pcm:16", "--metrics", "none")
-    assert done.returncode == 1, done.stdout + done.stderr
-    rows = _by_family(out)
-    for row in rows["meta"]:
-        assert row["status"] == "failed" and row["error"] == (
-            "encode: PermissionError: hostile meta: refused: chmod 000 (PermissionError), utime 1970 (PermissionError), "
-            "chown 1234 (PermissionError), chmod a folder 777 (PermissionError), setxattr (PermissionError)")
-    after = [(p.stat().st_mode, p.stat().st_mtime_ns, p.stat().st_uid, p.stat().st_gid) for p in (folder, victim)]
-    assert after == before and os.listxattr(victim) == []
-    _intact(out, env, "pcm", rows)
-
-
-@pytest.mark.slow
-def test_defect_2_in_warm_mode_a_codec_writes_nowhere_in_the_run_but_its_own_folder(tmp_path: Path,
-                                                                                   home: dict[str, str]) -> None:
-    _add_hostile(home, tmp_path, "runwriter")
-    out = tmp_path / "run"
-    done = _hostile_run(tmp_path, home, out, "--codec", "opus:6k", "--codec", "runwriter:q8", "--mode", "warm",
-                        "--cold-sample", "0", "--metrics", "none")
-    assert done.returncode == 1, done.stdout + done.stderr
-    rows = _by_family(out)
-    for row in rows["runwriter"]:
-        assert row["status"] == "failed" and row["mode"] == "warm"
-        assert row["error"] == (
-            "encode: PermissionError: hostile runwriter: refused: create references/planted.wav (PermissionError), "
-            "create payloads/opus_6k/planted.ccap (PermissionError), create beside its own output, "
-            "payloads/runwriter_q8/planted.ccap (PermissionError), open rows.jsonl for writing (PermissionError), "
-            "open run.json for writing (PermissionError)"), row["error"]
-    assert not list(out.rglob("planted*"))
-    _intact(out, home, "opus", rows)
-
-
-@pytest.mark.slow
-def test_defect_3_in_warm_mode_a_codec_cannot_patch_the_codecs_beside_it(tmp_path: Path, home: dict[str, str]) -> None:
-    _add_hostile(home, tmp_path, "patcher")
-    alone, beside = tmp_path / "alone", tmp_path / "beside"
-    warm = ("--mode", "warm", "--cold-sample", "0", "--metrics", "none")
-    assert _hostile_run(tmp_path, home, alone, "--codec", "opus:6k", *warm).returncode == 0
-    done = _hostile_run(tmp_path, home, beside, "--codec", "patcher:q8", "--codec", "opus:6k", *warm)
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = _by_family(beside)
-    assert all(r["status"] == "ok" for r in rows["patcher"])  # it may patch its own process
-    _same_opus(alone, beside, ("payload_sha256", "decoded_sha256", "replay_identical"))
-    replay = codecarena("audit", beside, "--replay", env=home)
-    assert replay.returncode == 0, replay.stdout + replay.stderr
-
-
-def _same_opus(alone: Path, beside: Path, fields: tuple[str, ...]) -> None:
-    expected = {r["utterance"]: r for r in rows_of(alone)}
-    found = {r["utterance"]: r for r in rows_of(beside) if r["family"] == "opus"}
-    assert sorted(found) == sorted(expected)
-    for utt, row in found.items():
-        assert row["status"] == "ok", row["error"]
-        for field in fields:
-            assert row[field] == expected[utt][field], (utt, field)
-
-
-@pytest.mark.slow
-def test_defect_5_in_cold_mode_a_codec_cannot_overwrite_another_utterances_payload(tmp_path: Path,
-                                                                                   home: dict[str, str]) -> None:
-    _add_hostile(home, tmp_path, "neighbour")
-    out = tmp_path / "run"
-    done = _hostile_run(tmp_path, home, out, "--codec", "neighbour:q8", "--codec", "pcm:16", "--metrics", "none")
-    assert done.returncode == 1, done.stdout + done.stderr  # not "2/2 ok"
-    rows = _by_family(out)
-    first, second = sorted(rows["neighbour"], key=lambda r: r["status"] != "ok")
-    assert first["status"] == "ok" and second["status"] == "failed"
-    assert second["error"] == (f"encode: PermissionError: hostile neighbour: refused: overwrite "
-                               f"{first['utterance']}.ccap (PermissionError)")
-    payload = out / first["payload"]
-    assert payload.read_bytes() != b"forged" and _sha256(payload) == first["payload_sha256"]
-    _intact(out, home, "pcm", rows)
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["cold", "warm"])
-def test_defect_6_a_setsid_daemon_does_not_outlive_its_stage(tmp_path: Path, home: dict[str, str], marker: str,
-                                                             mode: str) -> None:
-    _add_hostile(home, tmp_path, "daemon")
-    out = tmp_path / "run"
-    done = _hostile_run(tmp_path, {**home, "HOSTILE_SLEEP": marker}, out, "--codec", "daemon:q8", "--codec", "pcm:16",
-                        "--mode", mode, "--cold-sample", "0", "--metrics", "none")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert _sleepers(marker) == []  # contained: both daemons, one a row, ended with their stage
-    rows = _by_family(out)
-    assert all(r["status"] == "ok" for r in rows["daemon"])
-    _intact(out, home, "pcm", rows)
-
-
-@pytest.mark.slow
-def test_defect_7_a_codec_cannot_kill_the_harness(tmp_path: Path, home: dict[str, str]) -> None:
-    _add_hostile(home, tmp_path, "killer")
-    out = tmp_path / "run"
-    done = _hostile_run(tmp_path, home, out, "--codec", "killer:q8", "--codec", "pcm:16", "--metrics", "none")
-    assert done.returncode in (0, 1), done.stdout + done.stderr  # not 137: the harness lived
-    assert json.loads((out / "run.json").read_text())["finished"] is True
-    rows = _by_family(out)
-    assert len(rows["killer"]) == 2  # contained: the harness is beyond its reach; its row as it went
-    _intact(out, home, "pcm", rows)
-
-
-@pytest.mark.slow
-def test_defect_8_a_planted_bytecode_cache_never_runs(tmp_path: Path, home: dict[str, str]) -> None:
-    package = tmp_path / "pyc"
-    shutil.copytree(HOSTILE / "pycpkg", package)
-    added = codecarena("codec", "add", "pyc", "--module", package, env=home)
-    assert added.returncode == 0, added.stdout + added.stderr
-    for name in ("__init__.py", "quantise.py"):
-        _plant_bytecode(package / name, "raise RuntimeError('planted bytecode ran')")
-    out = tmp_path / "run"
-    done = _hostile_run(tmp_path, home, out, "--codec", "pyc:q8", "--codec", "pcm:16", "--metrics", "none")
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = _by_family(out)
-    assert all(r["status"] == "ok" for r in rows["pyc"]), [r["error"] for r in rows["pyc"]]
-    _intact(out, home, "pcm", rows)
-
-
-@pytest.mark.slow
-def test_defect_9_a_command_line_codec_is_confined_too(tmp_path: Path, home: dict[str, str]) -> None:
-    outside = tmp_path / "outside" / "escaped.txt"
-    outside.parent.mkdir()
-    tool = tmp_path / "escape-tool"
-    tool.write_text(f"#!{sys.executable}\n" + (HOSTILE / "escape_tool.py").read_text().replace("ESCAPE_TO",
-                                                                                               repr(str(outside))))
-    tool.chmod(0o755)
-    from codecarena.codecs.binaries import identify
-
-    declaration = tmp_path / "escape.toml"
-    declaration.write_text(textwrap.dedent(f"""\
-        api_version = 1
-        kind = "command"
-        name = "escape"
-        description = "a command-line codec that writes outside the run"
-        configs = ["ok"]
-        default_config = "ok"
-
-        [command]
-        bandwidth = "narrowband"
-        framing = "raw"
-        encode = ["{{tool}}", "encode", "{{input}}", "{{output}}"]
-        decode = ["{{tool}}", "decode", "{{input}}", "{{output}}"]
-        length_tolerance = 0
-
-        [[command.binaries]]
-        name = "tool"
-        path = "{tool}"
-        sha256 = "{identify('tool', tool).sha256}"
-
-        [command.configs.ok]
-        nominal_bps = 64000
-        """))
-    added = codecarena("codec", "add", "escape", "--declaration", declaration, env=home)
-    assert added.returncode == 0, added.stdout + added.stderr
-    out = tmp_path / "run"
-    done = _hostile_run(tmp_path, home, out, "--codec", "escape:ok", "--codec", "pcm:16", "--metrics", "none")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert not outside.exists()
-    rows = _by_family(out)
-    for row in rows["escape"]:
-        assert row["status"] == "failed" and "encode command" in row["error"] and "exited with status 1" in row["error"]
-        assert f"PermissionError: [Errno 13] Permission denied: '{outside}'" in row["error"], row["error"]
-    _intact(out, home, "pcm", rows)
-
-
-@pytest.mark.slow
-def test_defect_12_a_codec_has_no_network_and_cannot_signal_the_harness(tmp_path: Path, home: dict[str, str]) -> None:
-    _add_hostile(home, tmp_path, "reach")
-    out = tmp_path / "run"
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        env = {**home, "HOSTILE_PORT": str(listener.getsockname()[1])}
-        done = _hostile_run(tmp_path, env, out, "--codec", "reach:q8", "--codec", "pcm:16", "--metrics", "none")
-        listener.setblocking(False)
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # no connection arrived
-    assert done.returncode == 1, done.stdout + done.stderr
-    rows = _by_family(out)
-    for row in rows["reach"]:
-        assert row["status"] == "failed"
-        assert row["error"].startswith("encode: PermissionError: hostile reach: refused: connect to the loopback "
-                                       "listener (PermissionError), signal 0 to the harness ("), row["error"]
-    _intact(out, home, "pcm", rows)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["cold", "warm"])
-def test_opus_beside_a_codec_that_tries_everything_gives_what_it_gives_alone(tmp_path: Path, home: dict[str, str],
-                                                                            marker: str, mode: str) -> None:
-    """The issue's "done when": the codec patches Opus and the worker at import, writes beside its own
-    output and into the run's files, changes metadata outside, connects to a loopback listener, signals
-    its parent and the harness, and daemonises; Opus's payloads and scores are those of a run without it."""
-    _add_hostile(home, tmp_path, "everything")
-    folder = tmp_path / "outside"
-    folder.mkdir(mode=0o755)
-    victim = folder / "victim.txt"
-    victim.write_text("someone else's")
-    before = [(p.stat().st_mode, p.stat().st_mtime_ns, p.stat().st_uid) for p in (folder, victim)]
-    options = ("--mode", mode, "--cold-sample", "0", "--metrics", "stoi,pesq_wb")
-    alone, beside = tmp_path / "alone", tmp_path / "beside"
-    assert _hostile_run(tmp_path, home, alone, "--codec", "opus:6k", *options).returncode == 0
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        env = {**home, "HOSTILE_VICTIM": str(victim), "HOSTILE_VICTIM_DIR": str(folder), "HOSTILE_SLEEP": marker,
-               "HOSTILE_PORT": str(listener.getsockname()[1])}
-        done = _hostile_run(tmp_path, env, beside, "--codec", "everything:q8", "--codec", "opus:6k", *options)
-        listener.setblocking(False)
-        with pytest.raises(BlockingIOError):
-            listener.accept()
-    assert done.returncode == 0, done.stdout + done.stderr
-    # Every attack ran, and none got through (a kill(0) of its own group is nothing: see the fixture).
-    scores = [line for log in (beside / "work").rglob("*.log") for line in log.read_text().splitlines()
-              if line.startswith("hostile everything: escaped ")]
-    assert len(scores) >= 2 and all(line.startswith("hostile everything: escaped [], ") or line.startswith(
-        "hostile everything: escaped ['SIGKILL its parent (getppid() is 0)'], ") for line in scores), scores
-    assert all("connect to the loopback listener (PermissionError)" in line and "chown 1234 (PermissionError)" in line
-               for line in scores)
-    assert all(r["status"] == "ok" for r in _by_family(beside)["everything"])
-    _same_opus(alone, beside, ("payload_sha256", "decoded_sha256", "replay_identical", "metrics"))
-    assert [(p.stat().st_mode, p.stat().st_mtime_ns, p.stat().st_uid) for p in (folder, victim)] == before
-    assert _sleepers(marker) == [] and not list(beside.rglob("planted*"))
-    audit = codecarena("audit", beside, "--replay", env=home)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-    assert not [p for p in beside.rglob("*") if stat.S_ISREG(p.lstat().st_mode) and p.read_bytes() == b"forged"]
