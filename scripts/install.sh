@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 # The telephony baselines (G.722, G.726, GSM, Speex, LC3) run Debian's own tools as command-line codecs;
 # installed when missing (as root, like .ci/run's chromium). Their registry entries pin the versions, and
 # `codecarena run` refuses, with one line, a tool whose installed version differs from its pin.
-missing=$(for pkg in ffmpeg libgsm-tools speex liblc3-tools; do
+# libseccomp2 and util-linux (unshare) hold a user codec's sandbox (docs/security.md); Debian has both.
+missing=$(for pkg in ffmpeg libgsm-tools speex liblc3-tools libseccomp2 util-linux; do
   [ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null)" = installed ] || echo "$pkg"; done)
 if [ -n "$missing" ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null

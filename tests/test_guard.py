@@ -206,7 +206,8 @@ def _fake_interpreter(tmp_path: Path, program: str) -> str:
 
 
 # A worker that answers a job like codecarena.worker does, after touching as many MiB as the job's
-# `input` says and freeing them; its report carries its own VmHWM, as the real worker's does.
+# `input` says and freeing them; its report carries its own VmHWM, as the real worker's does, and it
+# leaves an output, as a successful stage does.
 FAKE_WORKER = textwrap.dedent(
     """
     import json, sys
@@ -222,6 +223,8 @@ FAKE_WORKER = textwrap.dedent(
         data = b"\\x01" * (int(job["input"]) * 1024 * 1024)
         del data
         report = dict(TEMPLATE, stage=job["stage"], maxrss_bytes=hwm())
+        with open(job["output"], "wb") as f:  # the output a successful stage leaves
+            f.write(b"x")
         with open(job["report"], "w") as f:
             json.dump(report, f)
 

@@ -95,7 +95,7 @@ def test_a_codec_from_outside_the_repository_runs_audits_and_an_edit_is_reported
         assert row["decoded_samples"] == row["num_samples"]  # the exact length restored
         assert row["representation_bits"] == 8 * row["num_samples"]  # 8 bits a sample, counted from the payload
         assert row["registry"] == "user-top8" and row["model"]["user_codec"]["name"] == "top8"
-        assert row["model"]["confined"]["landlock_abi"] >= 0
+        _assert_confined(row["model"]["confined"], out / "work" / "top8_q8" / row["utterance"] / "encode")
     assert rows[0]["model"]["user_codec"]["source_sha256"] == _sha256(module)
     plan = json.loads((out / "run.json").read_text())["plan"]
     assert [c["name"] for c in plan["user_codecs"]] == ["top8"]
@@ -111,6 +111,22 @@ def test_a_codec_from_outside_the_repository_runs_audits_and_an_edit_is_reported
                          "--out", tmp_path / "again", env=home)
     assert refused.returncode == 2 and "source changed since `codecarena codec add`" in refused.stderr
     assert not (tmp_path / "again").exists()
+
+
+def _assert_confined(record: dict, folder: Path) -> None:  # type: ignore[type-arg]
+    """What a row of a user codec records of its sandbox: exactly this kernel's Landlock ABI, writes
+    only into the stage's private folder, and every protection named as applied or absent with why."""
+    from codecarena.sandbox.landlock import abi_version
+
+    abi = abi_version()
+    assert record["version"] == 2 and record["landlock_abi"] == abi and record["network_declared"] is False
+    named = {"writes", "tcp", "signals", "metadata", "sockets", "capabilities", "descendants", "bytecode"}
+    assert set(record["applied"]) | set(record["absent"]) == named
+    assert not set(record["applied"]) & set(record["absent"])
+    if abi:
+        assert record["writable"] == [str(folder.resolve())] and str(folder.resolve()) in record["applied"]["writes"]
+    else:
+        assert record["writable"] == [] and "not available" in record["absent"]["writes"]
 
 
 def _sha256(path: Path) -> str:
@@ -366,20 +382,19 @@ def test_the_public_api_is_what_its_version_promises() -> None:
 
 
 def test_landlock_confines_writes_to_the_given_folders(tmp_path: Path) -> None:
-    (tmp_path / "ok").mkdir()
-    script = (f"from pathlib import Path\nfrom codecarena.codecs.confine import confine\n"
-              f"done = confine([Path({str(tmp_path / 'ok')!r})])\n"
-              f"open({str(tmp_path / 'ok' / 'in.txt')!r}, 'w').write('x')\n"
-              f"try:\n    open({str(tmp_path / 'out.txt')!r}, 'w').write('x')\n    print('written')\n"
-              f"except PermissionError:\n    print('refused', done['landlock_abi'])\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    from codecarena.codecs.confine import abi_version
+    from codecarena.sandbox.landlock import abi_version
 
     if abi_version() == 0:
-        assert result.stdout.strip() == "written"  # no Landlock here: nothing to test, and the row says so
-    else:
-        assert result.stdout.strip().startswith("refused") and not (tmp_path / "out.txt").exists()
+        pytest.skip("Landlock is not available on this kernel: nothing confines writes here, and rows say so")
+    (tmp_path / "ok").mkdir()
+    script = (f"from pathlib import Path\nfrom codecarena.sandbox.landlock import restrict\n"
+              f"done = restrict([Path({str(tmp_path / 'ok')!r})], network=False)\n"
+              f"open({str(tmp_path / 'ok' / 'in.txt')!r}, 'w').write('x')\n"
+              f"try:\n    open({str(tmp_path / 'out.txt')!r}, 'w').write('x')\n    print('written')\n"
+              f"except PermissionError:\n    print('refused', done.abi)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"refused {abi_version()}" and not (tmp_path / "out.txt").exists()
     assert (tmp_path / "ok" / "in.txt").read_text() == "x"
 
 

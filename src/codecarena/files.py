@@ -71,13 +71,27 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _tree(root: Path) -> Iterator[tuple[str, bytes]]:
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        yield str(path.relative_to(root)), path.read_bytes()
+
+
 def tree_sha256(root: Path) -> str:
     """One hash of a folder's files (their relative paths and bytes, in sorted order; `__pycache__`
     left out): which code a copy of a package, or a user's codec package, is."""
+    return tree_bytes(root, keep=False)[1]
+
+
+def tree_bytes(root: Path, keep: bool = True) -> tuple[dict[str, bytes], str]:
+    """A folder's files as tree_sha256 reads them, each read once, and their tree_sha256: what is
+    hashed is what the caller holds (relative path -> bytes; nothing when `keep` is false)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    files = {}
+    for name, data in _tree(root):
+        digest.update(name.encode() + b"\0" + data + b"\0")
+        if keep:
+            files[name] = data
+    return files, digest.hexdigest()
 
 
 def sha256_json(data: Any) -> str:

@@ -47,6 +47,7 @@ from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job, StageReport
 from codecarena.runtime.stages import Stage, run_stage, run_stage_warm
+from codecarena.sandbox import for_family
 from codecarena.specs import CodecSpec, parse_configuration
 
 # Below this RMS a decoded utterance counts as silent (the reference never is).
@@ -192,16 +193,15 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
     duration = ref.num_samples / ARENA_RATE
 
     repeats = opts.warm_repeats if mode == "cold" else 0
-
     _, python = _runtime_of(opts, spec.family)
-
     fresh_decode = FAMILIES[spec.family].fresh_process_decode
 
     def stage(name: str, stage_job: Job) -> tuple[Stage, StageReport | None]:
-        if mode == "warm" and not (name == "decode" and fresh_decode):
+        if mode == "warm" and name != "replay" and not (name == "decode" and fresh_decode):
             assert workers is not None
-            return run_stage_warm(name, stage_job, work, workers.get(python))
-        return run_stage(name, stage_job, opts.limits, work, python)
+            return run_stage_warm(name, stage_job, work, workers.get(python, spec))
+        return run_stage(name, stage_job, opts.limits, work, python, run.job_folder(spec.slug, utt.id, name),
+                         for_family(spec.family))  # its private folder; a user codec's sandbox
 
     stages: list[Stage] = []
     reports: dict[str, StageReport | None] = {}
@@ -275,8 +275,8 @@ def run_row(spec: CodecSpec, ref: Reference, opts: RunOptions, run: RunDir,
                          f"beyond the codec's tolerance of {facts['length_tolerance']}")
 
     if not error and replay:
-        rep_stage, rep_report = run_stage("replay", Job.decode(received, replay_path, work / "replay.report.json",
-                                                               warm_repeats=repeats, device=device), opts.limits, work, python)
+        rep_stage, rep_report = stage("replay", Job.decode(received, replay_path, work / "replay.report.json",
+                                                           warm_repeats=repeats, device=device))
         stages.append(rep_stage)
         reports["replay"] = rep_report
         error = rep_stage.error or _device_problem("replay", rep_report, device)

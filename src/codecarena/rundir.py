@@ -45,6 +45,12 @@ def unsafe_id_reason(text: object) -> str:
     return ""
 
 
+def _safe_name(text: str, root: Path) -> str:
+    if not SAFE_ID.fullmatch(text):
+        raise UnsafePathError(f"{root}: {text!r} is not a safe folder name ({SAFE_ID_RULE})")
+    return text
+
+
 def check_id(text: str, where: str) -> str:
     """`text` if it is a safe id, else UnsafePathError naming `where` (the file it came from)."""
     reason = unsafe_id_reason(text)
@@ -164,6 +170,14 @@ class RunDir:
 
     def work(self, codec_slug: str, utterance: str) -> Path:
         return self.path("work", codec_slug, check_id(utterance, str(self.root)))
+
+    def job_folder(self, codec_slug: str, utterance: str, stage: str) -> Path:
+        """A cold stage's private folder, the only place its worker writes (runtime/private.py)."""
+        return self.path("work", codec_slug, check_id(utterance, str(self.root)), _safe_name(stage, self.root))
+
+    def worker_folder(self, name: str) -> Path:
+        """A persistent worker's private folder, beside its log."""
+        return self.path("work", "persistent", _safe_name(name, self.root))
 
     def stability(self, codec_slug: str, utterance: str, part: str) -> Path:
         """A row's token-stability measurement (results/stability.py): its record or an extra encode's payload."""

@@ -3,7 +3,9 @@
 Run as `python -m codecarena.worker JOB.json`. The decode stage receives only a payload path: it
 learns the codec, its configuration and the original length from the payload file itself.
 Timing is split into imports, model load, I/O and compute; process start-up is measured by the
-harness from the spawn time to `STARTED_AT`.
+harness from the spawn time to `STARTED_AT`. A user codec's worker is started as
+`python -m codecarena.worker --sandbox FAMILY FOLDER (JOB.json | --persistent | --check)` and enters
+its sandbox (codecarena/sandbox/enter.py) before anything else, numpy included.
 """
 
 import time
@@ -34,6 +36,10 @@ def _maxrss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+#: Why the sandbox this worker was asked for could not be entered: every job then fails with it.
+SANDBOX_ERROR = ""
+
+
 def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, dict[str, Any]]] | None = None) -> int:
     """One job. A persistent worker passes `loaded_adapters`, so each (codec, weights, variant) is
     loaded once and its later jobs report load_s 0."""
@@ -49,6 +55,8 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
     device: dict[str, Any] | None = None
     cuda: Any = None
     try:
+        if SANDBOX_ERROR:
+            raise PermissionError(f"the sandbox could not be entered: {SANDBOX_ERROR}")
         t = time.perf_counter()
         import numpy as np  # noqa: F401
         import soundfile  # noqa: F401
@@ -73,8 +81,9 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         else:
             raise ValueError(f"unknown stage {job.stage!r}")
 
+        _check_sandbox(spec, job, loaded_adapters)
         t = time.perf_counter()
-        module, user_codec = adapter_module(spec.family, _writable(job, persistent=loaded_adapters is not None))
+        module, user_codec = adapter_module(spec.family)
         times["imports_s"] += time.perf_counter() - t
 
         weights = job.weights
@@ -140,11 +149,20 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
     return 0 if not error else 2
 
 
-def _writable(job: Any, persistent: bool) -> list[Path]:
-    """Where a job writes (its output's folder and its report's), which a user codec's writes are
-    confined to; a persistent worker serves many jobs of one run, so it gets their common folder."""
-    folders = [Path(job.output).resolve().parent, Path(job.report).resolve().parent]
-    return [Path(os.path.commonpath(folders))] if persistent else folders
+def _check_sandbox(spec: Any, job: Any, loaded_adapters: dict[tuple[str, str, str], Any] | None) -> None:
+    """A user codec runs only in its own sandbox, writing into its folder; a persistent sandbox serves
+    one configuration (the first it loaded) and nothing else (docs/security.md)."""
+    from codecarena.sandbox.enter import ACTIVE, refusal
+
+    refused = refusal(spec.family, [job.output, job.report])
+    served = {key[0] for key in loaded_adapters or ()} - {spec.canonical}
+    if not refused and ACTIVE and served:
+        refused = (f"this persistent worker is the sandbox of user codec configuration {served.pop()}; it serves "
+                   f"no other ({spec.canonical})")
+    if not refused and ACTIVE and job.device != "cpu":
+        refused = f"a user codec's sandbox opens no device but /dev/null: it runs on the CPU, not on {job.device}"
+    if refused:
+        raise PermissionError(refused)
 
 
 def use_device(adapter: Any, family: str, device: str) -> None:
@@ -399,6 +417,8 @@ def persistent() -> int:
     finished job on stdout ({"job": path, "exit": status}); models stay loaded between jobs."""
     import json
 
+    from codecarena.sandbox.namespace import end_descendants
+
     loaded: dict[tuple[str, str, str], tuple[Any, dict[str, Any]]] = {}
     out = sys.stdout
     # Libraries that print would corrupt the reply stream: everything else goes to stderr.
@@ -408,18 +428,42 @@ def persistent() -> int:
         if not path:
             continue
         status = run(Path(path), loaded)
+        # Nothing a job started outlives it: in its own PID namespace, the worker ends them all.
+        end_descendants()
         out.write(json.dumps({"job": path, "exit": status}) + "\n")
         out.flush()
     return 0
 
 
+def _enter_sandbox(family: str, folder: str) -> None:
+    global SANDBOX_ERROR
+    from codecarena.sandbox.enter import SandboxError, enter
+
+    try:
+        enter(family, Path(folder))
+    except SandboxError as exc:
+        SANDBOX_ERROR = str(exc)
+
+
 def main() -> None:
-    if sys.argv[1:] == ["--persistent"]:
+    args = sys.argv[1:]
+    if args[:1] == ["--sandbox"] and len(args) == 4:
+        family, folder, args = args[1], args[2], args[3:]
+        _enter_sandbox(family, folder)
+        if args == ["--check"]:  # `codec add`: import the codec as a worker does, and check what it exports
+            from codecarena.codecs.loading import check_adapter
+
+            if SANDBOX_ERROR:
+                sys.exit(f"the sandbox could not be entered: {SANDBOX_ERROR}")
+            check_adapter(family)
+            sys.exit(0)
+    if args == ["--persistent"]:
         sys.exit(persistent())
-    if len(sys.argv) != 2:
-        print("usage: python -m codecarena.worker JOB.json | --persistent", file=sys.stderr)
+    if len(args) != 1 or args[0].startswith("--"):
+        print("usage: python -m codecarena.worker [--sandbox FAMILY FOLDER] (JOB.json | --persistent | --check)",
+              file=sys.stderr)
         sys.exit(64)
-    sys.exit(run(Path(sys.argv[1])))
+    sys.exit(run(Path(args[0])))
 
 
 if __name__ == "__main__":

@@ -1,23 +1,21 @@
 """Which code a worker runs for a codec family: a built-in unit's adapter module, or a user codec
 (registry/user_units.py) as it was pinned.
 
-A user codec's module is run from the bytes whose sha256 is checked against its pin (a package's
-files are hashed, then imported), its checkpoints are verified against theirs before the adapter sees
-their paths, and its writes are confined to the job's folders (codecs/confine.py) before any of its
-code runs. A changed source or checkpoint fails the stage with one line saying how to re-pin it.
+A user codec runs only in its sandbox (codecarena/sandbox/), which the worker entered before reading
+its job. Its module is compiled from the bytes whose sha256 is checked against its pin, never from a
+bytecode cache (codecs/pinned_source.py), and its checkpoints are verified against theirs before the
+adapter sees their paths. A changed source or checkpoint fails the stage with one line saying how to
+re-pin it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from codecarena.codecs.confine import confine
 from codecarena.files import sha256_file
 from codecarena.registry import user_units
 from codecarena.registry.catalog import FAMILIES
@@ -27,33 +25,34 @@ class UserCodecChanged(ValueError):
     """A user codec's source or checkpoint is no longer what `codec add` pinned."""
 
 
-_confined: dict[str, Any] = {}
-
-
-def adapter_module(family: str, writable: list[Path]) -> tuple[ModuleType, dict[str, Any]]:
+def adapter_module(family: str) -> tuple[ModuleType, dict[str, Any]]:
     """The module holding the family's ADAPTER, and what a row records of a user codec (its label,
-    its checkpoint identity, how its writes were confined; {} for a built-in unit). The confinement
-    holds for the rest of the process (a persistent worker passes the run directory)."""
+    its checkpoint identity, how its sandbox confines it; {} for a built-in unit). A user codec is
+    refused outside its sandbox."""
+    from codecarena.sandbox.enter import ACTIVE, refusal
+
     declared = FAMILIES[family]
     if declared.origin != "user":
         return importlib.import_module(declared.module), {}
+    refused = refusal(family, [])
+    if refused:
+        raise PermissionError(refused)
     unit = user_units.load(family)
     record: dict[str, Any] = {"user_codec": unit.label(), "checkpoint": checkpoint_identity(unit),
-                              "weights": "real" if unit.checkpoints else "none"}
+                              "weights": "real" if unit.checkpoints else "none", "confined": ACTIVE["record"]}
     if unit.source is None:  # a command-line codec: the shared adapter runs its declared commands
         return importlib.import_module(declared.module), record
-    if not _confined:
-        _confined.update(confine(writable))
-    return _import(unit), {**record, "confined": dict(_confined)}
+    return _import(unit), record
 
 
-def check_adapter(family: str, scratch: str) -> None:
-    """What `codecarena codec add` runs in a fresh process of the codec's runtime: import it as a
-    worker does (its writes confined to the folder `scratch`, which the caller removes) and check that
-    it exports an Adapter class with an input rate; any problem is an exception naming it."""
+def check_adapter(family: str) -> None:
+    """What `codecarena codec add` runs in a fresh process of the codec's runtime, a sandboxed worker
+    (`python -m codecarena.worker --sandbox FAMILY SCRATCH --check`): import the codec as a worker
+    does and check that it exports an Adapter class with an input rate; any problem is an exception
+    naming it."""
     from codecarena.codecs.base import Adapter
 
-    module, _ = adapter_module(family, [Path(scratch)])
+    module, _ = adapter_module(family)
     adapter = getattr(module, "ADAPTER", None)
     if not (isinstance(adapter, type) and issubclass(adapter, Adapter)):
         raise TypeError(f"user codec {family}: its module must export ADAPTER, a subclass of codecarena.plugin.Adapter")
@@ -84,30 +83,20 @@ def checkpoint_paths(family: str) -> dict[str, Path]:
 
 
 def _import(unit: user_units.UserUnit) -> ModuleType:
+    from codecarena.codecs.pinned_source import import_file, import_package
+
     assert unit.source is not None
     source = unit.source
     path = Path(source.path)
     name = f"codecarena_user_codec_{unit.name}"
     if name in sys.modules:  # a persistent worker loads each user codec once
         return sys.modules[name]
-    if source.kind == "file":
-        try:
-            code = path.read_bytes()
-        except OSError as exc:
-            raise UserCodecChanged(f"{path}: user codec {unit.name}'s source cannot be read ({exc.strerror})") from None
-        _check(unit, hashlib.sha256(code).hexdigest())
-        module = ModuleType(name)
-        module.__file__ = str(path)
-        sys.modules[name] = module
-        exec(compile(code, str(path), "exec"), module.__dict__)  # the very bytes whose hash was checked
-        return module
-    _check(unit, source.current_sha256())
-    spec = importlib.util.spec_from_file_location(name, path / "__init__.py", submodule_search_locations=[str(path)])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    try:
+        if source.kind == "file":
+            return import_file(name, path, lambda digest: _check(unit, digest))
+        return import_package(name, path, lambda digest: _check(unit, digest))
+    except OSError as exc:
+        raise UserCodecChanged(f"{path}: user codec {unit.name}'s source cannot be read ({exc.strerror})") from None
 
 
 def _check(unit: user_units.UserUnit, current: str) -> None:

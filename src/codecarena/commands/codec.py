@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from codecarena.registry.catalog import Family
     from codecarena.registry.user_units import UserUnit
 
-# What every runtime's worker imports besides the codec's own packages, at the harness's versions.
-WORKER_BASE = ("numpy", "soundfile", "soxr")
+# What every runtime's worker imports besides the codec's own packages, at the harness's versions
+# (pyseccomp: the sandbox's seccomp filter, codecarena/sandbox/syscalls.py).
+WORKER_BASE = ("numpy", "soundfile", "soxr", "pyseccomp")
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -209,14 +210,18 @@ def _runtime(unit: UserUnit) -> str:
 
 
 def _check_adapter(interpreter: str, name: str) -> None:
-    """Import the codec in its runtime, as a worker would, and check what it exports."""
+    """Import the codec in its runtime, in its sandbox, as a worker would, and check what it exports."""
     import subprocess
     import tempfile
 
+    from codecarena.runtime.launch import worker_command
+    from codecarena.runtime.private import prepare
+
     with tempfile.TemporaryDirectory() as scratch:
-        check = f"from codecarena.codecs.loading import check_adapter; check_adapter({name!r}, {scratch!r})"
+        prepare(Path(scratch))
+        command, env = worker_command(interpreter, name, Path(scratch), "--check")
         try:
-            done = subprocess.run([interpreter, "-c", check], capture_output=True, text=True, timeout=600)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
         except subprocess.TimeoutExpired:
             raise CliError(f"user codec {name}: importing it took over 600 s") from None
     if done.returncode != 0:

@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     device = device_option(args.device)
     spec = parse_spec(args.codec)
+    if FAMILIES[spec.family].origin == "user":
+        raise CliError(f"{spec.family} is a user codec: the determinism doctor probes built-in torch families (a user "
+                       "codec runs only in its sandbox's stages: `codecarena run`)")
     if FAMILIES[spec.family].supported_weights == "none":
         raise CliError(f"{spec.family} is not a torch model; the determinism doctor probes torch codecs")
     weights = selection.canonical_weights(args.weights)

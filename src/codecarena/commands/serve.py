@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     from codecarena import selection
     from codecarena.files import data_home
+    from codecarena.registry.catalog import FAMILIES
     from codecarena.registry.entries import entry_for_family
     from codecarena.runtime.limits import parse_limits, parse_size
     from codecarena.service.app import CodecService, ServiceConfig, create_app, header_deadline_protocol
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.specs import parse_spec
 
     spec = parse_spec(args.codec)
+    if FAMILIES[spec.family].origin == "user":
+        raise CliError(f"{spec.family} is a user codec: the service serves built-in families, whose sources its "
+                       "provenance declares (a user codec runs only in its sandbox's stages: `codecarena run`)")
     weights = selection.canonical_weights(args.weights)
     if weights == "user":
         raise CliError("--weights user (a checkpoint pinned with `registry pin`) is for `codecarena run` only")

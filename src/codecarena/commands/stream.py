@@ -24,9 +24,10 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.datasets import load_smoke
     from codecarena.files import write_json
-    from codecarena.runtime.guard import run_guarded
-    from codecarena.runtime.limits import default_memory_limit
-    from codecarena.runtime.protocol import Job, read_report, write_job
+    from codecarena.runtime.limits import StageLimits, default_memory_limit
+    from codecarena.runtime.protocol import Job
+    from codecarena.runtime.stages import run_stage
+    from codecarena.sandbox import for_family
     from codecarena.specs import parse_spec
 
     spec = parse_spec(args.codec)
@@ -37,12 +38,12 @@ def run(args: argparse.Namespace) -> int:
     results, failed = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, path in inputs:
-            write_job(Path(tmp) / "job.json", Job.stream(path, Path(tmp) / "report.json", spec.canonical))
-            run_guarded([sys.executable, "-m", "codecarena.worker", f"{tmp}/job.json"],
-                        limit_bytes=default_memory_limit(), log_path=Path(tmp) / "log")
-            report = read_report(Path(tmp) / "report.json")
-            if not report.ok:
-                raise CliError(f"{path}: streaming failed: {report.error}")
+            job = Job.stream(path, Path(tmp) / "report.json", spec.canonical)
+            stage, report = run_stage("stream", job, StageLimits(default_memory_limit()), Path(tmp), sys.executable,
+                                      sandbox=for_family(spec.family))
+            if report is None or not stage.ok:
+                why = report.error if report is not None and report.error else stage.error
+                raise CliError(f"{path}: streaming failed: {why}")
             f = report.facts
             ok = f["packets_identical"] and f["audio_identical"]
             failed += not ok

@@ -1,6 +1,6 @@
 """The row runner an executor's worker process holds: its own guarded scorer (one scoring process
 that keeps the metric models loaded) and, in warm mode, its own persistent codec workers (one per
-codec runtime), kept across the rows it is given."""
+codec runtime, and one per configuration of a user codec), kept across the rows it is given."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ class RowRunner:
     def __init__(self, opts: RunOptions, scorer: Scorer | None = None) -> None:
         self.opts = opts
         self.scorer = scorer_for(opts, scorer)
-        self.workers = WorkerSet(opts.limits.memory_limit_bytes, RunDir(opts.out).persistent_logs(),
-                                 opts.limits.guard_poll_s, opts.limits.stage_timeout_s)
+        run = RunDir(opts.out)
+        self.workers = WorkerSet(opts.limits.memory_limit_bytes, run.persistent_logs(), opts.limits.guard_poll_s,
+                                 opts.limits.stage_timeout_s, run.worker_folder)
 
     def run(self, task: Task) -> Row:
         return run_row(task.spec, task.ref, self.opts, RunDir(self.opts.out), self.scorer, task.mode, task.replay,

@@ -154,6 +154,8 @@ class Family:
     channel: ChannelSupport | None = None  # None: its payloads cannot cross a channel
     # A user codec's claimed bitrates (`[[claims]]`, registry/claims.py); a built-in unit's are in its registry entry.
     claims: tuple[Claim, ...] = ()
+    # A user codec's sandbox lets it open sockets (TCP, UDP, unix) only when its declaration says so.
+    network: bool = False
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -221,7 +223,7 @@ def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = 
                     supported_weights=weights, variants=variants, torch=top.get("torch", bool, False),
                     fresh_process_decode=top.get("fresh_process_decode", bool, False), kind=kind, command=command,
                     channel=_channel(top.get("channel", dict), f"{where}: channel") if top.has("channel") else None,
-                    claims=claims)
+                    claims=claims, network=top.get("network", bool, False))
     top.done()
     return family
 

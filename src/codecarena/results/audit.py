@@ -31,6 +31,7 @@ from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
+from codecarena.sandbox import for_family
 from codecarena.results.channel_audit import channel_problems, decoder_input
 from codecarena.results.ledger import ledger_problems
 from codecarena.results.record import Plan, PlanUserCodec, RunLoadError, RunRecord
@@ -368,7 +369,8 @@ def replay_problems(run: Run, python: str, interpreters: dict[str, str] | None =
             device = (targets or {}).get(row.key, "cpu")
             job = Job.decode(payload, out, work / "audit.report.json", device=device)
             limits = row.limits or StageLimits(default_memory_limit())
-            stage, _ = run_stage("audit-replay", job, limits, work, (interpreters or {}).get(row.registry, python))
+            stage, _ = run_stage("audit-replay", job, limits, work, (interpreters or {}).get(row.registry, python),
+                                 sandbox=for_family(row.family))
             where = f"{row.codec} {row.utterance}"
             if not stage.ok:
                 problems.append(f"{where}: fresh decode for audit on {device} failed: {stage.error}")

@@ -4,10 +4,11 @@ compares with the row's (`results/ledger.py`, docs/ledger.md).
 - re-encode: the row's decoded audio encoded again with the same configuration, weights and variant;
 - shift: the row's reference delayed by `shift_ms` of silence, encoded.
 
-Each is an encode job of a persistent worker of the family's runtime (one per runtime, its model
-loaded once, as `codecarena run --mode warm` runs rows), under the memory guard and stage timeout
-of the run's rows, through the same worker protocol as the run's own encodes, on the device each row was
-made on (refused before anything is written on a machine without it). What a row's measurement gave is written to
+Each is an encode job of a persistent worker of the family's runtime (one per runtime, and one per
+configuration of a user codec, its model loaded once, as `codecarena run --mode warm` runs rows), under
+the memory guard and stage timeout of the run's rows, through the same worker protocol as the run's
+own encodes, on the device each row was made on (refused before anything is written on a machine
+without it). What a row's measurement gave is written to
 `stability/<codec>/<utterance>.json` with the sha256 of the row's payload, decoded audio and reference
 it was measured on and of each extra payload, so that the audit can derive the numbers again and a
 row computed again later is not paired with an old measurement. Rows already measured on their
@@ -139,7 +140,8 @@ def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
     for python in set(interpreters.values()):
         sync_interpreter(python)
     limits = next((r.limits for r in loaded.rows if r.limits is not None), None) or StageLimits(default_memory_limit())
-    workers = WorkerSet(limits.memory_limit_bytes, run.persistent_logs(), limits.guard_poll_s, limits.stage_timeout_s)
+    workers = WorkerSet(limits.memory_limit_bytes, run.persistent_logs(), limits.guard_poll_s, limits.stage_timeout_s,
+                        run.worker_folder)
     try:
         failures = _measure_rows(loaded.rows, run, samples, codecs, on_row, interpreters, workers,
                                  loaded.record.plan.weights)
@@ -187,7 +189,9 @@ def _measure_rows(rows: list[Row], run: RunDir, samples: int, codecs: tuple[str,
             if on_row:
                 on_row(row, "kept")
             continue
-        record = measure_row(row, run, samples, workers.get(interpreters.get(row.family, sys.executable)), weights)
+        # A user codec's configuration gets a sandboxed worker of its own, as in a warm run.
+        worker = workers.get(interpreters.get(row.family, sys.executable), parse_spec(row.codec))
+        record = measure_row(row, run, samples, worker, weights)
         failures += [f"{row.codec} {row.utterance}: {part}: {error}" for part, _, error in record.parts if error]
         if on_row:
             on_row(row, "measured")

@@ -1,7 +1,10 @@
 """A persistent worker: one long-lived `python -m codecarena.worker --persistent` in a codec runtime.
 
 It keeps models loaded between jobs (the service uses it; so can warm execution). Jobs are the
-same job files as for one-shot workers and leave the same stage reports. The process runs in its
+same job files as for one-shot workers and leave the same stage reports, written into the worker's own
+private folder, emptied before each job and copied out of after it (runtime/private.py). A user codec
+never shares one: `WorkerSet` gives each of its configurations a worker of its own, started in its
+sandbox (runtime/launch.py), which ends every process a job started once the job is done. The process runs in its
 own process group under the same memory guard as one-shot workers: a watcher polls the tree's peak
 RSS (guard.tree_peak_rss) and kills the group at the limit; the job in flight fails with that reason
 and the next job starts a fresh process. Each job's peak is its own: the tree's high-water marks are
@@ -22,8 +25,12 @@ from typing import IO, Any
 import psutil
 
 from codecarena.files import open_unlinked
+from codecarena.runtime import private
 from codecarena.runtime.guard import _kill_group, parent_death_preexec, reset_peaks, tree_peak_rss
-from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
+from codecarena.runtime.launch import worker_command
+from codecarena.runtime.protocol import Job, ProtocolError, StageReport, write_job
+from codecarena.sandbox import for_family
+from codecarena.specs import CodecSpec
 
 
 def _lifeline() -> Callable[[], None] | None:
@@ -41,8 +48,12 @@ class WorkerFailed(RuntimeError):
 
 class PersistentWorker:
     def __init__(self, python: str, limit_bytes: int, log_path: Path, poll_s: float = 0.25,
-                 timeout_s: float = 600.0) -> None:
+                 timeout_s: float = 600.0, folder: Path | None = None, sandbox: str = "") -> None:
+        """`folder`: its private folder (default: beside its log); `sandbox`: the user codec whose
+        sandbox it runs in ("" for none)."""
         self.python, self.limit_bytes, self.log_path = python, limit_bytes, log_path
+        self.folder = folder if folder is not None else log_path.with_name(f"{log_path.stem}.private")
+        self.sandbox = sandbox
         self.poll_s, self.timeout_s = poll_s, timeout_s
         self._lock = threading.Lock()
         # A reading and a job's reset never interleave: one taken before the reset must not land in the new job.
@@ -59,9 +70,10 @@ class PersistentWorker:
     def _start(self) -> subprocess.Popen[str]:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(open_unlinked(self.log_path, append=True), "ab")
-        proc = subprocess.Popen([self.python, "-m", "codecarena.worker", "--persistent"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True,
-                                preexec_fn=_lifeline())
+        private.prepare(self.folder)
+        command, env = worker_command(self.python, self.sandbox, self.folder, "--persistent")
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+                                start_new_session=True, preexec_fn=_lifeline(), env=env)
         self._proc, self.fired, self.timed_out, self.starts = proc, False, False, self.starts + 1
         threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
         return proc
@@ -103,7 +115,9 @@ class PersistentWorker:
         with self._lock:
             proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
             self._new_job(proc)
-            write_job(job_path, job)
+            private.prepare(self.folder)
+            inner = private.into(job, self.folder)
+            write_job(job_path, inner)
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.write(f"{job_path}\n")
@@ -127,8 +141,8 @@ class PersistentWorker:
                 done: dict[str, Any] = json.loads(reply)
                 if done.get("job") != str(job_path):
                     raise ValueError(f"reply is for {done.get('job')!r}")
-                return read_report(Path(job.report))
-            except (ValueError, ProtocolError) as exc:
+                return private.collect(inner, job)
+            except (ValueError, ProtocolError, private.PlaceError) as exc:
                 self.stop()
                 raise WorkerFailed(f"persistent worker replied {reply.strip()!r} without a report: {exc}") from None
 
@@ -152,24 +166,33 @@ class PersistentWorker:
             except subprocess.TimeoutExpired:
                 pass
             self._proc = None
+            private.discard(self.folder)
         if self._log is not None:
             self._log.close()
             self._log = None
 
 
 class WorkerSet:
-    """One persistent worker per codec runtime (interpreter), started on first use."""
+    """One persistent worker per codec runtime (interpreter) for the built-in units, and one per
+    configuration of a user codec, in its sandbox: a user codec never shares a process, so it can
+    touch no other codec's numbers (docs/security.md). Each is started on first use, its log in
+    `log_dir` and its private folder named by `folder_of` (a run's `RunDir.worker_folder`)."""
 
-    def __init__(self, limit_bytes: int, log_dir: Path, poll_s: float = 0.25, timeout_s: float = 600.0) -> None:
+    def __init__(self, limit_bytes: int, log_dir: Path, poll_s: float = 0.25, timeout_s: float = 600.0,
+                 folder_of: Callable[[str], Path] | None = None) -> None:
         self.limit_bytes, self.log_dir, self.poll_s, self.timeout_s = limit_bytes, log_dir, poll_s, timeout_s
-        self._workers: dict[str, PersistentWorker] = {}
+        self.folder_of = folder_of or (lambda name: log_dir / name)
+        self._workers: dict[tuple[str, str], PersistentWorker] = {}
 
-    def get(self, python: str) -> PersistentWorker:
-        if python not in self._workers:
-            name = f"persistent-{len(self._workers)}-{os.getpid()}.log"
-            self._workers[python] = PersistentWorker(python, self.limit_bytes, self.log_dir / name,
-                                                     self.poll_s, self.timeout_s)
-        return self._workers[python]
+    def get(self, python: str, spec: CodecSpec) -> PersistentWorker:
+        """The worker for `spec`'s stages in the runtime `python`."""
+        sandbox = for_family(spec.family)
+        key = (python, spec.bare.canonical if sandbox else "")
+        if key not in self._workers:
+            name = f"{spec.bare.slug if sandbox else 'persistent'}-{len(self._workers)}-{os.getpid()}"
+            self._workers[key] = PersistentWorker(python, self.limit_bytes, self.log_dir / f"{name}.log", self.poll_s,
+                                                  self.timeout_s, self.folder_of(name), sandbox)
+        return self._workers[key]
 
     def stop(self) -> None:
         for worker in self._workers.values():

@@ -1,8 +1,10 @@
 """Launching one codec stage (encode, decode, replay) and turning what happened into a `Stage` record.
 
 A cold stage is a fresh `python -m codecarena.worker JOB.json` under the memory guard and the stage
-timeout; a warm stage goes to a persistent worker that keeps the model loaded. Either way the record
-holds the worker's own timing split, the guard's record and the RTFs derived from them. The stage's
+timeout (a user codec's in its sandbox, runtime/launch.py); a warm stage goes to a persistent worker
+that keeps the model loaded. Either way the worker writes into a private folder, from which the
+harness places the job's output and report where the job names them (runtime/private.py), and the
+record holds the worker's own timing split, the guard's record and the RTFs derived from them. The stage's
 peak RSS is its guard record's: the guard's readings with the worker's own final peak folded in, so a
 stage whose peak passed its limit between two polls is failed for it, like one the guard killed.
 """
@@ -14,10 +16,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from codecarena.runtime import private
 from codecarena.runtime.guard import GuardRecord, run_guarded, with_final_peak
+from codecarena.runtime.launch import worker_command
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import PersistentWorker, WorkerFailed
-from codecarena.runtime.protocol import Job, ProtocolError, StageReport, read_report, write_job
+from codecarena.runtime.protocol import Job, ProtocolError, StageReport, write_job
 
 
 @dataclass(frozen=True)
@@ -50,23 +54,30 @@ def _over_limit(name: str, guard: GuardRecord) -> str:
             f"{guard.limit_bytes / 2**20:.1f} MiB between two guard polls")
 
 
-def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str) -> tuple[Stage, StageReport | None]:
+def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str, folder: Path | None = None,
+              sandbox: str = "") -> tuple[Stage, StageReport | None]:
+    """One stage in a fresh worker writing into `folder` (default: WORK/NAME), in user codec
+    `sandbox`'s sandbox when one is named; the job's output and report are placed where it names them."""
+    folder = folder if folder is not None else work / name
+    private.prepare(folder)
+    inner = private.into(job, folder)
     job_path = work / f"{name}.job.json"
-    write_job(job_path, job)
+    write_job(job_path, inner)
     Path(job.report).unlink(missing_ok=True)
-    result = run_guarded(
-        [python, "-m", "codecarena.worker", str(job_path)],
-        limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s, timeout_s=limits.stage_timeout_s,
-        log_path=work / f"{name}.log",
-    )
-    killed = result.guard.fired
-    report: StageReport | None = None
-    report_error = ""
-    if Path(job.report).exists() and not killed and not result.guard.timed_out:
-        try:
-            report = read_report(Path(job.report))
-        except ProtocolError as exc:
-            report_error = str(exc)
+    command, env = worker_command(python, sandbox, folder, str(job_path))
+    try:
+        result = run_guarded(command, limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s,
+                             timeout_s=limits.stage_timeout_s, log_path=work / f"{name}.log", env=env)
+        killed = result.guard.fired
+        report: StageReport | None = None
+        report_error = ""
+        if Path(inner.report).exists() and not killed and not result.guard.timed_out:
+            try:
+                report = private.collect(inner, job)
+            except (ProtocolError, private.PlaceError) as exc:
+                report_error = str(exc)
+    finally:
+        private.discard(folder)
     guard = with_final_peak(result.guard, report.maxrss_bytes if report else 0)
     peak = guard.peak_rss_bytes
     if killed:
