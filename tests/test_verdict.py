@@ -87,6 +87,7 @@ def _forge(run: Path, codec: str, **changes: object) -> None:
     recomputed), rows.jsonl rewritten, summary.json and its ledger derived again from the rows."""
     from codecarena.files import write_json
     from codecarena.results import ledger
+    from codecarena.results.run import Run
     from codecarena.results.schema import parse_row
     from codecarena.results.store import rewrite_rows
     from codecarena.results.summary import summarize
@@ -95,6 +96,8 @@ def _forge(run: Path, codec: str, **changes: object) -> None:
     rows = [parse_row({**r, **(changes if r["codec"] == codec else {}), "row_sha256": None}).sealed()
             for r in rows_of(run)]
     rewrite_rows(run, rows)
+    # The run summarises its rows in plan order, whatever order they finished in.
+    rows = Run.open(run).rows
     write_json(run / "summary.json", {**summarize(rows), "ledger": ledger.build(rows, RunDir(run))})
 
 
