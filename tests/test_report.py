@@ -74,15 +74,17 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
              languages: dict[str, str] | None = None, speakers: dict[str, str] | None = None,
              silent: tuple[str, str] | None = None, replay_differs: tuple[str, str] | None = None,
              conversions: dict[str, list[str]] | None = None, heard: bool = False,
-             skipped_inputs: list[dict[str, str]] | None = None, metric_declarations: list[dict[str, Any]] = ()
-             ) -> Path:
+             skipped_inputs: list[dict[str, str]] | None = None, metric_declarations: list[dict[str, Any]] = (),
+             metrics_hook: Any = None, model_hook: Any = None) -> Path:
     """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
     wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed;
     `suspect`: (codec, utterance) whose PESQ-WB is suspect; `languages`: utterance -> language (default en);
     `silent`: (codec, utterance) whose decoded audio failed the silence check; `replay_differs`:
     (codec, utterance) whose replay decoded other bytes; `conversions`: utterance -> how its reference was
     made (rows then carry version 4's fields); `heard`: dWER records carry ASR texts ("transcript of U",
-    "reference heard U", "CODEC heard U"); `skipped_inputs` and `metric_declarations` go into run.json."""
+    "reference heard U", "CODEC heard U"); `skipped_inputs` and `metric_declarations` go into run.json;
+    `metrics_hook(codec, utterance, language, metrics)` and `model_hook(codec, utterance, model, run_dir)`
+    may change a row's metric records and its model record in place."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -128,6 +130,10 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 stages.append(_stage("replay", 0.1, None, 40 * 2**20))
             model = ({"decoder_model_bytes": 1_804_172, "encoder_model_bytes": 2_108_212} if weights != "none"
                      else {"parameter_bytes": 0, "parameters": 0})
+            if metrics_hook is not None:
+                metrics_hook(codec, utt, (languages or {}).get(utt, "en"), metrics)
+            if model_hook is not None:
+                model_hook(codec, utt, model, run_dir)
             checkpoint = ({"registry": family, "revision": "f" * 40, "model.tflite": "e" * 64} if weights != "none"
                           else {})
             digest = hashlib.sha256(f"{codec}{utt}".encode()).hexdigest()

@@ -94,3 +94,10 @@ def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> 
     for reason, (count, metrics, labels) in reasons.items():
         console.print(f"{count} metric values failed ({', '.join(metrics)}; {', '.join(labels)}): {reason}",
                       style="yellow", soft_wrap=True)
+    # Suspect values are kept out of the means; how many, and where, is said whichever rows are shown.
+    suspect = [(label, name, entry["n_suspect"]) for label, stats in groups.items() for name, entry in stats.items()
+               if entry.get("n_suspect")]
+    if suspect:
+        console.print(f"{sum(n for _, _, n in suspect)} metric values suspect, kept out of the means: "
+                      + "; ".join(f"{label} {name} {n}" for label, name, n in suspect)
+                      + " (their reasons: codecarena report, Failures)", style="yellow", soft_wrap=True)

@@ -12,13 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
 from codecarena.results import ledger_view
-from codecarena.results.formatting import count, fmt_kbps, fmt_mib, fmt_rtf, language_label, metric_ci_cell, weights_label
+from codecarena.results.formatting import (
+    count,
+    fmt_kbps,
+    fmt_mib,
+    fmt_rtf,
+    language_label,
+    metric_ci_cell,
+    suspect_lines,
+    weights_label,
+)
 
 if TYPE_CHECKING:
     from codecarena.results.leaderboard import Leaderboard
 
-# What the terminal table shows by default (the Pareto metrics); --all-metrics shows every output.
-HEADLINE_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -123,9 +130,13 @@ def all_columns(board: Leaderboard) -> list[Column]:
     ]
 
 
-def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics: bool, sort: str) -> list[Column]:
+def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics: bool, sort: str,
+                   languages: list[str] | None = None) -> list[Column]:
     """The columns asked for (codec always first), else the defaults: identity, rates, the headline
-    metrics (and the sort metric), costs and checks. Raises LeaderboardError on an unknown name."""
+    metrics of a table of rows of `languages` (the content score in their own unit: dWER, or dCER for
+    Mandarin; none over several languages; every language of the board when not given), the sort
+    metric, costs and checks. Raises LeaderboardError on an unknown name."""
+    from codecarena.metrics.outputs import headline
     from codecarena.results.leaderboard import LeaderboardError
 
     columns = all_columns(board)
@@ -143,7 +154,9 @@ def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics:
                 raise LeaderboardError(f"--columns {name}: not a column (columns: {', '.join(sorted(known))}; "
                                        f"groups: {', '.join(COLUMN_GROUPS)})")
         return [c for c in columns if c.key in keys]
-    metrics = set(board.metric_names) if all_metrics else set(HEADLINE_METRICS) | {sort}
+    if languages is None:
+        languages = sorted({lang for e in board.entries for lang in e["languages"]})
+    metrics = set(board.metric_names) if all_metrics else set(headline(languages)) | {sort}
     shown = [c for c in columns if c.group not in ("quality", "content") or c.key in metrics]
     return [c for c in shown if (c.key != "run" or multi_run) and (c.key != "variant" or has_variant)]
 
@@ -198,7 +211,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
         raise LeaderboardError(f"--sort {sort}: no such metric in these runs (metrics: "
                                f"{', '.join(board.metric_names) or 'none'}; or {SORT_BY_RATE})")
     console = default_console if stream is None else make_console(file=stream, width=200)
-    chosen = choose_columns(board, columns, all_metrics, sort)
+    choose_columns(board, columns, all_metrics, sort)  # an unknown column is refused before anything prints
     order = (f"sorted by {metric_label(sort)}, {'lower' if sort in LOWER_IS_BETTER else 'higher'} is better"
              if sort != SORT_BY_RATE else "sorted by representation bitrate, lowest first")
     hidden_all: dict[str, str] = {}
@@ -217,6 +230,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
             heading = Text.assemble((group.id, "bold"), f": {group.title}" + (f" - {what}" if what else ""),
                                     f"; {order}")
             console.print(heading)
+            chosen = choose_columns(board, columns, all_metrics, sort, sorted({x for e in entries for x in e["languages"]}))
             shown, hidden = fit_columns(chosen, entries, console.width, {"codec", sort})
             hidden_all.update({c.key: c.header.replace("\n", " ") for c in hidden})
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -229,13 +243,17 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
             console.print(table)
         for reason in group.reasons:
             console.print(f"{group.id} {reason}", style="yellow")
+    for line in suspect_lines(board.metric_problems, [r.label for r in board.runs]):
+        console.print(line, style="yellow", soft_wrap=True)
     from codecarena.results.bootstrap import MIN_UNITS
 
     unit = "speakers (each with all their utterances)" if board.ci_unit == "speaker" else "utterances"
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
                   f"over ok values, its 95% bootstrap interval [lo, hi] over {unit} and under it n={unit} "
                   f"resampled (no interval below {MIN_UNITS}: too few), ^ higher is better, v lower is better, "
-                  "failures counted; RTF: medians")
+                  "failures counted; content: dWER for a language written with spaces, dCER for one written "
+                  "without (Mandarin), per language only (error rates are never pooled across languages); RTF: "
+                  "medians")
     if hidden_all:
         console.print(f"hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
                       f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "

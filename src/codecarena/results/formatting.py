@@ -127,6 +127,23 @@ def _counts(stats: dict[str, Any]) -> str:
     return f"({', '.join(extra)})" if extra else ""
 
 
+def suspect_lines(problems: list[dict[str, Any]], run_labels: list[str] | None = None) -> list[str]:
+    """One line per configuration and metric output with suspect values, from a leaderboard's metric
+    problems (`run_labels`: name the run when there are several), so that they show whichever columns a
+    table has: `opus:6k: 1 dCER value suspect, kept out of the mean (zh_3): why`."""
+    from codecarena.metrics import outputs  # not at the top: the command line's parser imports this module
+
+    lines = []
+    for p in problems:
+        if p["status"] != "suspect":
+            continue
+        run = f"{run_labels[p['run_index']]} " if run_labels and len(run_labels) > 1 else ""
+        label = outputs.LABELS.get(p["output"], p["output"])
+        lines.append(f"{run}{p['codec']}: {count(p['n'], f'{label} value')} suspect, kept out of the mean "
+                     f"({', '.join(p['utterances'])}): {p['error']}")
+    return lines
+
+
 def metric_cell(stats: dict[str, Any] | None) -> str:
     """A metric's mean over successes, then how many values failed or did not apply."""
     if not stats:

@@ -120,7 +120,10 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
         (['<a href="#channel">Channel</a>'] if channel else [])
     if len(board.runs) > 1:
         toc.append('<a href="#comparison">Comparison</a>')
-    toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>',
+    # Suspect values are not failures (they are kept out of the means, not lost), so they are counted apart.
+    suspect = sum(p["n"] for p in board.metric_problems if p["status"] == "suspect")
+    toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>'
+            + (f'<a href="#suspect" class="warn">Suspect values ({suspect})</a>' if suspect else ""),
             '<a href="#provenance">Provenance</a>']
     n_rows = sum(len(r.run.rows) for r in board.runs)
     page = (

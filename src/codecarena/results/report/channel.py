@@ -9,13 +9,15 @@ from codecarena.results import leaderboard as lb
 from codecarena.results import robustness
 from codecarena.results.report.context import ReportContext
 from codecarena.results.report.markup import data_uri, esc, num_td
-from codecarena.results.report.plots import PARETO_METRICS, _figure, _png
+from codecarena.metrics import outputs
+from codecarena.results.report.plots import _figure, _png
 
 
-def _metric(curves: list[dict[str, Any]]) -> str | None:
-    """The metric the plots draw: the first of the Pareto plots' metrics the curves have, else any."""
+def _metric(curves: list[dict[str, Any]], languages: list[str]) -> str | None:
+    """The metric the plots draw: the first of the headline metrics of the run's languages the curves
+    have, else any."""
     present = list(dict.fromkeys(name for c in curves for p in c["points"] for name in p["metrics"]))
-    return next((m for m in PARETO_METRICS if m in present), present[0] if present else None)
+    return next((m for m in outputs.headline(languages) if m in present), present[0] if present else None)
 
 
 def curve_plot(curves: list[dict[str, Any]], metric: str, styles: dict[str, tuple[str, str]]) -> bytes:
@@ -73,7 +75,7 @@ def channel_html(ctx: ReportContext) -> str:
     parts = []
     for run in ctx.board.runs:
         curves = robustness.curves(run.run.rows)
-        metric = _metric(curves)
+        metric = _metric(curves, sorted({r.language for r in run.run.rows}))
         if metric is None:
             continue
         kinds: dict[str, list[dict[str, Any]]] = {}

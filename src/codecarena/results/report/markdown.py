@@ -15,17 +15,19 @@ from codecarena.results.formatting import (
     fmt_rtf,
     language_label,
     metric_ci_text,
+    suspect_lines,
     weights_label,
 )
 from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.ledger import ledger_markdown
-from codecarena.results.report.plots import PARETO_METRICS
+from codecarena.results.report.plots import pareto_metrics
 from codecarena.results.verdict import verdict
 
 
 def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
-    """One leaderboard as Markdown lines (the headline metrics these entries have), and a blank line."""
-    names = [n for n in PARETO_METRICS if any(n in e["metrics"] for e in entries)]
+    """One leaderboard as Markdown lines (the headline metrics of these entries' languages that they
+    have), and a blank line."""
+    names = [n for n in pareto_metrics(entries) if any(n in e["metrics"] for e in entries)]
     head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
     head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
     head += [f"RTF {kind} enc/dec" for kind in RTF_KINDS] + ["peak RSS MiB", "dec model MiB", "replay", "checks"]
@@ -88,6 +90,9 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
     lines.append(f"Failures: {fails} failed rows, {checks} failed checks, {replay} replays not identical, "
                  f"{mfail} failed, {msus} suspect and {mna} not-applicable metric values (each with its reason in the "
                  f"HTML report).")
+    suspects = suspect_lines(board.metric_problems, [run.label for run in board.runs])
+    if suspects:
+        lines += ["", f"Suspect values ({msus}, kept out of the means):"] + [f"- {line}" for line in suspects]
     for note in ctx.comparison_notes:
         lines.append(f"Comparison: {note}.")
     lines.append("")

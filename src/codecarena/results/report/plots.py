@@ -8,11 +8,16 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from codecarena.metrics import outputs
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import shown_interval
 
-# Metrics that get a Pareto plot, in this order.
-PARETO_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
+
+def pareto_metrics(entries: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The metrics that get a Pareto plot, in order: the headline of the entries' languages (the content
+    score in the language's own unit: dWER, or dCER for Mandarin)."""
+    return outputs.headline(sorted({language for e in entries for language in e["languages"]}))
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
           "#7f7f7f", "#bcbd22")

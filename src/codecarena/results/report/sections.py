@@ -22,7 +22,7 @@ from codecarena.results.formatting import (
 )
 from codecarena.results.report.context import ReportContext
 from codecarena.results.report.markup import code, data_uri, esc, num_td, weights_pill
-from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
+from codecarena.results.report.plots import cost_plot, pareto_metrics, pareto_plot
 from codecarena.results.schema import Row
 from codecarena.results.verdict import verdict
 
@@ -152,7 +152,7 @@ def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None)
     with_run = len(group.runs) > 1
     where = group.id if language is None else f"{group.id} {language_label(language)}"
     figures = []
-    for metric in PARETO_METRICS:
+    for metric in pareto_metrics(entries):
         png, why, bars, without = pareto_plot(entries, metric, ctx.styles, with_run)
         if png is None:
             ctx.skipped_plots.append((where, metric, why))
@@ -245,7 +245,9 @@ def failures_html(ctx: ReportContext) -> tuple[str, int]:
                         f'{shown_status}</td>'
                         f'<td>{p["n"]}</td><td class="wrap">{esc(p["error"])}</td>'
                         f'<td class="wrap mono">{esc(shown)}</td></tr>')
-        parts.append(f"<h3>Metric values that are not ok ({failed} failed, {doubted} suspect, {skipped} not applicable)</h3>"
+        anchor = ' id="suspect"' if doubted else ""
+        parts.append(f"<h3{anchor}>Metric values that are not ok ({failed} failed, {doubted} suspect, {skipped} not "
+                     "applicable)</h3>"
                      f'<p class="note">Nothing is replaced by 0 or 1: these values are left out of the means and '
                      f'counted in the leaderboard.</p><div class="scroll"><table class="failures"><thead><tr>{runcol}'
                      f'<th class="l">codec</th><th class="l">metric output</th><th class="l">status</th><th>rows</th>'

@@ -1,0 +1,125 @@
+"""What the reporting surfaces show a new user (issue 38): the content score in each language's own
+unit, suspect values counted where they are seen, codec specs that wrap only between their parts,
+honest robustness figures, channel rows kept apart from the clean ones, the ledger's labels and
+claims, and compare's refusal to give a verdict on too few units.
+
+Run directories are made by hand (`test_report.make_run`: schema-valid rows, codecarena's own
+summary, real WAV files); the expected values come from the rows written, never from the code under
+test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report import CODECS, _terminal, make_run
+
+from codecarena.commands import leaderboard as leaderboard_command
+from codecarena.results import report
+
+SUSPECT_LOOP = "CER 12.06 is above 3: the recogniser looped (a repetition loop), not the codec"
+UTTERANCES = ("utt_a", "utt_b", "utt_c", "utt_d")
+BILINGUAL = {"utt_a": "en", "utt_b": "en", "utt_c": "zh", "utt_d": "zh"}
+
+
+def _content(codec: str, utt: str, language: str, metrics: dict[str, Any]) -> None:
+    """English rows: dWER and dCER; Mandarin rows: dCER only (dWER not applicable), and one of opus:6k's a
+    Whisper repetition loop flagged suspect."""
+    if language == "zh":
+        metrics["dwer"] = {"value": None, "status": "not_applicable", "error": "a language written without spaces",
+                           "details": {}}
+    value = 0.1 + 0.01 * len(codec) + 0.001 * int(utt == "utt_d")
+    metrics["dcer"] = {"value": value, "status": "ok", "error": None, "details": {}}
+    if (codec, utt) == ("opus:6k", "utt_c"):
+        metrics["dcer"] = {"value": 12.06, "status": "suspect", "error": SUSPECT_LOOP, "details": {}}
+
+
+def _bilingual(tmp_path: Path) -> Path:
+    return make_run(tmp_path, "two", CODECS, utterances=UTTERANCES, languages=BILINGUAL, metrics_hook=_content)
+
+
+def _leaderboard(run_dirs: list[Path], capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    parser = argparse.ArgumentParser()
+    leaderboard_command.add_parser(parser.add_subparsers(dest="command"))
+    assert leaderboard_command.run(parser.parse_args(["leaderboard", *map(str, run_dirs), *extra])) == 0
+    return capsys.readouterr().out
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The terminal leaderboard's text per section heading ("language en", "all 2 languages pooled")."""
+    parts = re.split(r"^G1: .* - (.*?); sorted by .*$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. The content score is the language's own, and suspect values are counted without flags
+
+
+def test_the_leaderboard_shows_each_language_its_own_content_score_and_counts_suspects(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = _bilingual(tmp_path)
+    monkeypatch.setenv("COLUMNS", "250")
+    sections = _sections(_leaderboard([run_dir], capsys))
+    assert set(sections) == {"language en", "language zh", "all 2 languages pooled"}
+    heads = {what: text[:text.index("\u2500")] for what, text in sections.items()}  # the header, above the rule
+    assert "dWER v" in heads["language en"] and "dCER" not in heads["language en"]
+    assert "dCER v" in heads["language zh"] and "dWER" not in heads["language zh"]
+    # Mandarin's mean leaves the suspect value out: opus:6k's dCER is its one ok value, utt_d's.
+    zh_opus = next(line for line in sections["language zh"].splitlines() if line.lstrip().startswith("opus:6k"))
+    assert f"{0.1 + 0.01 * len('opus:6k') + 0.001:.3f}" in zh_opus
+    # No error rate is pooled over two languages, so the pooled table has no content column.
+    assert "PESQ-WB" in heads["all 2 languages pooled"]
+    assert "dWER" not in heads["all 2 languages pooled"] and "dCER" not in heads["all 2 languages pooled"]
+    text = "".join(sections.values())
+    assert "opus:6k: 1 dCER value suspect, kept out of the mean (utt_c): " + SUSPECT_LOOP in text.replace("\n", " ")
+
+
+def test_report_md_and_html_show_dcer_for_mandarin_and_count_suspect_values(tmp_path: Path) -> None:
+    run_dir = _bilingual(tmp_path)
+    out = report.write_report([run_dir], tmp_path / "report.html", audio="none")
+    md = out.with_suffix(".md").read_text()
+    zh = md[md.index("### Language zh"):md.index("### All 2 languages pooled")]
+    en = md[md.index("### Language en"):md.index("### Language zh")]
+    assert "| dCER (lower better) |" in zh.splitlines()[2] and "dWER" not in zh
+    assert "| dWER (lower better) |" in en.splitlines()[2]
+    assert "Suspect values (1, kept out of the means):" in md
+    assert "- opus:6k: 1 dCER value suspect, kept out of the mean (utt_c): " + SUSPECT_LOOP in md
+    page = out.read_text()
+    # The plots use each language's own score; none says a computed score was not computed.
+    assert page.count('<figure data-metric="dcer" data-language="zh"') == 1
+    assert page.count('<figure data-metric="dwer" data-language="en"') == 1
+    assert not re.search(r"d[WC]ER \(the metric was not computed", page)
+    # The badge counts suspect values apart from failures (none failed here).
+    nav = page[page.index('<nav class="toc">'):page.index("</nav>")]
+    assert ">Failures (0)</a>" in nav and ">Suspect values (1)</a>" in nav
+    assert 'id="suspect"' in page
+    # A listening card of a Mandarin row names its dCER, not a dWER that does not apply.
+    card = page[page.index('data-utterance="utt_d"'):]
+    card = card[:card.index("</div></div>")]
+    assert "dCER" in card and "dWER" not in card
+
+
+def test_the_run_console_counts_suspect_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena.console import print_quality
+
+    run_dir = _bilingual(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    buffer = _terminal(monkeypatch)
+    print_quality({c["codec"]: c["by_language"]["zh"]["metrics"] for c in summary["codecs"]}, title="quality, zh")
+    text = buffer.getvalue()
+    assert "1 metric values suspect, kept out of the means: opus:6k dcer 1" in text.replace("\n", " ")
+
+
+def test_headline_outputs_follow_the_language() -> None:
+    from codecarena.metrics import outputs
+
+    assert outputs.content_output(["en"]) == "dwer" and outputs.content_output(["en-US", "en"]) == "dwer"
+    assert outputs.content_output(["zh"]) == "dcer" and outputs.content_output(["ja"]) == "dcer"
+    assert outputs.content_output(["en", "zh"]) is None
+    assert outputs.headline(["zh"]) == ("pesq_wb", "stoi", "dcer", "dnsmos_ovrl", "speaker_sim")
+    assert outputs.headline(["en", "zh"]) == ("pesq_wb", "stoi", "dnsmos_ovrl", "speaker_sim")
