@@ -75,7 +75,7 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
              silent: tuple[str, str] | None = None, replay_differs: tuple[str, str] | None = None,
              conversions: dict[str, list[str]] | None = None, heard: bool = False,
              skipped_inputs: list[dict[str, str]] | None = None, metric_declarations: list[dict[str, Any]] = (),
-             metrics_hook: Any = None, model_hook: Any = None) -> Path:
+             metrics_hook: Any = None, row_hook: Any = None) -> Path:
     """A run directory with schema-valid rows, summary.json from codecarena's summarizer and real
     wav files. `codecs`: (spec, family, weights, kbps); `fail`: (codec, utterance) whose row failed;
     `suspect`: (codec, utterance) whose PESQ-WB is suspect; `languages`: utterance -> language (default en);
@@ -83,8 +83,8 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
     (codec, utterance) whose replay decoded other bytes; `conversions`: utterance -> how its reference was
     made (rows then carry version 4's fields); `heard`: dWER records carry ASR texts ("transcript of U",
     "reference heard U", "CODEC heard U"); `skipped_inputs` and `metric_declarations` go into run.json;
-    `metrics_hook(codec, utterance, language, metrics)` and `model_hook(codec, utterance, model, run_dir)`
-    may change a row's metric records and its model record in place."""
+    `metrics_hook(codec, utterance, language, metrics)` and `row_hook(row)` may change a row's metric
+    records and the whole row in place."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -132,8 +132,6 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                      else {"parameter_bytes": 0, "parameters": 0})
             if metrics_hook is not None:
                 metrics_hook(codec, utt, (languages or {}).get(utt, "en"), metrics)
-            if model_hook is not None:
-                model_hook(codec, utt, model, run_dir)
             checkpoint = ({"registry": family, "revision": "f" * 40, "model.tflite": "e" * 64} if weights != "none"
                           else {})
             digest = hashlib.sha256(f"{codec}{utt}".encode()).hexdigest()
@@ -164,6 +162,8 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 row.update(replay_sha256="0" * 64, replay_identical=False)
             if speakers is not None or conversions is not None:  # the fields version 4 added
                 row.update(speaker=(speakers or {}).get(utt, ""), reference_conversions=(conversions or {}).get(utt, []))
+            if row_hook is not None:
+                row_hook(row)
             rows.append(parse_row(json.loads(json.dumps(row))))
     for row in rows:
         append_row(run_dir, row)

@@ -123,3 +123,46 @@ def test_headline_outputs_follow_the_language() -> None:
     assert outputs.content_output(["en", "zh"]) is None
     assert outputs.headline(["zh"]) == ("pesq_wb", "stoi", "dcer", "dnsmos_ovrl", "speaker_sim")
     assert outputs.headline(["en", "zh"]) == ("pesq_wb", "stoi", "dnsmos_ovrl", "speaker_sim")
+
+
+# ------------------------------------------------------------------------------------------------
+# 9. The ledger labels a user codec as every other table does
+
+
+USER_SOURCE = "4f" * 32
+
+
+def _user_codec(row: dict[str, Any]) -> None:
+    if row["codec"] == "adpcm:16k":
+        row["registry"] = "user-adpcm"
+        row["model"] = {**row["model"], "user_codec": {"source_sha256": USER_SOURCE}}
+
+
+def test_the_ledger_labels_a_user_codec_as_every_other_table_does(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena.commands import ledger as ledger_command
+    from codecarena.files import write_json
+    from codecarena.results import ledger
+    from codecarena.results.run import Run
+
+    codecs = [("adpcm:16k", "adpcm", "none", 16.0), ("opus:6k", "opus", "none", 6.0)]
+    run_dir = make_run(tmp_path, "user", codecs, row_hook=_user_codec)
+    loaded = Run.open(run_dir)
+    write_json(run_dir / "summary.json", {**loaded.summary, "ledger": ledger.build(loaded.rows, loaded.dir)})
+    label = f"user codec {USER_SOURCE[:12]}"
+    # The leaderboard's label, the reference for every table.
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert next(c for c in summary["codecs"] if c["codec"] == "adpcm:16k")["user_codec"] == USER_SOURCE[:12]
+    out = report.write_report([run_dir], tmp_path / "report.html", audio="none")
+    md = out.with_suffix(".md").read_text()
+    ledger_md = md[md.index("## Bitrate ledger"):]
+    assert f"| adpcm:16k | {label} |" in ledger_md and "| adpcm:16k | none |" not in ledger_md
+    page = out.read_text()
+    ledger_html = page[page.index('id="ledger"'):page.index('id="listening"')]
+    assert f"<b>adpcm:16k</b> <span class=\"pill user-codec\">{label}</span>" in ledger_html
+    buffer = _terminal(monkeypatch)
+    parser = argparse.ArgumentParser()
+    ledger_command.add_parser(parser.add_subparsers(dest="command"))
+    ledger_command.run(parser.parse_args(["ledger", str(run_dir)]))
+    rows = [line for line in buffer.getvalue().splitlines() if "adpcm:16k" in line and line.startswith("\u2502")]
+    assert rows and all(label in line for line in rows), rows

@@ -37,6 +37,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 def run(args: argparse.Namespace) -> int:
     from codecarena.files import write_json
     from codecarena.results import ledger
+    from codecarena.results import ledger_view as view
     from codecarena.results.record import RunLoadError
     from codecarena.results.run import Run
     from codecarena.results.stability import StabilityError, measure
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(derived, indent=1, sort_keys=True, allow_nan=False) + "\n")
     else:
-        print_ledger(derived, args.codebooks)
+        print_ledger({**derived, "codecs": view.labelled(derived["codecs"], loaded.rows)}, args.codebooks)
     for failure in failures:
         print(f"stability: {failure}", file=sys.stderr)
     return 1 if failures else 0

@@ -3,6 +3,7 @@ show for a ledger entry (`results/ledger.py`). Numbers go through `results/forma
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from codecarena.results.formatting import fmt_kbps, fmt_num, weights_label
@@ -78,8 +79,23 @@ def stability(entry: dict[str, Any], key: str) -> str:
     return f"{fmt_num(result[f'{key}_first'])}/{fmt_num(result[key])}"
 
 
+def labelled(entries: list[dict[str, Any]], rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """The entries with what labels their weights as every other table does: a user codec's source
+    (`user_codec`) and an external runtime (`runtime`), from the run's rows (the ledger does not record
+    them: they label the configuration, they are not measurements)."""
+    user: dict[str, str] = {}
+    external: set[str] = set()
+    for row in rows:
+        user[row.codec] = max(user.get(row.codec, ""), row.user_codec)
+        if row.external_runtime:
+            external.add(row.codec)
+    return [{**e, "user_codec": user.get(e["codec"], ""), "runtime": "external" if e["codec"] in external else ""}
+            for e in entries]
+
+
 def weights(entry: dict[str, Any]) -> str:
-    return weights_label(entry["weights"])
+    """The weights label of every table (`formatting.weights_label`): "user codec <sha12>" for a user codec."""
+    return weights_label(entry["weights"], entry.get("user_codec") or "", entry.get("runtime") or "")
 
 
 #: The rate table: (header, cell).

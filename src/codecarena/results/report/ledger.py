@@ -23,7 +23,8 @@ def _table(entries: list[dict[str, Any]], columns: Columns) -> str:
             if header == "weights":
                 continue
             if header == "codec":
-                cells.append(f'<td class="l codec"><b>{esc(cell(e))}</b> {weights_pill(e["weights"])}</td>')
+                cells.append(f'<td class="l codec"><b>{esc(cell(e))}</b> '
+                             f'{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
             else:
                 flagged = header == "vs claim" and (e.get("claim_check") or {}).get("flag") in ("over", "under")
                 cls = ' class="bad"' if flagged else ""
@@ -41,7 +42,7 @@ def _markdown_table(entries: list[dict[str, Any]], columns: Columns) -> list[str
 
 
 def _runs(board: lb.Leaderboard) -> list[tuple[lb.RunInfo, list[dict[str, Any]]]]:
-    return [(run, view.entries(run.run.summary)) for run in board.runs]
+    return [(run, view.labelled(view.entries(run.run.summary), run.run.rows)) for run in board.runs]
 
 
 def ledger_html(board: lb.Leaderboard) -> str:
