@@ -166,3 +166,62 @@ def test_the_ledger_labels_a_user_codec_as_every_other_table_does(tmp_path: Path
     ledger_command.run(parser.parse_args(["ledger", str(run_dir)]))
     rows = [line for line in buffer.getvalue().splitlines() if "adpcm:16k" in line and line.startswith("\u2502")]
     assert rows and all(label in line for line in rows), rows
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. A codec configuration wraps only before its channel (`@`) or after a `,`, never in a key=value
+
+
+CHANNEL_SPECS = ["opus:24k,fec=10", "opus:24k,fec=10@loss=10%", "opus:24k,fec=10@burst=10%,len=3",
+                 "opus:12k@burst=10%,len=3", "codec2:3200@ber=0.001"]
+
+
+def _cells(lines: list[str], bar: str) -> list[list[str]]:
+    """The stripped text of each column, line by line, of a Rich table's lines drawn with `bar`."""
+    return [[cell.strip() for cell in line.split(bar)[1:-1]] for line in lines if line.startswith(bar)]
+
+
+def _whole_breaks(fragments: list[str], specs: list[str]) -> None:
+    """The fragments a spec was wrapped into make the spec, and each break is before an `@` or after a `,`."""
+    assert "".join(fragments) in specs, fragments
+    for before, after in zip(fragments, fragments[1:]):
+        assert before.endswith(",") or after.startswith("@"), fragments
+
+
+def _summary(specs: list[str]) -> dict[str, Any]:
+    stats = {"mean": 3.2, "ci95": [3.0, 3.4], "ci_unit": "utterance", "ci_units": 10, "n_ok": 10, "n_failed": 0,
+             "n_not_applicable": 0, "n_suspect": 0, "mean_with_suspect": 3.2, "failure_reasons": {}}
+    stage = {"cold_rtf_median": 0.123, "warm_rtf_median": 0.0265, "peak_rss_bytes_max": 80 * 2**20}
+    return {"codecs": [{"codec": spec, "weights": "none", "rows_ok": 10, "rows": 10, "representation_bps": 22353.0,
+                        "payload_bps": 23374.0, "encode": stage, "decode": stage, "replay_identical": 10,
+                        "replay_sampled": 10, "checks_passed": 10, "failures": [],
+                        "metrics": {"pesq_wb": stats, "stoi": stats}} for spec in specs]}
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 160])
+def test_a_channel_configuration_wraps_only_between_its_parts(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena.console import print_quality, print_summary
+
+    summary = _summary(CHANNEL_SPECS)
+    buffer = _terminal(monkeypatch, width)
+    print_summary(summary)
+    lines = buffer.getvalue().splitlines()
+    rows: list[list[str]] = []
+    for cells in _cells(lines, "\u2502"):  # the body: a row starts where its weights cell is written
+        if cells[1]:
+            rows.append([])
+        rows[-1].append(cells[0])
+    assert len(rows) == len(CHANNEL_SPECS)
+    for fragments in rows:
+        _whole_breaks([f for f in fragments if f], CHANNEL_SPECS)
+    buffer = _terminal(monkeypatch, width)
+    print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
+    text = buffer.getvalue()
+    headers = [block.split("\u2521")[0].splitlines() for block in text.split("\u250f")[1:]]
+    found = []
+    for header in headers:  # the header of each table (several when they do not fit side by side)
+        columns = list(zip(*_cells(header, "\u2503")))[1:]
+        found += ["".join(column) for column in columns]
+        for column in columns:
+            _whole_breaks([f for f in column if f], CHANNEL_SPECS)
+    assert sorted(found) == sorted(CHANNEL_SPECS)

@@ -203,8 +203,8 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
     from rich.table import Table
     from rich.text import Text
 
+    from codecarena.console import Spec, make_console
     from codecarena.console import console as default_console
-    from codecarena.console import make_console
     from codecarena.results.leaderboard import LOWER_IS_BETTER, LeaderboardError, metric_label, ranked
 
     if sort != SORT_BY_RATE and sort not in board.metric_names:
@@ -239,7 +239,7 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                 table.add_column(c.header, justify="left" if c.left else "right", overflow="fold",
                                  min_width=value_width(c, entries), no_wrap=c.group not in ("quality", "content"))
             for e in entries:
-                table.add_row(*[c.cell(e) for c in shown])
+                table.add_row(*[Spec(c.cell(e)) if c.key == "codec" else c.cell(e) for c in shown])
             console.print(table)
         for reason in group.reasons:
             console.print(f"{group.id} {reason}", style="yellow")

@@ -83,7 +83,7 @@ def _progress(fmt: str) -> Any:
 def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
     from rich.table import Table
 
-    from codecarena.console import console
+    from codecarena.console import Spec, console, fit_table
     from codecarena.results import ledger_view as view
     from codecarena.results.formatting import fmt_num
 
@@ -93,7 +93,8 @@ def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
         for header, _ in columns:
             table.add_column(header, justify="left" if header in ("codec", "weights") else "right", overflow="fold")
         for entry in entries:
-            table.add_row(*(cell(entry) for _, cell in columns))
+            table.add_row(*(Spec(cell(entry)) if header == "codec" else cell(entry) for header, cell in columns))
+        fit_table(table, console.width)
         console.print(table)
     if codebooks:
         for entry in entries:
