@@ -225,3 +225,54 @@ def test_a_channel_configuration_wraps_only_between_its_parts(width: int, monkey
         for column in columns:
             _whole_breaks([f for f in column if f], CHANNEL_SPECS)
     assert sorted(found) == sorted(CHANNEL_SPECS)
+
+
+# ------------------------------------------------------------------------------------------------
+# 11. compare: no reading below the bound unless asked; where a run was written is no difference
+
+
+def test_compare_gives_no_reading_below_the_bound_unless_asked(tmp_path: Path) -> None:
+    from codecarena.results.compare import compare_runs
+    from codecarena.results.compare_text import render_text
+
+    def other_audio(row: dict[str, Any]) -> None:
+        row["decoded_sha256"] = row["replay_sha256"] = "b" * 64
+
+    a = make_run(tmp_path, "a", CODECS[:1], seed=1)  # three utterances
+    b = make_run(tmp_path, "b", CODECS[:1], seed=2, row_hook=other_audio)
+    result = compare_runs(a, b, resamples=500)
+    for m in result["comparisons"][0]["metrics"]:
+        assert 2 <= m["units"] < 10 and m["ci_low"] is None and m["ci_high"] is None and m["includes_zero"] is None
+        assert "better" not in m["verdict"] and "worse" not in m["verdict"] and "interval" not in m["verdict"][:9]
+        assert m["verdict"].startswith("fewer than 10 units: no interval, no reading"), m["verdict"]
+    text = render_text(result)
+    assert "better than A" not in text and "worse than A" not in text and "excludes 0" not in text
+    assert "on fewer than 10: none, nor a reading (--few-units shows them, as descriptive)" in text
+    asked = compare_runs(a, b, resamples=500, few_units=True)
+    pesq = next(m for m in asked["comparisons"][0]["metrics"] if m["metric"] == "pesq_wb")
+    assert pesq["ci_low"] is not None and pesq["warning"].startswith("only 3 utterances, fewer than 10")
+    assert asked["settings"]["few_units"] is True and result["settings"]["few_units"] is False
+
+
+def _confined(run_dir: Path) -> Any:
+    def hook(row: dict[str, Any]) -> None:
+        folder = run_dir / "work" / row["codec"].replace(":", "_") / row["utterance"]
+        row["model"] = {**row["model"], "confined": {"landlock_abi": 7, "writable": [str(folder), str(run_dir)]}}
+    return hook
+
+
+def test_compare_does_not_count_where_a_run_was_written_as_a_difference(tmp_path: Path) -> None:
+    from codecarena.results import compare
+    from codecarena.results.compare import compare_runs
+
+    runs = [make_run(tmp_path, name, CODECS[:1], row_hook=_confined(tmp_path / name)) for name in ("a", "b")]
+    result = compare_runs(*runs, resamples=500)
+    (comparison,) = result["comparisons"]
+    assert comparison["identity"]["all_decoded_identical"] is True  # byte-identical codecs
+    assert comparison["provenance"]["differences"] == []
+    confined = comparison["provenance"]["a"]["model"]["confined"]
+    assert confined == {"landlock_abi": 7, "writable": [compare.RUN_PATH, compare.RUN_PATH]}
+    # A path outside the run still counts.
+    other = make_run(tmp_path, "c", CODECS[:1], row_hook=_confined(tmp_path / "elsewhere"))
+    differences = compare_runs(runs[0], other, resamples=500)["comparisons"][0]["provenance"]["differences"]
+    assert [d["field"] for d in differences] == ["model"]

@@ -36,8 +36,10 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
     con.print(f"compare A = {result['run_a']}")
     con.print(f"        B = {result['run_b']}")
     unit = "speakers (all their utterances together)" if s["by"] == "speaker" else "utterances"
+    few = ("shown, flagged (--few-units)" if s.get("few_units")
+           else "none, nor a reading (--few-units shows them, as descriptive)")
     con.print(f"difference = B - A; {int(s['level'] * 100)}% percentile bootstrap interval of the mean difference, "
-              f"{s['resamples']} resamples of {unit}, seed {s['seed']}")
+              f"{s['resamples']} resamples of {unit}, seed {s['seed']}; on fewer than {MIN_UNITS}: {few}", soft_wrap=True)
     st = result["set"]
     def described(side: dict[str, Any]) -> str:
         return f"{side['set']} ({side['utterances']} utterances, manifest {str(side['manifest_sha256'])[:12]})"
