@@ -276,3 +276,114 @@ def test_compare_does_not_count_where_a_run_was_written_as_a_difference(tmp_path
     other = make_run(tmp_path, "c", CODECS[:1], row_hook=_confined(tmp_path / "elsewhere"))
     differences = compare_runs(runs[0], other, resamples=500)["comparisons"][0]["provenance"]["differences"]
     assert [d["field"] for d in differences] == ["model"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. Robustness figures: realised rates, n, "interpolated", digits as measured, intervals where n allows
+
+
+def _channel_rows(utterances: int, lost: int) -> list[Any]:
+    """Rows as robustness.py reads them: opus:12k clean (PESQ-WB about 4.0) and through loss=10%, whose
+    channel lost `lost` of every clip's 100 packets (PESQ-WB about 3.0)."""
+    from types import SimpleNamespace
+
+    rows = []
+    for i in range(utterances):
+        wobble = 0.01 * (i % 3)
+        for codec, value, channel in (("opus:12k", 4.0 + wobble, None),
+                                      ("opus:12k@loss=10%", 3.0 + wobble,
+                                       {"units": 100, "lost": lost, "bits": 80_000, "flipped_bits": 0})):
+            rows.append(SimpleNamespace(codec=codec, utterance=f"u{i:02d}", status="ok", channel=channel,
+                                        language="en", metrics={"pesq_wb": {"value": value, "status": "ok"}}))
+    return rows
+
+
+def test_robustness_reads_the_realised_rate_and_says_what_it_rests_on() -> None:
+    from codecarena.results import robustness
+
+    # Asked for 10%, the channel lost 15 of every 100 packets: the drop of 0.5 (half of 4.0 -> 3.0) is at
+    # half the realised rate, 7.5%, not at half the nominal one.
+    channels = robustness.summary(_channel_rows(12, 15))  # type: ignore[arg-type]
+    (curve,) = channels["curves"]
+    found = curve["robustness"]["pesq_wb"]
+    assert found["rate"] == pytest.approx(0.075)
+    assert (found["impaired"], found["n"], found["between"]) == (1, 12, [0.0, 0.15])
+    (_, line) = robustness.text_lines(channels)
+    # One impaired rate measured: one significant digit, the two rates it lies between, n, and "interpolated".
+    assert line.endswith("falls by 0.5 at about 8% realised loss (interpolated between 0% and 15%; 1 impaired "
+                         "rate measured; n=12 utterances)"), line
+    assert "10% (15% realised): 3.010" in line
+
+
+def test_channel_plots_draw_intervals_where_n_allows(tmp_path: Path) -> None:
+    from codecarena.results import robustness
+    from codecarena.results.report.channel import curve_plot
+
+    styles = {"opus": ("o", "#1f77b4")}
+    for utterances, bars in ((12, 2), (5, 0)):
+        rows = _channel_rows(utterances, 15)
+        curves = robustness.curves(rows)  # type: ignore[arg-type]
+        png, drawn, without = curve_plot(curves, "pesq_wb", styles, rows)  # type: ignore[arg-type]
+        assert png.startswith(b"\x89PNG") and (drawn, without) == (bars, 2 - bars)
+
+
+# ------------------------------------------------------------------------------------------------
+# 10. Channel configurations stay out of the clean plots and tables, and report.md has the channel and
+# comparison sections
+
+
+def _section(page: str, name: str) -> str:
+    """The HTML of a report section, from its heading to the next one."""
+    start = page.index(f'<h2 id="{name}">')
+    return page[start:page.index("<h2", start + 4)]
+
+
+WITH_CHANNEL = [("opus:6k", "opus", "none", 6.0), ("opus:6k@loss=10%", "opus", "none", 6.0),
+                ("codec2:3200", "codec2", "none", 3.2)]
+
+
+def test_channel_configurations_are_kept_apart_from_the_clean_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from codecarena.files import write_json
+    from codecarena.results import ledger
+    from codecarena.results.report import plots, sections
+    from codecarena.results.run import Run
+
+    def clean_config(row: dict[str, Any]) -> None:  # a channel row's config is its clean configuration's
+        row["config"] = {"config": row["codec"].partition("@")[0].split(":")[-1]}
+
+    runs = [make_run(tmp_path, name, WITH_CHANNEL, seed=seed, row_hook=clean_config)
+            for name, seed in (("a", 1), ("b", 2))]
+    for run_dir in runs:
+        loaded = Run.open(run_dir)
+        write_json(run_dir / "summary.json", {**loaded.summary, "ledger": ledger.build(loaded.rows, loaded.dir)})
+    drawn: list[list[str]] = []
+    pareto, cost = plots.pareto_plot, plots.cost_plot
+    monkeypatch.setattr(sections, "pareto_plot", lambda entries, *a: (drawn.append([e["codec"] for e in entries]),
+                                                                      pareto(entries, *a))[1])
+    monkeypatch.setattr(sections, "cost_plot", lambda entries, *a: (drawn.append([e["codec"] for e in entries]),
+                                                                    cost(entries, *a))[1])
+    out = report.write_report(runs, tmp_path / "report.html", audio="none")
+    assert drawn and all("opus:6k@loss=10%" not in codecs and "opus:6k" in codecs for codecs in drawn)
+    page = out.read_text()
+    leaderboards, channel, ledger_html = (_section(page, name) for name in ("leaderboard", "channel", "ledger"))
+    assert 'data-codec="opus:6k@loss=10%"' not in leaderboards and 'data-codec="opus:6k"' in leaderboards
+    assert 'data-channel=""' in channel and 'data-codec="opus:6k@loss=10%"' in channel
+    assert "<b>opus:6k@loss=10%</b>" not in ledger_html and "<b>opus:6k</b>" in ledger_html
+    assert "1 configuration through a channel left out (opus:6k@loss=10%)" in ledger_html
+    md = out.with_suffix(".md").read_text()
+    clean_tables = md[:md.index("## Bitrate ledger")]
+    assert "| opus:6k@loss=10% |" not in clean_tables and "| opus:6k |" in clean_tables
+    ledger_md = md[md.index("## Bitrate ledger"):md.index("## Quality against channel impairment")]
+    assert "| opus:6k@loss=10% |" not in ledger_md
+    channel_md = md[md.index("## Quality against channel impairment"):md.index("## Comparison")]
+    assert "| opus:6k | loss=R% |" in channel_md and "| opus:6k@loss=10% |" in channel_md
+    comparison_md = md[md.index("## Comparison of consecutive comparable runs"):]
+    assert "### a -> b" in comparison_md and "== opus:6k@loss=10%: 3 pairs" in comparison_md
+    # The terminal leaderboard ranks the clean configurations, then shows those through a channel apart.
+    monkeypatch.setenv("COLUMNS", "250")
+    text = _leaderboard(runs[:1], capsys)
+    clean, _, through = text.partition("through a channel")
+    assert "opus:6k@loss=10%" not in clean and "opus:6k@loss=10%" in through
+    header = through.split("lowest first")[1].split("\u2500")[0]
+    assert "kbps" not in header and "RTF" not in header  # no rate or cost columns: they are the clean one's

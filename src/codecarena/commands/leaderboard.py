@@ -223,14 +223,20 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
         if len(languages) > 1:
             sections = [(lang, f"language {language_label(lang)}") for lang in languages]
             sections.append((None, f"all {len(languages)} languages pooled"))
-        for language, what in sections:
-            entries = ranked(board.group_entries(group.id, language), sort)
+        sections = [(language, what, False) for language, what in sections]
+        # Configurations through a channel last, in a table of their own: their rates and costs are their
+        # clean configuration's, so only their quality and checks are shown.
+        sections.append((None, "through a channel (SPEC@CHANNEL; rates and costs: the clean configuration's)", True))
+        for language, what, channel in sections:
+            entries = ranked(board.group_entries(group.id, language, channel), sort)
             if not entries:
                 continue
             heading = Text.assemble((group.id, "bold"), f": {group.title}" + (f" - {what}" if what else ""),
                                     f"; {order}")
             console.print(heading)
             chosen = choose_columns(board, columns, all_metrics, sort, sorted({x for e in entries for x in e["languages"]}))
+            if channel:
+                chosen = [c for c in chosen if c.group not in ("rate", "cost")]
             shown, hidden = fit_columns(chosen, entries, console.width, {"codec", sort})
             hidden_all.update({c.key: c.header.replace("\n", " ") for c in hidden})
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)

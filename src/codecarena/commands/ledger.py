@@ -87,7 +87,7 @@ def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
     from codecarena.results import ledger_view as view
     from codecarena.results.formatting import fmt_num
 
-    entries = derived["codecs"]
+    entries, left_out = view.clean(derived["codecs"])
     for title, columns in (("bitrate ledger", view.RATE_COLUMNS), ("tokens over the whole run", view.TOKEN_COLUMNS)):
         table = Table(title=title)
         for header, _ in columns:
@@ -121,3 +121,5 @@ def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
         for note in view.notes(entry):
             console.print(note, style="yellow" if "stability" in note or "no ledger" in note else None,
                           soft_wrap=True)
+    if left_out:
+        console.print(view.left_out_note(left_out), soft_wrap=True)

@@ -39,7 +39,8 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
     few = ("shown, flagged (--few-units)" if s.get("few_units")
            else "none, nor a reading (--few-units shows them, as descriptive)")
     con.print(f"difference = B - A; {int(s['level'] * 100)}% percentile bootstrap interval of the mean difference, "
-              f"{s['resamples']} resamples of {unit}, seed {s['seed']}; on fewer than {MIN_UNITS}: {few}", soft_wrap=True)
+              f"{s['resamples']} resamples of {unit}, seed {s['seed']}; on fewer than {MIN_UNITS}: {few}",
+              soft_wrap=True)
     st = result["set"]
     def described(side: dict[str, Any]) -> str:
         return f"{side['set']} ({side['utterances']} utterances, manifest {str(side['manifest_sha256'])[:12]})"

@@ -79,6 +79,23 @@ def stability(entry: dict[str, Any], key: str) -> str:
     return f"{fmt_num(result[f'{key}_first'])}/{fmt_num(result[key])}"
 
 
+def clean(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The entries a ledger table shows, and the channel configurations (`SPEC@CHANNEL`) it leaves out:
+    those whose clean configuration has an entry of its own, whose payloads, and so whose rates and
+    tokens, they are (the channel impairs a copy the decoder gets, docs/channel.md)."""
+    codecs = {e["codec"] for e in entries}
+    out = [e["codec"] for e in entries if "@" in e["codec"] and e["codec"].partition("@")[0] in codecs]
+    return [e for e in entries if e["codec"] not in out], out
+
+
+def left_out_note(codecs: list[str]) -> str:
+    """The line under a ledger that left channel configurations out; "" when it left none."""
+    if not codecs:
+        return ""
+    return (f"{len(codecs)} configuration{'s' if len(codecs) != 1 else ''} through a channel left out "
+            f"({', '.join(codecs)}): each encodes exactly as its clean configuration, whose ledger it shares")
+
+
 def labelled(entries: list[dict[str, Any]], rows: Iterable[Any]) -> list[dict[str, Any]]:
     """The entries with what labels their weights as every other table does: a user codec's source
     (`user_codec`) and an external runtime (`runtime`), from the run's rows (the ledger does not record

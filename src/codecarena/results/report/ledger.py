@@ -41,8 +41,13 @@ def _markdown_table(entries: list[dict[str, Any]], columns: Columns) -> list[str
     return lines
 
 
-def _runs(board: lb.Leaderboard) -> list[tuple[lb.RunInfo, list[dict[str, Any]]]]:
-    return [(run, view.labelled(view.entries(run.run.summary), run.run.rows)) for run in board.runs]
+def _runs(board: lb.Leaderboard) -> list[tuple[lb.RunInfo, list[dict[str, Any]], str]]:
+    """Per run its ledger's clean entries, labelled, and the note on the channel configurations left out."""
+    out = []
+    for run in board.runs:
+        entries, left_out = view.clean(view.labelled(view.entries(run.run.summary), run.run.rows))
+        out.append((run, entries, view.left_out_note(left_out)))
+    return out
 
 
 def ledger_html(board: lb.Leaderboard) -> str:
@@ -55,7 +60,7 @@ def ledger_html(board: lb.Leaderboard) -> str:
              'tolerance is marked. Token statistics are over the whole run, '
              'per codebook; stability: first codebook / all codebooks (<code>codecarena ledger RUN --stability'
              '</code>). Synthetic weights measure the pipeline, not the codec. Formulas and references: docs/ledger.md in the repository.</p>']
-    for run, entries in _runs(board):
+    for run, entries, left_out in _runs(board):
         parts.append(f"<h3>{esc(run.label)}</h3>")
         if not entries:
             parts.append('<p class="note">This run\'s summary.json has no ledger (a run made before it; '
@@ -64,7 +69,7 @@ def ledger_html(board: lb.Leaderboard) -> str:
         parts.append(_table(entries, view.RATE_COLUMNS))
         if any(e.get("codebooks") for e in entries):
             parts.append(_table([e for e in entries if e.get("codebooks")], view.TOKEN_COLUMNS))
-        notes = [note for e in entries for note in view.notes(e)]
+        notes = [note for e in entries for note in view.notes(e)] + ([left_out] if left_out else [])
         if notes:
             parts.append('<ul class="note">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return "".join(parts)
@@ -72,7 +77,7 @@ def ledger_html(board: lb.Leaderboard) -> str:
 
 def ledger_markdown(board: lb.Leaderboard) -> list[str]:
     lines = ["## Bitrate ledger and tokens", ""]
-    for run, entries in _runs(board):
+    for run, entries, left_out in _runs(board):
         lines += [f"Run {run.label}:", ""]
         if not entries:
             lines += ["No ledger in its summary.json (`codecarena ledger RUN --update` writes it).", ""]
@@ -81,5 +86,6 @@ def ledger_markdown(board: lb.Leaderboard) -> list[str]:
         tokens = [e for e in entries if e.get("codebooks")]
         if tokens:
             lines += _markdown_table(tokens, view.TOKEN_COLUMNS) + [""]
-        lines += [f"- {note}" for e in entries for note in view.notes(e)] + [""]
+        lines += [f"- {note}" for e in entries for note in view.notes(e)] + ([f"- {left_out}"] if left_out else [])
+        lines += [""]
     return lines

@@ -38,8 +38,10 @@ def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
 
 
 def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str],
-                     language: str | None = None) -> str:
-    entries = board.group_entries(group.id, language)
+                     language: str | None = None, channel: bool = False) -> str:
+    """A group's leaderboard over one language (None: pooled): its clean configurations, or with
+    `channel` those through a channel (the channel section's)."""
+    entries = board.group_entries(group.id, language, channel)
     names = [n for n in board.metric_names if any(n in e["metrics"] for e in entries)]
     multi_run = len(group.runs) > 1
     head = []
@@ -121,7 +123,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         failed = " failed-row" if doubtful else ""
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
-    lang = f' data-language="{esc(language)}"' if language is not None else ""
+    lang = (f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
     toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
     return (f'<div class="columns">columns: {toggles}</div>'
             f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
@@ -147,8 +149,8 @@ def by_language_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]
 
 
 def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None) -> str:
-    """The Pareto plots of a group's entries over one language (None: pooled)."""
-    entries = ctx.board.group_entries(group.id, language)
+    """The Pareto plots of a group's clean configurations over one language (None: pooled)."""
+    entries = ctx.board.group_entries(group.id, language, channel=False)
     with_run = len(group.runs) > 1
     where = group.id if language is None else f"{group.id} {language_label(language)}"
     figures = []
@@ -181,8 +183,9 @@ def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None)
 
 
 def cost_html(ctx: ReportContext, group: lb.Group) -> str:
-    """The cost plot of a group's entries (costs are not split by language)."""
-    cost = cost_plot(ctx.board.group_entries(group.id), ctx.styles, len(group.runs) > 1)
+    """The cost plot of a group's clean configurations (costs are not split by language; a channel
+    configuration's are its clean configuration's)."""
+    cost = cost_plot(ctx.board.group_entries(group.id, channel=False), ctx.styles, len(group.runs) > 1)
     if cost is None:
         return ""
     return (f'<div class="plots"><figure class="wide" data-metric="cost"><img class="plot" alt="cost vs kbps" '
@@ -287,7 +290,9 @@ def comparison_html(ctx: ReportContext) -> str:
             parts.append(f'<p class="note">{esc(note)}.</p>')
             continue
         try:
-            fragment = compare_text.render_html(compare.compare_runs(a.run, b.run))
+            result = compare.compare_runs(a.run, b.run)
+            fragment = compare_text.render_html(result)
+            ctx.comparisons.append((a.label, b.label, compare_text.render_text(result)))
         except Exception as exc:  # noqa: BLE001 - a comparison that fails must not lose the report
             note = f"{a.label} -> {b.label}: comparison failed ({type(exc).__name__}: {exc})"
             ctx.comparison_notes.append(note)
