@@ -387,3 +387,58 @@ def test_channel_configurations_are_kept_apart_from_the_clean_ones(tmp_path: Pat
     assert "opus:6k@loss=10%" not in clean and "opus:6k@loss=10%" in through
     header = through.split("lowest first")[1].split("\u2500")[0]
     assert "kbps" not in header and "RTF" not in header  # no rate or cost columns: they are the clean one's
+
+
+# ------------------------------------------------------------------------------------------------
+# 12. A VBR configuration's claim is a target: a declared tolerance, a miss said, never an alarm
+
+
+def _opus_options(vbr: str) -> Any:
+    def hook(row: dict[str, Any]) -> None:
+        if row["family"] == "opus":
+            row["config"] = {"config": "6k", "vbr": vbr, "complexity": 10, "frame_ms": 20.0, "application": "voip",
+                             "bandwidth": "auto", "fec": 0}
+    return hook
+
+
+@pytest.mark.parametrize(("vbr", "kbps", "flag", "shown", "css"), [
+    ("on", 5.426, "ok", "-9.6% ok (vbr=on: a target)", ""),  # the smoke run's opus:6k
+    ("constrained", 4.0, "under_target", "-33.3% below target (vbr=constrained: a target)", ' class="warn"'),
+    ("off", 5.426, "under", "-9.6% UNDER", ' class="bad"')])
+def test_a_variable_rate_claim_is_a_target(tmp_path: Path, vbr: str, kbps: float, flag: str, shown: str,
+                                           css: str) -> None:
+    from codecarena.files import write_json
+    from codecarena.results import ledger, ledger_view
+    from codecarena.results.run import Run
+
+    run_dir = make_run(tmp_path, "vbr", [("opus:6k", "opus", "none", kbps)], row_hook=_opus_options(vbr))
+    loaded = Run.open(run_dir)
+    built = ledger.build(loaded.rows, loaded.dir)
+    (entry,) = built["codecs"]
+    assert entry["claim_check"]["flag"] == flag and ledger_view.check(entry) == shown
+    write_json(run_dir / "summary.json", {**loaded.summary, "ledger": built})
+    page = report.write_report([run_dir], tmp_path / "report.html", audio="none").read_text()
+    assert f"<td{css}>{shown}</td>" in page
+    # The ledger a run wrote before targets (version 1) still re-derives as it was written.
+    old = ledger.build(loaded.rows, loaded.dir, version=1)
+    assert old["codecs"][0]["claim_check"]["flag"] == "under" and "variable" not in old["codecs"][0]["claim_check"]
+    assert ledger.ledger_problems({"ledger": json.loads(json.dumps(old))}, loaded.rows, loaded.dir) == []
+
+
+def test_a_variable_rate_declaration_is_parsed_strictly() -> None:
+    from codecarena.registry.catalog import FAMILIES, parse_declaration
+    from codecarena.registry.strict import RegistryError
+
+    assert FAMILIES["opus"].variable_rate is not None and FAMILIES["opus"].variable_rate.values == ("on", "constrained")
+    head = ('api_version = 1\nname = "toy"\ndescription = "d"\nconfigs = ["8"]\ndefault_config = "8"\n'
+            '[[options]]\nname = "mode"\nkind = "str"\ndefault = "cbr"\nhelp = "h"\nchoices = ["cbr", "vbr"]\n'
+            '[variable_rate]\n')
+    good = 'option = "mode"\nvalues = ["vbr"]\ntolerance = 0.2\nreference = "the toy manual"\n'
+    assert parse_declaration(head + good, "toy.toml", "toy").variable_rate.tolerance == 0.2  # type: ignore[union-attr]
+    for bad, says in ((good + 'extra = 1\n', "unknown key 'extra'"),
+                      (good.replace('"mode"', '"speed"'), "option names 'speed', which is not an option"),
+                      (good.replace('["vbr"]', '["abr"]'), "values names 'abr', which mode does not take"),
+                      (good.replace("0.2", "0"), "tolerance must be a relative difference in (0, 1]"),
+                      (good.replace('reference = "the toy manual"\n', ""), "missing key 'reference'")):
+        with pytest.raises(RegistryError, match=re.escape(says)):
+            parse_declaration(head + bad, "toy.toml", "toy")

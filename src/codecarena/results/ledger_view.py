@@ -8,8 +8,11 @@ from typing import Any
 
 from codecarena.results.formatting import fmt_kbps, fmt_num, weights_label
 
-#: How a claim check reads: measured within the claim's tolerance, above it or below it.
-FLAGS = {"ok": "ok", "over": "OVER", "under": "UNDER"}
+#: How a claim check reads: measured within the claim's tolerance, above it or below it; on a configuration
+#: in its family's variable-rate mode the claim is a target, and missing it is said, not alarmed.
+FLAGS = {"ok": "ok", "over": "OVER", "under": "UNDER", "over_target": "above target", "under_target": "below target"}
+#: The flags that mark a claim as not met (shown as an alarm).
+ALARMS = ("over", "under")
 
 
 def entries(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -29,11 +32,16 @@ def claimed(entry: dict[str, Any]) -> str:
 
 
 def check(entry: dict[str, Any]) -> str:
-    """The codec's measured rate against the claim: `+0.5% ok`, `-25.0% UNDER`."""
+    """The codec's measured rate against the claim: `+0.5% ok`, `-25.0% UNDER`; a variable-rate
+    configuration's against its target: `-9.6% ok (VBR target)`, `-31.0% below target (VBR)`."""
     result = entry.get("claim_check")
     if not result:
         return "-"
-    return f"{100 * result['difference']:+.1f}% {FLAGS[result['flag']]}"
+    text = f"{100 * result['difference']:+.1f}% {FLAGS[result['flag']]}"
+    variable = result.get("variable")
+    if variable:
+        text += f" ({variable['option']}={variable['value']}: a target)"
+    return text
 
 
 def configuration(entry: dict[str, Any]) -> str:
@@ -167,9 +175,13 @@ def notes(entry: dict[str, Any]) -> list[str]:
     claim = entry.get("claim")
     if claim:
         options = ", ".join(f"{k}={v}" for k, v in claim["options"].items())
+        variable = (entry.get("claim_check") or {}).get("variable")
+        # A variable rate follows the content: the claim is the average aimed at, checked with its own tolerance.
+        how = (f"{variable['option']}={variable['value']}: a target, tolerance {100 * variable['tolerance']:g}%"
+               if variable else f"tolerance {100 * claim['tolerance']:g}%")
         out.append(f"{entry['codec']}: claimed {fmt_kbps(claim['bps'])} kbps ({claim['source']}"
-                   f"{'; with ' + options if options else ''}; tolerance {100 * claim['tolerance']:g}%): "
-                   f"{claim['reference']}")
+                   f"{'; with ' + options if options else ''}; {how}): {claim['reference']}"
+                   + (f". A variable rate: {variable['reference']}" if variable else ""))
     if entry.get("error"):
         out.append(f"{entry['codec']}: no ledger measurement: {entry['error']}")
     for skip in (entry.get("stability") or {}).get("skipped", []):

@@ -26,8 +26,8 @@ def _table(entries: list[dict[str, Any]], columns: Columns) -> str:
                 cells.append(f'<td class="l codec"><b>{esc(cell(e))}</b> '
                              f'{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
             else:
-                flagged = header == "vs claim" and (e.get("claim_check") or {}).get("flag") in ("over", "under")
-                cls = ' class="bad"' if flagged else ""
+                flag = (e.get("claim_check") or {}).get("flag") if header == "vs claim" else None
+                cls = ' class="bad"' if flag in view.ALARMS else ' class="warn"' if flag in view.FLAGS and flag != "ok" else ""
                 cells.append(f"<td{cls}>{esc(cell(e))}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return (f'<div class="scroll"><table class="ledger"><thead><tr>{head}</tr></thead>'
