@@ -442,3 +442,31 @@ def test_a_variable_rate_declaration_is_parsed_strictly() -> None:
                       (good.replace('reference = "the toy manual"\n', ""), "missing key 'reference'")):
         with pytest.raises(RegistryError, match=re.escape(says)):
             parse_declaration(head + bad, "toy.toml", "toy")
+
+
+# ------------------------------------------------------------------------------------------------
+# 18. The achievable rate is an order-0 adaptive coder's, and every surface showing it says so
+
+
+def test_every_surface_that_shows_the_achievable_rate_says_it_is_order_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from codecarena.commands import ledger as ledger_command
+    from codecarena.files import write_json
+    from codecarena.results import ledger
+    from codecarena.results.run import Run
+
+    run_dir = make_run(tmp_path, "o0", CODECS)
+    loaded = Run.open(run_dir)
+    write_json(run_dir / "summary.json", {**loaded.summary, "ledger": ledger.build(loaded.rows, loaded.dir)})
+    out = report.write_report([run_dir], tmp_path / "report.html", audio="none")
+    assert "<th>order-0 achievable kbps</th>" in out.read_text()
+    assert "| order-0 achievable kbps |" in out.with_suffix(".md").read_text()
+    buffer = _terminal(monkeypatch, 250)
+    parser = argparse.ArgumentParser()
+    ledger_command.add_parser(parser.add_subparsers(dest="command"))
+    ledger_command.run(parser.parse_args(["ledger", str(run_dir)]))
+    assert "order-0 achievable kbps" in buffer.getvalue() and "order-0 achievable: every stream" in buffer.getvalue()
+    buffer = _terminal(monkeypatch, 250)
+    _leaderboard([run_dir], capsys, "--columns", "kbps,achievable_kbps")
+    header = buffer.getvalue()[:buffer.getvalue().index("\u2500")]
+    assert "achievable" in header and "order-0" in header

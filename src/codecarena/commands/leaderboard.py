@@ -118,7 +118,7 @@ def all_columns(board: Leaderboard) -> list[Column]:
         # lossless coder reaches over the run.
         Column("claimed_kbps", "claimed\nkbps", lambda e: ledger_view.claimed(e["ledger"]) if e.get("ledger") else "-",
                "rate"),
-        Column("achievable_kbps", "achievable\nkbps",
+        Column("achievable_kbps", "achievable\norder-0 kbps",
                lambda e: fmt_kbps(e["ledger"]["achievable_bps"]) if e.get("ledger") else "-", "rate"),
         *[metric_column(n) for n in board.metric_names],
         Column("rtf_warm", "RTF warm\nenc/dec", lambda e: fmt_rtf(e, "warm"), "cost"),
@@ -257,7 +257,8 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
                   f"over ok values, its 95% bootstrap interval [lo, hi] over {unit} and under it n={unit} "
                   f"resampled (no interval below {MIN_UNITS}: too few), ^ higher is better, v lower is better, "
-                  "failures counted; content: dWER for a language written with spaces, dCER for one written "
+                  "failures counted; achievable: an order-0 adaptive coder's rate over the run (docs/ledger.md); "
+                  "content: dWER for a language written with spaces, dCER for one written "
                   "without (Mandarin), per language only (error rates are never pooled across languages); RTF: "
                   "medians")
     if hidden_all:

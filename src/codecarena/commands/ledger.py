@@ -112,8 +112,9 @@ def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
                               fmt_num(measured.get("idempotence")), fmt_num(measured.get("shift_stability")))
             console.print(table)
     coder = derived["coder"]
-    console.print(f"achievable: every stream losslessly coded over the whole run by the {coder['name']} "
-                  f"(version {coder['version']}: {coder['model']}); entropy: the empirical per-codebook entropy "
+    console.print(f"order-0 achievable: every stream losslessly coded over the whole run by the {coder['name']} "
+                  f"(version {coder['version']}: {coder['model']}): each symbol from its own stream's counts so far, "
+                  "no context, so a coder that conditions on context can go lower; entropy: the empirical per-codebook entropy "
                   "(a bound for coders that take tokens one at a time); container: payload minus representation; "
                   "framing: the part of a command-line bitstream that is its file format's; stability: first "
                   "codebook / all codebooks (docs/ledger.md)", soft_wrap=True)

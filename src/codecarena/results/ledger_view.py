@@ -133,7 +133,7 @@ RATE_COLUMNS = (
     ("payload kbps", lambda e: fmt_kbps(e["payload_bps"])),
     ("container kbps", lambda e: fmt_kbps(e["container_bps"])),
     ("framing kbps", lambda e: fmt_kbps(e["framing_bps"])),
-    ("achievable kbps", lambda e: fmt_kbps(e["achievable_bps"])),
+    ("order-0 achievable kbps", lambda e: fmt_kbps(e["achievable_bps"])),
     ("entropy kbps", lambda e: fmt_kbps(e["entropy_bps"])),
 )
 

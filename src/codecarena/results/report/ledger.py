@@ -54,8 +54,9 @@ def ledger_html(board: lb.Leaderboard) -> str:
     parts = ['<h2 id="ledger">Bitrate ledger and tokens</h2>',
              '<p class="note">Claimed rates with their sources beside the rates measured from the payload files: '
              'representation (the codec\'s bits), payload (the whole file: the container\'s overhead), framing (a '
-             'command-line bitstream\'s file format), achievable (every stream losslessly coded over the whole run by '
-             'an adaptive arithmetic coder) and the empirical entropy bound; a claim differing from the codec\'s '
+             'command-line bitstream\'s file format), order-0 achievable (every stream losslessly coded over the whole '
+             'run by an order-0 adaptive arithmetic coder: each symbol coded from its own stream\'s counts so far, no '
+             'context, so a coder that conditions on context can go lower) and the empirical entropy bound; a claim differing from the codec\'s '
              'measured rate (representation, less a command-line file format\'s framing) by more than its '
              'tolerance is marked. Token statistics are over the whole run, '
              'per codebook; stability: first codebook / all codebooks (<code>codecarena ledger RUN --stability'
