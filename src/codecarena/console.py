@@ -9,7 +9,6 @@ spec, a URL, a path, a reason from a row) that Rich would otherwise read as tags
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any
 
@@ -21,7 +20,15 @@ from rich.text import Text
 
 from codecarena.metrics import outputs
 from codecarena.results.bootstrap import MIN_UNITS
-from codecarena.results.formatting import RTF_KINDS, fmt_kbps, fmt_mib, fmt_rtf, metric_ci_cell, weights_label
+from codecarena.results.formatting import (
+    RTF_KINDS,
+    fmt_kbps,
+    fmt_mib,
+    fmt_rtf,
+    metric_ci_cell,
+    spec_parts,
+    weights_label,
+)
 
 
 def make_console(**options: Any) -> Console:
@@ -32,17 +39,6 @@ def make_console(**options: Any) -> Console:
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI;
 # COLUMNS, when set, wins (rich reads it).
 console = make_console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
-
-
-# A codec configuration (`opus:24k,fec=10@burst=10%,len=3`) breaks only before an `@` (its channel) or
-# after a `,` (between options): folded anywhere, its `len=3` read as a sample count on the next line.
-_SPEC_BREAKS = re.compile(r"(?<=,)|(?=@)")
-
-
-def spec_parts(spec: str) -> list[str]:
-    """The pieces a codec configuration may be wrapped between, in order: `opus:24k,` `fec=10`
-    `@burst=10%,` `len=3`."""
-    return [part for part in _SPEC_BREAKS.split(spec) if part]
 
 
 def spec_lines(spec: str, width: int) -> list[str]:

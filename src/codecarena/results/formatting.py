@@ -5,6 +5,7 @@ and never pass through here."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from codecarena.results.bootstrap import MIN_UNITS, few_units_warning, unit_count
@@ -101,6 +102,25 @@ def interval_text(stats: dict[str, Any] | None) -> str:
 def interval_title(stats: dict[str, Any]) -> str:
     """The longer reading of `interval_text` (a tooltip): what the interval is, or why there is none."""
     return _interval_parts(stats)[2]
+
+
+def withheld_basis(stats: dict[str, Any] | None) -> str:
+    """What a mean without an interval rests on, short (`n=3`), for a table that says once why there is
+    none (`interval_text` says it whole); "" for a mean with an interval, or no mean."""
+    if not stats or stats.get("mean") is None or shown_interval(stats):
+        return ""
+    return f"n={_ci_basis(stats)[0]}"
+
+
+# A codec configuration (`opus:24k,fec=10@burst=10%,len=3`) may be broken only before an `@` (its channel)
+# or after a `,` (between options): anywhere else it would split a `key=value`.
+_SPEC_BREAKS = re.compile(r"(?<=,)|(?=@)")
+
+
+def spec_parts(spec: str) -> list[str]:
+    """The pieces a codec configuration may be wrapped between, in order: `opus:24k,` `fec=10`
+    `@burst=10%,` `len=3`."""
+    return [part for part in _SPEC_BREAKS.split(spec) if part]
 
 
 EXTERNAL_MARK = "† external runtime"

@@ -87,9 +87,9 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
         lb_parts.append(leaderboard_html(board, group, titles))
         through = board.group_entries(group.id, channel=True)
         if through:
-            lb_parts.append(f'<p class="note">{count(len(through), "configuration")} through a channel '
-                            '(<code>SPEC@CHANNEL</code>) are not in this table, its plots or the ledger: their rates '
-                            'and costs are their clean configuration\'s; their quality is in '
+            lb_parts.append(f'<p class="note">Not in this table, its plots or the ledger: '
+                            f'{count(len(through), "configuration")} through a channel (<code>SPEC@CHANNEL</code>), '
+                            "whose rates and costs are their clean configuration's; their quality is in "
                             '<a href="#channel">Quality against channel impairment</a>.</p>')
         unit = "speakers" if board.ci_unit == "speaker" else "utterances"
         lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '

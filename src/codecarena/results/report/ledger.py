@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from codecarena.results import leaderboard as lb
 from codecarena.results import ledger_view as view
-from codecarena.results.report.markup import esc, weights_pill
+from codecarena.results.report.markup import esc, spec_html, weights_pill
 
 Columns = tuple[tuple[str, Callable[[dict[str, Any]], str]], ...]
 
@@ -23,7 +23,7 @@ def _table(entries: list[dict[str, Any]], columns: Columns) -> str:
             if header == "weights":
                 continue
             if header == "codec":
-                cells.append(f'<td class="l codec"><b>{esc(cell(e))}</b> '
+                cells.append(f'<td class="l codec"><b>{spec_html(cell(e))}</b> '
                              f'{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
             else:
                 flag = (e.get("claim_check") or {}).get("flag") if header == "vs claim" else None

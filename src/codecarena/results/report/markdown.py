@@ -75,8 +75,8 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         lines += _table(board.group_entries(group.id, channel=False), len(group.runs) > 1)
         through = board.group_entries(group.id, channel=True)
         if through:
-            lines += [f"{count(len(through), 'configuration')} through a channel (`SPEC@CHANNEL`) are in \"Quality "
-                      "against channel impairment\" below: their rates and costs are their clean configuration's.", ""]
+            lines += [f"In \"Quality against channel impairment\" below: {count(len(through), 'configuration')} "
+                      "through a channel (`SPEC@CHANNEL`), whose rates and costs are their clean configuration's.", ""]
     lines.append(f"Metrics: mean over successful values, its 95% bootstrap interval [lo, hi] and n, the utterances "
                  f"it resampled; with fewer than {MIN_UNITS} no interval is given (too few: a percentile bootstrap "
                  "interval on so few is too narrow). Failed and not-applicable values are counted, never "

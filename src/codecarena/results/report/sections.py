@@ -18,10 +18,10 @@ from codecarena.results.formatting import (
     interval_text,
     interval_title,
     language_label,
-    shown_interval,
+    withheld_basis,
 )
 from codecarena.results.report.context import ReportContext
-from codecarena.results.report.markup import code, data_uri, esc, num_td, weights_pill
+from codecarena.results.report.markup import code, data_uri, esc, num_td, spec_html, weights_pill
 from codecarena.results.report.plots import cost_plot, pareto_metrics, pareto_plot
 from codecarena.results.schema import Row
 from codecarena.results.verdict import verdict
@@ -71,11 +71,12 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
              '<th data-col-group="checks" title="rows whose decoded audio is finite and not silent">checks</th>',
              '<th data-col-group="checks">rows ok</th>']
     body = []
+    withheld: set[int] = set()  # the n of each mean without an interval: why there is none is said once
     for e in entries:
         cells = []
         if multi_run:
             cells.append(f'<td class="l">{esc(e["run_label"])}</td>')
-        cells.append(f'<td class="l codec"><b>{esc(e["codec"])}</b></td>')
+        cells.append(f'<td class="l codec"><b>{spec_html(e["codec"])}</b></td>')
         cells.append(f'<td class="l">{esc(e["family"])}</td>')
         cells.append(f'<td class="l">{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
         cells.append(f'<td class="l">{esc(e["variant"] or "-")}</td>')
@@ -89,10 +90,13 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                 continue
             subs = []
             if stats["mean"] is not None:
-                # The interval as [lo, hi] with the units it rests on, or, below the bound, why there is none.
-                withheld = "" if shown_interval(stats) else " none"
-                subs.append(f'<span class="sub ci{withheld}" title="{esc(interval_title(stats))}">'
-                            f'{esc(interval_text(stats))}</span>')
+                # The interval as [lo, hi] with the units it rests on; below the bound only what the mean
+                # rests on (n=6), why there is no interval being said once under the table and on hover.
+                short = withheld_basis(stats)
+                if short:
+                    withheld.add(int(short[2:]))
+                subs.append(f'<span class="sub ci{" none" if short else ""}" title="{esc(interval_title(stats))}">'
+                            f'{esc(short or interval_text(stats))}</span>')
             if corpus_text(stats):
                 subs.append(f'<span class="sub" title="total errors over total reference tokens">'
                             f'{esc(corpus_text(stats))}</span>')
@@ -125,9 +129,16 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                     + "".join(cells) + "</tr>")
     lang = (f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
     toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
+    note = ""
+    if withheld:
+        unit = "speakers" if board.ci_unit == "speaker" else "utterances"
+        ns = ", ".join(f"n={n}" for n in sorted(withheld))
+        note = (f'<p class="note ci-note">No interval under a mean on fewer than {MIN_UNITS} {unit} ({ns} here): too '
+                "few for a percentile bootstrap interval (hover a value for why).</p>")
     return (f'<div class="columns">columns: {toggles}</div>'
             f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
-            f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
+            f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{note}')
+
 
 
 def by_language_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]) -> str:
