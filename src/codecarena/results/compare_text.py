@@ -121,6 +121,8 @@ def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:
     from rich import box
     from rich.table import Table
 
+    from codecarena.console import Spec
+
     diffs = prov["differences"]
     table = Table(box=box.SIMPLE_HEAD, title=f"{title}: {len(diffs)} difference{'s' if len(diffs) != 1 else ''}",
                   title_justify="left")
@@ -130,7 +132,11 @@ def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:
     table.add_column("differs", justify="center")
     differing = {d["field"] for d in diffs}
     for key, value in prov["a"].items():
-        table.add_row(key, _short(value), _short(prov["b"].get(key)), "yes" if key in differing else "")
+        a, b = _short(value), _short(prov["b"].get(key))
+        if key == "codec":  # a configuration wraps only between its parts (console.Spec)
+            table.add_row(key, Spec(a), Spec(b), "yes" if key in differing else "")
+            continue
+        table.add_row(key, a, b, "yes" if key in differing else "")
     for d in diffs:
         if d["field"] not in prov["a"]:
             table.add_row(d["field"], _short(d["a"]), _short(d["b"]), "yes")
