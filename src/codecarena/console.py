@@ -4,6 +4,9 @@ Every console codecarena prints through comes from `make_console`, which turns R
 text printed is full of values from files and the command line (a manifest's language, a codec
 spec, a URL, a path, a reason from a row) that Rich would otherwise read as tags, and swallow
 (`[bold]`) or crash on (`[/x]`). Colour is given as `style=` or with a `rich.text.Text`, never as markup.
+
+A codec configuration in a table cell is a `Spec`, which wraps only between its parts, and `fit_table`
+keeps such a column at least as wide as its widest part when Rich would narrow it (issue 38).
 """
 
 from __future__ import annotations

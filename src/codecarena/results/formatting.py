@@ -1,6 +1,6 @@
 """Numbers as people read them: the terminal tables, the report, the leaderboard and compare all
-format through these, so one value reads the same everywhere. Exports and JSON keep full precision
-and never pass through here."""
+format through these, so one value reads the same everywhere; and where a codec configuration may be
+wrapped. Exports and JSON keep full precision and never pass through here."""
 
 from __future__ import annotations
 
