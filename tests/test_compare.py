@@ -269,7 +269,8 @@ def test_dropped_pairs_are_counted_with_reasons(tmp_path: Path) -> None:
               make_row("opus:6k", "u3", {"pesq_wb": None, "stoi": None}, decoded="b", status="failed",
                        error="decode: worker killed"),
               make_row("opus:6k", "u4", {"pesq_wb": 2.2, "stoi": 0.8}, decoded="b")]
-    result = compare_runs(write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b), resamples=500)
+    result = compare_runs(write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b), resamples=500,
+                          few_units=True)
     pesq = metric_of(result, "pesq_wb")
     assert pesq["n"] == 2 and pesq["pairs"] == 4
     assert pesq["dropped"] == {"A: failed (synthetic failure)": 1, "B: row failed (decode: worker killed)": 1}
@@ -288,7 +289,8 @@ def test_reference_side_outputs_are_not_compared(tmp_path: Path) -> None:
     rows_a = [make_row("opus:6k", u, {"wer": 0.2, "ref_wer": 0.1}) for u in ("u1", "u2", "u3")]
     rows_b = [make_row("opus:6k", u, {"wer": 0.1 + i / 100, "ref_wer": 0.1}, decoded="b")
               for i, u in enumerate(("u1", "u2", "u3"))]
-    result = compare_runs(write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b), resamples=500)
+    result = compare_runs(write_run(tmp_path / "A", rows_a), write_run(tmp_path / "B", rows_b), resamples=500,
+                          few_units=True)
     assert [m["metric"] for m in result["comparisons"][0]["metrics"]] == ["wer"]
     assert metric_of(result, "wer")["verdict"] == "B better than A (lower is better): interval excludes 0"
     # Asked for by name, it is compared.
@@ -308,7 +310,7 @@ def test_identity_short_circuits_and_flags_disagreeing_values(tmp_path: Path) ->
     assert stoi["values_disagree"] == 1 and "the metric itself differs" in stoi["verdict"]
     # One pair with different audio: the statistics run again.
     rows_b[0] = make_row("opus:6k", "u1", {"pesq_wb": 2.9, "stoi": 0.9}, decoded="b")
-    result = compare_runs(write_run(tmp_path / "B2", rows_b), write_run(tmp_path / "A2", rows_a))
+    result = compare_runs(write_run(tmp_path / "B2", rows_b), write_run(tmp_path / "A2", rows_a), few_units=True)
     assert result["comparisons"][0]["identity"]["decoded_identical"] == 2
     assert metric_of(result, "pesq_wb")["ci_low"] is not None
 
@@ -337,7 +339,9 @@ def test_provenance_lists_every_difference(tmp_path: Path) -> None:
 
 
 def test_an_interval_on_fewer_units_than_the_bound_is_flagged_in_its_row(tmp_path: Path) -> None:
-    few = compare_runs(*paired_runs(tmp_path / "few", [3.0, 3.2, 3.1], [2.5, 2.9, 2.4]), resamples=500)
+    # Asked for with few_units (--few-units); without it there is none (test_surfaces.py, issue 38).
+    few = compare_runs(*paired_runs(tmp_path / "few", [3.0, 3.2, 3.1], [2.5, 2.9, 2.4]), resamples=500,
+                       few_units=True)
     m = metric_of(few, "pesq_wb")
     warning = ("only 3 utterances, fewer than 10: a percentile bootstrap interval on so few is too narrow "
                "(it undercovers): read it as descriptive")
@@ -500,7 +504,7 @@ def test_by_speaker_uses_the_smoke_speakers_and_widens_the_interval(tmp_path: Pa
     b = [x + shift[e["speaker"]] for x, e in zip(a, entries)]
     run_a, run_b = paired_runs(tmp_path, a, b, utterances=utterances, set_name="smoke")
     by_utt = metric_of(compare_runs(run_a, run_b, by="utterance", resamples=4000), "pesq_wb")
-    by_spk_result = compare_runs(run_a, run_b, by="speaker", resamples=4000)
+    by_spk_result = compare_runs(run_a, run_b, by="speaker", resamples=4000, few_units=True)  # 5 speakers
     by_spk = metric_of(by_spk_result, "pesq_wb")
     assert by_utt["units"] == len(entries) and by_spk["units"] == len(speakers) == 5
     assert by_spk["mean_diff"] == pytest.approx(by_utt["mean_diff"])
@@ -596,7 +600,7 @@ def test_added_noise_shows_a_pesq_drop_whose_interval_excludes_zero(two_runs: tu
                                                                     tmp_path: Path) -> None:
     run_a, run_b = two_runs
     noisy = add_noise(run_b, tmp_path / "noisy")
-    result = compare_runs(run_a, noisy, resamples=10000, seed=0)
+    result = compare_runs(run_a, noisy, resamples=10000, seed=0, few_units=True)
     comp = result["comparisons"][0]
     assert comp["identity"] == {"pairs": 2, "payload_identical": 2, "decoded_identical": 0,
                                 "all_decoded_identical": False}

@@ -16,7 +16,7 @@ from codecarena.payload import CodeStream, PacketStream, Payload
 from codecarena.registry.catalog import parse_declaration
 from codecarena.registry.claims import parse_claims
 from codecarena.registry.entries import RegistryError, load_entry
-from codecarena.results import coder, ledger
+from codecarena.results import claimed, coder, ledger
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror
 
@@ -162,31 +162,31 @@ def test_a_user_declaration_may_claim_its_rate(monkeypatch: pytest.MonkeyPatch) 
     (claim,) = family.claims
     assert (claim.bps, claim.source, claim.reference) == (1100.0, "paper", "somewhere")
     monkeypatch.setitem(ledger.FAMILIES, "toy", family)
-    assert ledger.claim_for(row("toy:8", "toy", "user-toy")) == claim  # type: ignore[arg-type]
+    assert claimed.claim_for(row("toy:8", "toy", "user-toy")) == claim  # type: ignore[arg-type]
     with pytest.raises(RegistryError, match="toy/codec.toml: claims\\[0\\]: configs names '9'"):
         parse_declaration(text.replace('configs = ["8"]\nbps', 'configs = ["9"]\nbps'), "toy/codec.toml", "toy")
 
 
 def test_every_family_kind_has_a_home_for_its_claim() -> None:
-    mimi = ledger.claim_for(row("mimi:32", "mimi", "mimi"))  # type: ignore[arg-type]
+    mimi = claimed.claim_for(row("mimi:32", "mimi", "mimi"))  # type: ignore[arg-type]
     assert mimi is not None and (mimi.bps, mimi.source) == (1100.0, "paper") and "arXiv:2410.00037" in mimi.reference
-    dac = ledger.claim_for(row("dac:24khz", "dac", "dac", n_quantizers=32, threads=1))  # type: ignore[arg-type]
+    dac = claimed.claim_for(row("dac:24khz", "dac", "dac", n_quantizers=32, threads=1))  # type: ignore[arg-type]
     assert dac is not None and (dac.bps, dac.source) == (8000.0, "name")
     # A rate knob away from the claimed configuration: no claim covers it.
-    assert ledger.claim_for(row("dac:24khz", "dac", "dac", n_quantizers=4, threads=1)) is None  # type: ignore[arg-type]
-    gsm = ledger.claim_for(row("gsm:13k", "gsm", "gsm"))  # type: ignore[arg-type]
+    assert claimed.claim_for(row("dac:24khz", "dac", "dac", n_quantizers=4, threads=1)) is None  # type: ignore[arg-type]
+    gsm = claimed.claim_for(row("gsm:13k", "gsm", "gsm"))  # type: ignore[arg-type]
     assert gsm is not None and (gsm.bps, gsm.source) == (13000.0, "declaration")
-    opus = ledger.claim_for(row("opus:7500", "opus", "opus", vbr="on"))  # type: ignore[arg-type]
+    opus = claimed.claim_for(row("opus:7500", "opus", "opus", vbr="on"))  # type: ignore[arg-type]
     assert opus is not None and (opus.bps, opus.source) == (7500.0, "name")
-    assert ledger.claim_for(row("fish_dac:44khz", "fish_dac", "fish_s2_codec", n_quantizers=9)) is None  # type: ignore[arg-type]
+    assert claimed.claim_for(row("fish_dac:44khz", "fish_dac", "fish_s2_codec", n_quantizers=9)) is None  # type: ignore[arg-type]
 
 
 def test_a_claim_is_flagged_beyond_its_tolerance() -> None:
     (claim,) = load_entry("mimi").claims
-    assert ledger._claim_check(claim, 1105.0)["flag"] == "ok"  # type: ignore[index]
-    over = ledger._claim_check(claim, 4420.0)
+    assert claimed.claim_check(claim, 1105.0)["flag"] == "ok"  # type: ignore[index]
+    over = claimed.claim_check(claim, 4420.0)
     assert over is not None and over["flag"] == "over" and over["difference"] == pytest.approx(3.0181818)
-    assert ledger._claim_check(claim, 1000.0)["flag"] == "under"  # type: ignore[index]
+    assert claimed.claim_check(claim, 1000.0)["flag"] == "under"  # type: ignore[index]
 
 
 # --- a run: the ledger in summary.json, stability, the audit ------------------------------------

@@ -4,6 +4,9 @@ Every console codecarena prints through comes from `make_console`, which turns R
 text printed is full of values from files and the command line (a manifest's language, a codec
 spec, a URL, a path, a reason from a row) that Rich would otherwise read as tags, and swallow
 (`[bold]`) or crash on (`[/x]`). Colour is given as `style=` or with a `rich.text.Text`, never as markup.
+
+A codec configuration in a table cell is a `Spec`, which wraps only between its parts, and `fit_table`
+keeps such a column at least as wide as its widest part when Rich would narrow it (issue 38).
 """
 
 from __future__ import annotations
@@ -12,12 +15,23 @@ import os
 import sys
 from typing import Any
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from codecarena.metrics import outputs
 from codecarena.results.bootstrap import MIN_UNITS
-from codecarena.results.formatting import RTF_KINDS, fmt_kbps, fmt_mib, fmt_rtf, metric_ci_cell, weights_label
+from codecarena.results.formatting import (
+    RTF_KINDS,
+    fmt_kbps,
+    fmt_mib,
+    fmt_rtf,
+    metric_ci_cell,
+    spec_parts,
+    weights_label,
+)
 from codecarena.text import printable
 
 
@@ -31,6 +45,60 @@ def make_console(**options: Any) -> Console:
 console = make_console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 
 
+def spec_lines(spec: str, width: int) -> list[str]:
+    """The configuration in lines of at most `width` cells, broken only between its parts (a part wider
+    than `width` alone on its line: whoever renders it folds it, the last resort)."""
+    lines = [""]
+    for part in spec_parts(spec):
+        if lines[-1] and cell_len(lines[-1] + part) > width:
+            lines.append("")
+        lines[-1] += part
+    return lines
+
+
+class Spec:
+    """A codec configuration in a Rich table cell or header: as narrow as its widest part, as wide as
+    the whole, and wrapped only between its parts (`spec_lines`)."""
+
+    def __init__(self, spec: str, style: str = "") -> None:
+        self.spec = spec
+        self.style = style
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((cell_len(part) for part in spec_parts(self.spec)), default=0)
+        return Measurement(min(widest, options.max_width), min(cell_len(self.spec), options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text("\n".join(spec_lines(self.spec, options.max_width)), style=self.style,
+                   justify=options.justify or "left", overflow="fold")
+
+
+def fit_table(table: Table, width: int, on: Console | None = None) -> bool:
+    """Fix the columns' widths so that `table` fits `width` columns without any going below its minimum
+    (the widest word of a text, the widest part of a `Spec`): when a table is too wide, Rich narrows its
+    widest columns first, whatever they hold, and a codec configuration then folds inside a `key=value`.
+    False when even the minimums do not fit: the columns holding a `Spec` keep their minimum, and Rich
+    folds the others (numbers) as it must."""
+    on = on or console
+    wide = on.options.update_width(10**5)
+    ranges = [(max(m.minimum for m in found), max(m.maximum for m in found))
+              for column in table.columns
+              for found in [[Measurement.get(on, wide, cell) for cell in (column.header, *column.cells)]]]
+    natural = Measurement.get(on, wide, table).maximum
+    if natural <= width:
+        return True
+    room = width - (natural - sum(high for _, high in ranges)) - sum(low for low, _ in ranges)
+    if room < 0:
+        for column, (low, _) in zip(table.columns, ranges):
+            if any(isinstance(cell, Spec) for cell in (column.header, *column.cells)):
+                column.width = low
+        return False
+    wanted = sum(high - low for low, high in ranges)
+    for column, (low, high) in zip(table.columns, ranges):
+        column.width = low + (room * (high - low)) // wanted
+    return True
+
+
 def summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title="codecarena run", show_lines=False)
     for name, justify in [("codec", "left"), ("weights", "left"), ("rows ok", "right"), ("repr kbps", "right"),
@@ -42,7 +110,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     for c in summary["codecs"]:
         peaks = [c[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if c[s]["peak_rss_bytes_max"]]
         table.add_row(
-            c["codec"],
+            Spec(c["codec"]),
             weights_label(c["weights"], c.get("user_codec", ""), c.get("runtime", "")),
             f"{c['rows_ok']}/{c['rows']}",
             fmt_kbps(c["representation_bps"]),
@@ -56,12 +124,19 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    console.print(summary_table(summary))
+    table = summary_table(summary)
+    fit_table(table, console.width)
+    console.print(table)
     console.print("kbps: duration-weighted aggregate over rows that completed; RTF: medians "
                   "(cold = process start + imports + load + I/O + compute; warm = compute only)")
     for c in summary["codecs"]:
         for failure in c["failures"]:
             console.print(f"{c['codec']} {failure['utterance']}: {printable(failure['error'])}", style="red")
+
+
+def _fitted(table: Table) -> Table:
+    fit_table(table, console.width)
+    return table
 
 
 def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> None:
@@ -75,15 +150,25 @@ def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> 
     # The heading is a line of its own: a table's title wraps to the table's width.
     console.print(f"{title}: mean of ok values, its 95% interval [lo, hi] and n=utterances resampled (no interval "
                   f"below {MIN_UNITS}: too few); suspect, failed, n/a counts", soft_wrap=True)
-    table = Table()
-    table.add_column("metric (^ higher, v lower is better)", overflow="fold")
+    def table_of(labels: list[str]) -> Table:
+        table = Table()
+        table.add_column("metric (^ higher, v lower is better)", overflow="fold")
+        for label in labels:
+            table.add_column(Spec(label), justify="right", overflow="fold")
+        for name in names:
+            scale = outputs.BY_NAME.get(name)
+            arrow = "" if scale is None else " v" if scale.lower_is_better else " ^"
+            table.add_row(name + arrow, *(metric_ci_cell(groups[label].get(name)) for label in labels))
+        return table
+
+    # Too many configurations for the width: several tables, each as many as fit whole.
+    chunk: list[str] = []
     for label in groups:
-        table.add_column(label, justify="right", overflow="fold")
-    for name in names:
-        scale = outputs.BY_NAME.get(name)
-        arrow = "" if scale is None else " v" if scale.lower_is_better else " ^"
-        table.add_row(name + arrow, *(metric_ci_cell(stats.get(name)) for stats in groups.values()))
-    console.print(table)
+        if chunk and not fit_table(table_of([*chunk, label]), console.width):
+            console.print(_fitted(table_of(chunk)))
+            chunk = []
+        chunk.append(label)
+    console.print(_fitted(table_of(chunk)))
     # One line per distinct reason, naming the metrics and codecs it hit, instead of one per cell.
     reasons: dict[str, tuple[int, list[str], list[str]]] = {}
     for label, stats in groups.items():
@@ -95,3 +180,10 @@ def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> 
     for reason, (count, metrics, labels) in reasons.items():
         console.print(f"{count} metric values failed ({', '.join(metrics)}; {', '.join(labels)}): {reason}",
                       style="yellow", soft_wrap=True)
+    # Suspect values are kept out of the means; how many, and where, is said whichever rows are shown.
+    suspect = [(label, name, entry["n_suspect"]) for label, stats in groups.items() for name, entry in stats.items()
+               if entry.get("n_suspect")]
+    if suspect:
+        console.print(f"{sum(n for _, _, n in suspect)} metric values suspect, kept out of the means: "
+                      + "; ".join(f"{label} {name} {n}" for label, name, n in suspect)
+                      + " (their reasons: codecarena report, Failures)", style="yellow", soft_wrap=True)

@@ -23,6 +23,9 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                         "compared, and differing weights kinds or sample rates are then allowed (flagged)")
     p.add_argument("--allow-different-sets", action="store_true",
                    help="compare runs of different sets on the utterances both hold with identical audio (flagged)")
+    p.add_argument("--few-units", action="store_true",
+                   help="below 10 resampling units, give the interval and its reading anyway (flagged, descriptive); "
+                        "by default there are none, as on every other surface")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics:
         metrics = [m.strip() for item in args.metrics for m in item.split(",") if m.strip()]
     result = compare_runs(args.run_a, args.run_b, metrics=metrics, by=args.by, resamples=args.resamples,
-                          seed=args.seed, pair=args.pair, allow_different_sets=args.allow_different_sets)
+                          seed=args.seed, pair=args.pair, allow_different_sets=args.allow_different_sets,
+                          few_units=args.few_units)
     console.print(render_text(result), soft_wrap=True, end="")
     if args.json:
         write_json(args.json, result)

@@ -12,13 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
 from codecarena.results import ledger_view
-from codecarena.results.formatting import count, fmt_kbps, fmt_mib, fmt_rtf, language_label, metric_ci_cell, weights_label
+from codecarena.results.formatting import (
+    count,
+    fmt_kbps,
+    fmt_mib,
+    fmt_rtf,
+    language_label,
+    metric_ci_cell,
+    suspect_lines,
+    weights_label,
+)
 
 if TYPE_CHECKING:
     from codecarena.results.leaderboard import Leaderboard
 
-# What the terminal table shows by default (the Pareto metrics); --all-metrics shows every output.
-HEADLINE_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -111,7 +118,7 @@ def all_columns(board: Leaderboard) -> list[Column]:
         # lossless coder reaches over the run.
         Column("claimed_kbps", "claimed\nkbps", lambda e: ledger_view.claimed(e["ledger"]) if e.get("ledger") else "-",
                "rate"),
-        Column("achievable_kbps", "achievable\nkbps",
+        Column("achievable_kbps", "achievable\norder-0 kbps",
                lambda e: fmt_kbps(e["ledger"]["achievable_bps"]) if e.get("ledger") else "-", "rate"),
         *[metric_column(n) for n in board.metric_names],
         Column("rtf_warm", "RTF warm\nenc/dec", lambda e: fmt_rtf(e, "warm"), "cost"),
@@ -123,9 +130,13 @@ def all_columns(board: Leaderboard) -> list[Column]:
     ]
 
 
-def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics: bool, sort: str) -> list[Column]:
+def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics: bool, sort: str,
+                   languages: list[str] | None = None) -> list[Column]:
     """The columns asked for (codec always first), else the defaults: identity, rates, the headline
-    metrics (and the sort metric), costs and checks. Raises LeaderboardError on an unknown name."""
+    metrics of a table of rows of `languages` (the content score in their own unit: dWER, or dCER for
+    Mandarin; none over several languages; every language of the board when not given), the sort
+    metric, costs and checks. Raises LeaderboardError on an unknown name."""
+    from codecarena.metrics.outputs import headline
     from codecarena.results.leaderboard import LeaderboardError
 
     columns = all_columns(board)
@@ -143,7 +154,9 @@ def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics:
                 raise LeaderboardError(f"--columns {name}: not a column (columns: {', '.join(sorted(known))}; "
                                        f"groups: {', '.join(COLUMN_GROUPS)})")
         return [c for c in columns if c.key in keys]
-    metrics = set(board.metric_names) if all_metrics else set(HEADLINE_METRICS) | {sort}
+    if languages is None:
+        languages = sorted({lang for e in board.entries for lang in e["languages"]})
+    metrics = set(board.metric_names) if all_metrics else set(headline(languages)) | {sort}
     shown = [c for c in columns if c.group not in ("quality", "content") or c.key in metrics]
     return [c for c in shown if (c.key != "run" or multi_run) and (c.key != "variant" or has_variant)]
 
@@ -190,15 +203,15 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
     from rich.table import Table
     from rich.text import Text
 
+    from codecarena.console import Spec, make_console
     from codecarena.console import console as default_console
-    from codecarena.console import make_console
     from codecarena.results.leaderboard import LOWER_IS_BETTER, LeaderboardError, metric_label, ranked
 
     if sort != SORT_BY_RATE and sort not in board.metric_names:
         raise LeaderboardError(f"--sort {sort}: no such metric in these runs (metrics: "
                                f"{', '.join(board.metric_names) or 'none'}; or {SORT_BY_RATE})")
     console = default_console if stream is None else make_console(file=stream, width=200)
-    chosen = choose_columns(board, columns, all_metrics, sort)
+    choose_columns(board, columns, all_metrics, sort)  # an unknown column is refused before anything prints
     order = (f"sorted by {metric_label(sort)}, {'lower' if sort in LOWER_IS_BETTER else 'higher'} is better"
              if sort != SORT_BY_RATE else "sorted by representation bitrate, lowest first")
     hidden_all: dict[str, str] = {}
@@ -210,13 +223,20 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
         if len(languages) > 1:
             sections = [(lang, f"language {language_label(lang)}") for lang in languages]
             sections.append((None, f"all {len(languages)} languages pooled"))
-        for language, what in sections:
-            entries = ranked(board.group_entries(group.id, language), sort)
+        sections = [(language, what, False) for language, what in sections]
+        # Configurations through a channel last, in a table of their own: their rates and costs are their
+        # clean configuration's, so only their quality and checks are shown.
+        sections.append((None, "through a channel (SPEC@CHANNEL; rates and costs: the clean configuration's)", True))
+        for language, what, channel in sections:
+            entries = ranked(board.group_entries(group.id, language, channel), sort)
             if not entries:
                 continue
             heading = Text.assemble((group.id, "bold"), f": {group.title}" + (f" - {what}" if what else ""),
                                     f"; {order}")
             console.print(heading)
+            chosen = choose_columns(board, columns, all_metrics, sort, sorted({x for e in entries for x in e["languages"]}))
+            if channel:
+                chosen = [c for c in chosen if c.group not in ("rate", "cost")]
             shown, hidden = fit_columns(chosen, entries, console.width, {"codec", sort})
             hidden_all.update({c.key: c.header.replace("\n", " ") for c in hidden})
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -225,17 +245,22 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                 table.add_column(c.header, justify="left" if c.left else "right", overflow="fold",
                                  min_width=value_width(c, entries), no_wrap=c.group not in ("quality", "content"))
             for e in entries:
-                table.add_row(*[c.cell(e) for c in shown])
+                table.add_row(*[Spec(c.cell(e)) if c.key == "codec" else c.cell(e) for c in shown])
             console.print(table)
         for reason in group.reasons:
             console.print(f"{group.id} {reason}", style="yellow")
+    for line in suspect_lines(board.metric_problems, [r.label for r in board.runs]):
+        console.print(line, style="yellow", soft_wrap=True)
     from codecarena.results.bootstrap import MIN_UNITS
 
     unit = "speakers (each with all their utterances)" if board.ci_unit == "speaker" else "utterances"
     console.print("n: utterances with every stage ok; kbps: total bits / total seconds of those rows; metrics: mean "
                   f"over ok values, its 95% bootstrap interval [lo, hi] over {unit} and under it n={unit} "
                   f"resampled (no interval below {MIN_UNITS}: too few), ^ higher is better, v lower is better, "
-                  "failures counted; RTF: medians")
+                  "failures counted; achievable: an order-0 adaptive coder's rate over the run (docs/ledger.md); "
+                  "content: dWER for a language written with spaces, dCER for one written "
+                  "without (Mandarin), per language only (error rates are never pooled across languages); RTF: "
+                  "medians")
     if hidden_all:
         console.print(f"hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
                       f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "

@@ -37,6 +37,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 def run(args: argparse.Namespace) -> int:
     from codecarena.files import write_json
     from codecarena.results import ledger
+    from codecarena.results import ledger_view as view
     from codecarena.results.record import RunLoadError
     from codecarena.results.run import Run
     from codecarena.results.stability import StabilityError, measure
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(derived, indent=1, sort_keys=True, allow_nan=False) + "\n")
     else:
-        print_ledger(derived, args.codebooks)
+        print_ledger({**derived, "codecs": view.labelled(derived["codecs"], loaded.rows)}, args.codebooks)
     for failure in failures:
         print(f"stability: {failure}", file=sys.stderr)
     return 1 if failures else 0
@@ -82,17 +83,18 @@ def _progress(fmt: str) -> Any:
 def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
     from rich.table import Table
 
-    from codecarena.console import console
+    from codecarena.console import Spec, console, fit_table
     from codecarena.results import ledger_view as view
     from codecarena.results.formatting import fmt_num
 
-    entries = derived["codecs"]
+    entries, left_out = view.clean(derived["codecs"])
     for title, columns in (("bitrate ledger", view.RATE_COLUMNS), ("tokens over the whole run", view.TOKEN_COLUMNS)):
         table = Table(title=title)
         for header, _ in columns:
             table.add_column(header, justify="left" if header in ("codec", "weights") else "right", overflow="fold")
         for entry in entries:
-            table.add_row(*(cell(entry) for _, cell in columns))
+            table.add_row(*(Spec(cell(entry)) if header == "codec" else cell(entry) for header, cell in columns))
+        fit_table(table, console.width)
         console.print(table)
     if codebooks:
         for entry in entries:
@@ -110,8 +112,9 @@ def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
                               fmt_num(measured.get("idempotence")), fmt_num(measured.get("shift_stability")))
             console.print(table)
     coder = derived["coder"]
-    console.print(f"achievable: every stream losslessly coded over the whole run by the {coder['name']} "
-                  f"(version {coder['version']}: {coder['model']}); entropy: the empirical per-codebook entropy "
+    console.print(f"order-0 achievable: every stream losslessly coded over the whole run by the {coder['name']} "
+                  f"(version {coder['version']}: {coder['model']}): each symbol from its own stream's counts so far, "
+                  "no context, so a coder that conditions on context can go lower; entropy: the empirical per-codebook entropy "
                   "(a bound for coders that take tokens one at a time); container: payload minus representation; "
                   "framing: the part of a command-line bitstream that is its file format's; stability: first "
                   "codebook / all codebooks (docs/ledger.md)", soft_wrap=True)
@@ -119,3 +122,5 @@ def print_ledger(derived: dict[str, Any], codebooks: bool = False) -> None:
         for note in view.notes(entry):
             console.print(note, style="yellow" if "stability" in note or "no ledger" in note else None,
                           soft_wrap=True)
+    if left_out:
+        console.print(view.left_out_note(left_out), soft_wrap=True)

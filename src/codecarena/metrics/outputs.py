@@ -90,6 +90,31 @@ def summarised(name: str, languages: Iterable[str]) -> bool:
     return not scale.counts_words or written_with_spaces(distinct.pop())
 
 
+#: What the headline of every surface shows (the terminal leaderboard's default columns, the report's
+#: Pareto plots, report.md's tables, a listening card): quality, then CONTENT, the content score in the
+#: language's own unit (`content_output`), then naturalness and speaker.
+CONTENT = "content"
+HEADLINE = ("pesq_wb", "stoi", CONTENT, "dnsmos_ovrl", "speaker_sim")
+#: The content scores a headline may show, whichever its languages.
+CONTENT_OUTPUTS = ("dwer", "dcer")
+
+
+def content_output(languages: Iterable[str]) -> str | None:
+    """The content score of rows of these languages: dWER for one language written with spaces, dCER
+    for one written without (Mandarin); None over several languages, whose error rates are never
+    pooled (`summarised`)."""
+    distinct = {primary_language(language) for language in languages}
+    if len(distinct) != 1:
+        return None
+    return "dwer" if written_with_spaces(distinct.pop()) else "dcer"
+
+
+def headline(languages: Iterable[str]) -> tuple[str, ...]:
+    """The headline outputs of rows of these languages, the content score being the language's own."""
+    content = content_output(languages)
+    return tuple(content if name == CONTENT else name for name in HEADLINE if name != CONTENT or content)
+
+
 def error_counts(record: dict[str, Any]) -> tuple[int, int] | None:
     """An error rate record's counts (details `errors`, `reference_tokens`), or None when it does not
     hold a usable pair (rows scored before the counts were recorded)."""

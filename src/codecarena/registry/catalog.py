@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Any
 
 from codecarena.registry import user_units
-from codecarena.registry.claims import Claim, parse_claims
+from codecarena.registry.claims import Claim, VariableRate, parse_claims, parse_variable_rate
 from codecarena.registry.strict import RegistryError, Table
 
 #: The version of the declaration format and of the adapter contract (codecarena.plugin).
@@ -156,6 +156,8 @@ class Family:
     claims: tuple[Claim, ...] = ()
     # A user codec's sandbox lets it open sockets (TCP, UDP, unix) only when its declaration says so.
     network: bool = False
+    # Its variable-rate mode (`[variable_rate]`): a claim on a configuration in it is a target.
+    variable_rate: VariableRate | None = None
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -223,7 +225,10 @@ def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = 
                     supported_weights=weights, variants=variants, torch=top.get("torch", bool, False),
                     fresh_process_decode=top.get("fresh_process_decode", bool, False), kind=kind, command=command,
                     channel=_channel(top.get("channel", dict), f"{where}: channel") if top.has("channel") else None,
-                    claims=claims, network=top.get("network", bool, False))
+                    claims=claims, network=top.get("network", bool, False),
+                    variable_rate=parse_variable_rate(top.get("variable_rate", dict), f"{where}: variable_rate",
+                                                      {o.name: o.choices for o in options})
+                    if top.has("variable_rate") else None)
     top.done()
     return family
 

@@ -7,6 +7,8 @@ codec's declaration (`[[claims]]` in its `codec.toml`); a command-line family's 
 family whose configuration is its bitrate (Opus) claim without a table (`results/ledger.py`). Parsed
 strictly: unknown keys, wrong types, a configuration or option the family does not have, and two
 claims that could cover one configuration are refused with one line naming the file and the claim.
+A family with a variable-rate mode declares it (`[variable_rate]`, `VariableRate`): a claim on a
+configuration in that mode is a target, checked with the declared tolerance.
 """
 
 from __future__ import annotations
@@ -72,6 +74,52 @@ def _claim(raw: Any, where: str, configs: tuple[str, ...] | None, options: tuple
         raise table.fail("tolerance", "must be a relative difference in (0, 1]")
     table.done()
     return Claim(tuple(covered), float(bps), source, reference, tuple(sorted(needs.items())), float(tolerance))
+
+
+@dataclass(frozen=True)
+class VariableRate:
+    """A family's variable-rate mode (`[variable_rate]` in its declaration): with its option `option`
+    at one of `values` (Opus's `vbr` on or constrained), the encoder spends bits as the content asks, and
+    a claimed rate is the average it aims at, not a rate it keeps: the ledger checks a claim on such a
+    configuration with `tolerance` and reads a larger difference as a target missed, not a failed claim."""
+    option: str
+    values: tuple[OptionValue, ...]
+    tolerance: float
+    reference: str
+
+    def covers(self, config: dict[str, Any]) -> bool:
+        return config.get(self.option) in self.values
+
+    def record(self, config: dict[str, Any]) -> dict[str, Any]:
+        """What the ledger records of it for a configuration it covers."""
+        return {"option": self.option, "value": config.get(self.option), "tolerance": self.tolerance,
+                "reference": self.reference}
+
+
+def parse_variable_rate(raw: Any, where: str, options: dict[str, tuple[OptionValue, ...]]) -> VariableRate:
+    """A `[variable_rate]` table, strictly; `options`: the family's options with their choices (empty:
+    any value of the option's kind)."""
+    table = Table(raw, where)
+    option = table.get("option", str)
+    if option not in options:
+        raise table.fail("option", f"names {option!r}, which is not an option ({', '.join(options) or 'none'})")
+    values = table.get("values", list)
+    if not values or len(set(values)) != len(values):
+        raise table.fail("values", "must be a non-empty list without repeats")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise table.fail("values", f"must be numbers or strings, got {type(value).__name__}")
+        if options[option] and value not in options[option]:
+            raise table.fail("values", f"names {value!r}, which {option} does not take "
+                                       f"({', '.join(map(str, options[option]))})")
+    tolerance = table.get("tolerance", (int, float))
+    if not 0 < tolerance <= 1:
+        raise table.fail("tolerance", "must be a relative difference in (0, 1]")
+    reference = table.get("reference", str)
+    if not reference.strip():
+        raise table.fail("reference", "must say where the variable rate is documented")
+    table.done()
+    return VariableRate(option, tuple(values), float(tolerance), reference)
 
 
 def _may_overlap(a: Claim, b: Claim) -> bool:

@@ -26,8 +26,11 @@ from codecarena.results.run import Run
 from codecarena.results.schema import Row
 
 # 2: `by_language` in every comparison, and the flag of an interval on fewer than MIN_UNITS units
-# (bootstrap.py: the one bound of every surface) in `warning`.
-COMPARE_VERSION = 2
+# (bootstrap.py: the one bound of every surface) in `warning`. 3: below that bound no interval and no
+# reading unless `settings.few_units` asked for them; provenance paths inside a run read as RUN_PATH.
+COMPARE_VERSION = 3
+#: What a path inside a run directory reads as in provenance: where a run was written is not what made it.
+RUN_PATH = "<in the run directory>"
 IDENTICAL = "identical decoded audio: metrics cannot differ"
 
 
@@ -171,7 +174,21 @@ def _package_differences(a: dict[str, str | None], b: dict[str, str | None]) -> 
             for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
 
 
+def _in_run(value: Any, roots: tuple[str, ...]) -> Any:
+    """`value` with every string that is a path inside the run (`roots`: its directory as given and
+    resolved) read as RUN_PATH: a worker's writable folders, its private folders (`model.confined`)
+    name where the run was written, and two runs of byte-identical codecs differ there and nowhere else."""
+    if isinstance(value, str):
+        return RUN_PATH if any(value == root or value.startswith(root + "/") for root in roots) else value
+    if isinstance(value, list):
+        return [_in_run(v, roots) for v in value]
+    if isinstance(value, dict):
+        return {k: _in_run(v, roots) for k, v in value.items()}
+    return value
+
+
 def _codec_provenance(run: Run, codec: str) -> dict[str, Any]:
+    roots = tuple(dict.fromkeys((str(run.path).rstrip("/"), str(Path(run.path).resolve()))))
     rows = list(run.by_codec[codec].values())
     registry = _distinct(r.registry for r in rows)
     record = run.record.runtimes.get(registry) if isinstance(registry, str) else None
@@ -187,7 +204,7 @@ def _codec_provenance(run: Run, codec: str) -> dict[str, Any]:
         # Rows before version 7 ran on the CPU: codecarena had no other device then.
         "device": _distinct((r.device or {}).get("device", "cpu") for r in rows),
         "worker_runtime": _distinct(r.runtime for r in rows),
-        "model": _distinct(r.model for r in rows),
+        "model": _distinct(_in_run(r.model, roots) for r in rows),
         "runtime_environment": record.get("environment") if record else None,
         "runtime_interpreter": record.get("interpreter") if record else None,
         "runtime_packages_sha256": record.get("packages_sha256") if record else None,
@@ -262,7 +279,7 @@ def _metric_record(row: Row, name: str) -> tuple[float | None, str | None]:
 
 
 def _metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str, str] | None, identical: bool,
-                  resamples: int, seed: int) -> dict[str, Any]:
+                  resamples: int, seed: int, few_units: bool = False) -> dict[str, Any]:
     used: list[tuple[str, float, float]] = []
     dropped: dict[str, int] = {}
     for utt, ra, rb in pairs:
@@ -297,6 +314,13 @@ def _metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str,
     if out["units"] < 2:
         out["verdict"] = f"one resampling unit: no interval (mean difference {out['mean_diff']:+.4g})"
         return out
+    unit = "speaker" if units is not None else "utterance"
+    if out["units"] < MIN_UNITS and not few_units:
+        # Every other surface withholds an interval here; a reading resting on one would claim more.
+        out["verdict"] = (f"fewer than {MIN_UNITS} units: no interval, no reading (mean difference "
+                          f"{out['mean_diff']:+.4g}; --few-units shows them, as descriptive)")
+        out["warning"] = few_units_warning(out["units"], unit) + ", so none is given, nor a reading"
+        return out
     low, high = bootstrap_ci(diffs, labels, resamples=resamples, seed=seed, level=LEVEL)
     out.update(ci_low=low, ci_high=high, ci_width=high - low, includes_zero=bool(low <= 0.0 <= high))
     if out["includes_zero"]:
@@ -309,8 +333,7 @@ def _metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str,
             out["verdict"] = (f"B {'better' if better else 'worse'} than A ({scale.better} is better): interval "
                               "excludes 0")
     if out["units"] < MIN_UNITS:
-        out["warning"] = few_units_warning(out["units"], "speaker" if units is not None else "utterance") + (
-            ": read it as descriptive")
+        out["warning"] = few_units_warning(out["units"], unit) + ": read it as descriptive"
     return out
 
 
@@ -362,7 +385,7 @@ def _two_codecs_as_they_are(codec_a: str, codec_b: str, key: str, a: Any, b: Any
 
 def compare_runs(run_a: Path | Run, run_b: Path | Run, metrics: list[str] | None = None, by: str = "utterance",
                  resamples: int = 10000, seed: int = 0, pair: str | Sequence[str] | None = None,
-                 allow_different_sets: bool = False) -> dict[str, Any]:
+                 allow_different_sets: bool = False, few_units: bool = False) -> dict[str, Any]:
     """Paired comparison of run B against run A (differences are B - A); JSON-serialisable.
 
     `pair` maps codec configurations explicitly ("A_SPEC=B_SPEC", several separated by ';' or as
@@ -370,7 +393,8 @@ def compare_runs(run_a: Path | Run, run_b: Path | Run, metrics: list[str] | None
     differ are allowed (flagged under `overrides`). Without it, codecs with the same canonical spec
     in both runs are paired and such pairs are refused. Runs of different evaluation sets are
     refused unless `allow_different_sets`, which pairs only utterances present in both plans with
-    the same id and the same audio sha256 (also flagged under `overrides`).
+    the same id and the same audio sha256 (also flagged under `overrides`). Below bootstrap.MIN_UNITS
+    resampling units a metric gets no interval and no reading unless `few_units`.
     """
     if by not in ("utterance", "speaker"):
         raise CompareError(f"--by must be utterance or speaker, got {by!r}")
@@ -484,7 +508,7 @@ def compare_runs(run_a: Path | Run, run_b: Path | Run, metrics: list[str] | None
                 raise CompareError(f"{codec_a} vs {codec_b}: {why}")
             notes.append(f"{codec_a} vs {codec_b}: {why}")
             names = [n for n in names if n not in unpooled]
-        stats = [_metric_stats(n, pairs, speakers, identical, resamples, seed) for n in names]
+        stats = [_metric_stats(n, pairs, speakers, identical, resamples, seed, few_units) for n in names]
         devices = None
         if prov_a["device"] != prov_b["device"]:
             devices = {"a": prov_a["device"], "b": prov_b["device"], "pairs": len(pairs),
@@ -501,7 +525,8 @@ def compare_runs(run_a: Path | Run, run_b: Path | Run, metrics: list[str] | None
             part = [p for p in pairs if p[1].language == language]
             same = bool(part) and _decoded_same(part) == len(part)
             by_language.append({"language": language, "pairs": len(part),
-                                "metrics": [_metric_stats(n, part, speakers, same, resamples, seed) for n in names]})
+                                "metrics": [_metric_stats(n, part, speakers, same, resamples, seed, few_units)
+                                            for n in names]})
         comparisons.append({
             "codec_a": codec_a,
             "codec_b": codec_b,
@@ -530,7 +555,7 @@ def compare_runs(run_a: Path | Run, run_b: Path | Run, metrics: list[str] | None
         "settings": {"by": by, "resamples": resamples, "seed": seed, "level": LEVEL,
                      "metrics": list(metrics) if metrics is not None else None,
                      "pair": [f"{x}={y}" for x, y in mappings] if explicit else None,
-                     "allow_different_sets": allow_different_sets,
+                     "allow_different_sets": allow_different_sets, "few_units": few_units,
                      "method": "mean paired difference B - A; percentile bootstrap (numpy default_rng(seed)), "
                                f"resampling {unit}"},
         "set": {"same": same_set, "paired_utterances": len(common),

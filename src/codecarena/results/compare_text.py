@@ -36,8 +36,11 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
     con.print(f"compare A = {result['run_a']}")
     con.print(f"        B = {result['run_b']}")
     unit = "speakers (all their utterances together)" if s["by"] == "speaker" else "utterances"
+    few = ("shown, flagged (--few-units)" if s.get("few_units")
+           else "none, nor a reading (--few-units shows them, as descriptive)")
     con.print(f"difference = B - A; {int(s['level'] * 100)}% percentile bootstrap interval of the mean difference, "
-              f"{s['resamples']} resamples of {unit}, seed {s['seed']}")
+              f"{s['resamples']} resamples of {unit}, seed {s['seed']}; on fewer than {MIN_UNITS}: {few}",
+              soft_wrap=True)
     st = result["set"]
     def described(side: dict[str, Any]) -> str:
         return f"{side['set']} ({side['utterances']} utterances, manifest {str(side['manifest_sha256'])[:12]})"
@@ -118,6 +121,8 @@ def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:
     from rich import box
     from rich.table import Table
 
+    from codecarena.console import Spec
+
     diffs = prov["differences"]
     table = Table(box=box.SIMPLE_HEAD, title=f"{title}: {len(diffs)} difference{'s' if len(diffs) != 1 else ''}",
                   title_justify="left")
@@ -127,7 +132,11 @@ def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:
     table.add_column("differs", justify="center")
     differing = {d["field"] for d in diffs}
     for key, value in prov["a"].items():
-        table.add_row(key, _short(value), _short(prov["b"].get(key)), "yes" if key in differing else "")
+        a, b = _short(value), _short(prov["b"].get(key))
+        if key == "codec":  # a configuration wraps only between its parts (console.Spec)
+            table.add_row(key, Spec(a), Spec(b), "yes" if key in differing else "")
+            continue
+        table.add_row(key, a, b, "yes" if key in differing else "")
     for d in diffs:
         if d["field"] not in prov["a"]:
             table.add_row(d["field"], _short(d["a"]), _short(d["b"]), "yes")

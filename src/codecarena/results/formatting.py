@@ -1,10 +1,11 @@
 """Numbers as people read them: the terminal tables, the report, the leaderboard and compare all
-format through these, so one value reads the same everywhere. Exports and JSON keep full precision
-and never pass through here."""
+format through these, so one value reads the same everywhere; and where a codec configuration may be
+wrapped. Exports and JSON keep full precision and never pass through here."""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from codecarena.results.bootstrap import MIN_UNITS, few_units_warning, unit_count
@@ -103,6 +104,25 @@ def interval_title(stats: dict[str, Any]) -> str:
     return _interval_parts(stats)[2]
 
 
+def withheld_basis(stats: dict[str, Any] | None) -> str:
+    """What a mean without an interval rests on, short (`n=3`), for a table that says once why there is
+    none (`interval_text` says it whole); "" for a mean with an interval, or no mean."""
+    if not stats or stats.get("mean") is None or shown_interval(stats):
+        return ""
+    return f"n={_ci_basis(stats)[0]}"
+
+
+# A codec configuration (`opus:24k,fec=10@burst=10%,len=3`) may be broken only before an `@` (its channel)
+# or after a `,` (between options): anywhere else it would split a `key=value`.
+_SPEC_BREAKS = re.compile(r"(?<=,)|(?=@)")
+
+
+def spec_parts(spec: str) -> list[str]:
+    """The pieces a codec configuration may be wrapped between, in order: `opus:24k,` `fec=10`
+    `@burst=10%,` `len=3`."""
+    return [part for part in _SPEC_BREAKS.split(spec) if part]
+
+
 EXTERNAL_MARK = "† external runtime"
 
 
@@ -125,6 +145,23 @@ def _counts(stats: dict[str, Any]) -> str:
     if stats["n_not_applicable"]:
         extra.append(f"{stats['n_not_applicable']} n/a")
     return f"({', '.join(extra)})" if extra else ""
+
+
+def suspect_lines(problems: list[dict[str, Any]], run_labels: list[str] | None = None) -> list[str]:
+    """One line per configuration and metric output with suspect values, from a leaderboard's metric
+    problems (`run_labels`: name the run when there are several), so that they show whichever columns a
+    table has: `opus:6k: 1 dCER value suspect, kept out of the mean (zh_3): why`."""
+    from codecarena.metrics import outputs  # not at the top: the command line's parser imports this module
+
+    lines = []
+    for p in problems:
+        if p["status"] != "suspect":
+            continue
+        run = f"{run_labels[p['run_index']]} " if run_labels and len(run_labels) > 1 else ""
+        label = outputs.LABELS.get(p["output"], p["output"])
+        lines.append(f"{run}{p['codec']}: {count(p['n'], f'{label} value')} suspect, kept out of the mean "
+                     f"({', '.join(p['utterances'])}): {p['error']}")
+    return lines
 
 
 def metric_cell(stats: dict[str, Any] | None) -> str:

@@ -45,6 +45,12 @@ class LeaderboardError(ValueError):
     """Run directories that cannot be ranked, or an export that cannot be read back."""
 
 
+def through_channel(codec: str) -> bool:
+    """Whether a configuration is a clean one's payloads through a channel (`SPEC@CHANNEL`): its rates
+    and costs are its clean configuration's, its quality is the channel's (docs/channel.md)."""
+    return "@" in codec
+
+
 def metric_label(name: str) -> str:
     return METRIC_LABELS.get(name, name)
 
@@ -376,8 +382,12 @@ class Leaderboard:
         """The entries over every language: one per (run, codec)."""
         return [e for e in self.entries if e["language"] is None]
 
-    def group_entries(self, group_id: str, language: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.entries if e["group"] == group_id and e["language"] == language]
+    def group_entries(self, group_id: str, language: str | None = None,
+                      channel: bool | None = None) -> list[dict[str, Any]]:
+        """A group's entries over one language (None: pooled); `channel` False keeps the clean
+        configurations, True those through a channel (`SPEC@CHANNEL`), None both."""
+        return [e for e in self.entries if e["group"] == group_id and e["language"] == language
+                and (channel is None or through_channel(e["codec"]) == channel)]
 
     def group_languages(self, group_id: str) -> list[str]:
         """The languages with entries of their own in a group (sorted; "" is undeclared); none without

@@ -6,7 +6,7 @@ measurements under `stability/`) and from the claims in the registry, so `codeca
 the ledger again and reports every value of `summary.json`'s `ledger` that no longer matches. The
 statistics, with their formulas and references, are in docs/ledger.md:
 
-- rates: claimed, representation, payload (the container's overhead), a command-line bitstream's
+- rates: claimed (`results/claimed.py`), representation, payload (the container's overhead), a command-line bitstream's
   framing bits, the achievable rate (the streams losslessly coded by `results/coder.py` over the whole
   run) and the empirical entropy bound;
 - per codebook over the whole run (never per clip): tokens, frame rate, utilisation, entropy,
@@ -33,16 +33,18 @@ import numpy as np
 from codecarena.codecs.framing import FramingError, parse
 from codecarena.files import json_differences, sha256_file
 from codecarena.payload import CodeStream, PacketStream, Payload, PayloadError, pack_codes, read_payload
-from codecarena.registry import user_units
 from codecarena.registry.catalog import FAMILIES
-from codecarena.registry.claims import Claim, covering
-from codecarena.registry.entries import RegistryError, entry_for_family, load_entry
+from codecarena.results.claimed import claim_check, claim_for, variable_rate
 from codecarena.results.coder import CODER, Encoder
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.specs import SpecError, parse_spec
 
-LEDGER_VERSION = 1
+# 2: a claim on a configuration in its family's variable-rate mode (registry/claims.py, VariableRate) is a
+# target, checked with the declared tolerance (`claim_check.variable`; results/claimed.py). `build` derives
+# a ledger of either version, so the audit checks one in the version it was written in.
+LEDGER_VERSION = 2
+LEDGER_VERSIONS = (1, 2)
 #: Codes of at most this many bits are tokens of a codebook; wider ones are coded as bytes.
 TOKEN_MAX_BITS = 16
 STABILITY_FORMAT = "codecarena-stability"
@@ -53,47 +55,6 @@ STABILITY_PARTS = ("reencode", "shift")
 
 class LedgerError(ValueError):
     """A stability record that does not parse (one line naming the file)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Claims
-
-
-def claim_for(row: Row) -> Claim | None:
-    """The claimed rate of a row's configuration: its registry entry's `[[claims]]`, a user codec's
-    declared ones, a command-line configuration's `nominal_bps`, or the bitrate a configuration names."""
-    family = FAMILIES.get(row.family)
-    if not row.registry.startswith(user_units.REGISTRY_PREFIX):
-        try:
-            entry = load_entry(row.registry) if row.registry else entry_for_family(row.family)
-        except RegistryError:
-            entry = None
-        found = covering(entry.claims, row.config) if entry is not None else None
-        if found is not None:
-            return found
-    if family is None:
-        return None
-    found = covering(family.claims, row.config)
-    if found is not None:
-        return found
-    config = str(row.config.get("config"))
-    if family.command is not None and config in dict(family.command.configs):
-        nominal = family.command.config(config).nominal_bps
-        if nominal:
-            return Claim((config,), float(nominal), "declaration",
-                         f"the {row.family} declaration's nominal_bps for configuration {config}")
-    if family.config_is_bitrate:
-        bps = float(config[:-1]) * 1000 if config.endswith("k") else float(config)
-        return Claim((config,), bps, "name", f"the configuration {config} names its target bitrate")
-    return None
-
-
-def _claim_check(claim: Claim | None, measured: float | None) -> dict[str, Any] | None:
-    if claim is None or measured is None:
-        return None
-    difference = (measured - claim.bps) / claim.bps
-    flag = "ok" if abs(difference) <= claim.tolerance else ("over" if difference > 0 else "under")
-    return {"measured_bps": measured, "difference": difference, "flag": flag}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,8 +146,9 @@ def _rates(ok: list[Row], seconds: float) -> dict[str, Any]:
             "container_bps": (payload_bits - bits) / seconds if seconds else None}
 
 
-def codec_entry(rows: list[Row], run: RunDir) -> dict[str, Any]:
-    """The ledger of one codec configuration, from its rows (in plan order) and their payload files."""
+def codec_entry(rows: list[Row], run: RunDir, version: int = LEDGER_VERSION) -> dict[str, Any]:
+    """The ledger of one codec configuration, from its rows (in plan order) and their payload files, in
+    the reading of ledger `version`."""
     first = rows[0]
     ok = [r for r in rows if r.status == "ok"]
     seconds = sum(r.num_samples / r.sample_rate for r in ok)
@@ -205,7 +167,7 @@ def codec_entry(rows: list[Row], run: RunDir) -> dict[str, Any]:
     codec_bps = entry["representation_bps"]
     if codec_bps is not None and entry["framing_bps"] is not None:
         codec_bps -= entry["framing_bps"]
-    entry["claim_check"] = _claim_check(claim, codec_bps)
+    entry["claim_check"] = claim_check(claim, codec_bps, variable_rate(first), first.config, version)
     return entry
 
 
@@ -476,13 +438,14 @@ def _stability(ok: list[Row], run: RunDir, layout: tuple[Layout, ...],
 # The run's ledger
 
 
-def build(rows: list[Row], run: RunDir) -> dict[str, Any]:
-    """The ledger of a run: one entry per codec configuration, in the order of `rows` (plan order)."""
+def build(rows: list[Row], run: RunDir, version: int = LEDGER_VERSION) -> dict[str, Any]:
+    """The ledger of a run: one entry per codec configuration, in the order of `rows` (plan order); an
+    earlier `version` (LEDGER_VERSIONS) derives a ledger as that version wrote it."""
     by_codec: dict[str, list[Row]] = {}
     for row in rows:
         by_codec.setdefault(row.codec, []).append(row)
-    return {"version": LEDGER_VERSION, "coder": CODER, "token_max_bits": TOKEN_MAX_BITS,
-            "codecs": [codec_entry(group, run) for group in by_codec.values()]}
+    return {"version": version, "coder": CODER, "token_max_bits": TOKEN_MAX_BITS,
+            "codecs": [codec_entry(group, run, version) for group in by_codec.values()]}
 
 
 def ledger_problems(summary: dict[str, Any], rows: list[Row], run: RunDir) -> list[str]:
@@ -490,5 +453,6 @@ def ledger_problems(summary: dict[str, Any], rows: list[Row], run: RunDir) -> li
     before the ledger: `codecarena ledger RUN --update` writes it)."""
     if "ledger" not in summary:
         return []
-    derived = json.loads(json.dumps(build(rows, run)))
+    stored = summary["ledger"].get("version") if isinstance(summary["ledger"], dict) else None
+    derived = json.loads(json.dumps(build(rows, run, stored if stored in LEDGER_VERSIONS else LEDGER_VERSION)))
     return json_differences("summary.ledger", summary["ledger"], derived, "summary.json", "the payload files")

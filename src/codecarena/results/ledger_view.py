@@ -3,12 +3,16 @@ show for a ledger entry (`results/ledger.py`). Numbers go through `results/forma
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from codecarena.results.formatting import fmt_kbps, fmt_num, weights_label
 
-#: How a claim check reads: measured within the claim's tolerance, above it or below it.
-FLAGS = {"ok": "ok", "over": "OVER", "under": "UNDER"}
+#: How a claim check reads: measured within the claim's tolerance, above it or below it; on a configuration
+#: in its family's variable-rate mode the claim is a target, and missing it is said, not alarmed.
+FLAGS = {"ok": "ok", "over": "OVER", "under": "UNDER", "over_target": "above target", "under_target": "below target"}
+#: The flags that mark a claim as not met (shown as an alarm).
+ALARMS = ("over", "under")
 
 
 def entries(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -28,11 +32,16 @@ def claimed(entry: dict[str, Any]) -> str:
 
 
 def check(entry: dict[str, Any]) -> str:
-    """The codec's measured rate against the claim: `+0.5% ok`, `-25.0% UNDER`."""
+    """The codec's measured rate against the claim: `+0.5% ok`, `-25.0% UNDER`; a variable-rate
+    configuration's against its target: `-9.6% ok (VBR target)`, `-31.0% below target (VBR)`."""
     result = entry.get("claim_check")
     if not result:
         return "-"
-    return f"{100 * result['difference']:+.1f}% {FLAGS[result['flag']]}"
+    text = f"{100 * result['difference']:+.1f}% {FLAGS[result['flag']]}"
+    variable = result.get("variable")
+    if variable:
+        text += f" ({variable['option']}={variable['value']}: a target)"
+    return text
 
 
 def configuration(entry: dict[str, Any]) -> str:
@@ -78,8 +87,40 @@ def stability(entry: dict[str, Any], key: str) -> str:
     return f"{fmt_num(result[f'{key}_first'])}/{fmt_num(result[key])}"
 
 
+def clean(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The entries a ledger table shows, and the channel configurations (`SPEC@CHANNEL`) it leaves out:
+    those whose clean configuration has an entry of its own, whose payloads, and so whose rates and
+    tokens, they are (the channel impairs a copy the decoder gets, docs/channel.md)."""
+    codecs = {e["codec"] for e in entries}
+    out = [e["codec"] for e in entries if "@" in e["codec"] and e["codec"].partition("@")[0] in codecs]
+    return [e for e in entries if e["codec"] not in out], out
+
+
+def left_out_note(codecs: list[str]) -> str:
+    """The line under a ledger that left channel configurations out; "" when it left none."""
+    if not codecs:
+        return ""
+    return (f"{len(codecs)} configuration{'s' if len(codecs) != 1 else ''} through a channel left out "
+            f"({', '.join(codecs)}): each encodes exactly as its clean configuration, whose ledger it shares")
+
+
+def labelled(entries: list[dict[str, Any]], rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """The entries with what labels their weights as every other table does: a user codec's source
+    (`user_codec`) and an external runtime (`runtime`), from the run's rows (the ledger does not record
+    them: they label the configuration, they are not measurements)."""
+    user: dict[str, str] = {}
+    external: set[str] = set()
+    for row in rows:
+        user[row.codec] = max(user.get(row.codec, ""), row.user_codec)
+        if row.external_runtime:
+            external.add(row.codec)
+    return [{**e, "user_codec": user.get(e["codec"], ""), "runtime": "external" if e["codec"] in external else ""}
+            for e in entries]
+
+
 def weights(entry: dict[str, Any]) -> str:
-    return weights_label(entry["weights"])
+    """The weights label of every table (`formatting.weights_label`): "user codec <sha12>" for a user codec."""
+    return weights_label(entry["weights"], entry.get("user_codec") or "", entry.get("runtime") or "")
 
 
 #: The rate table: (header, cell).
@@ -92,7 +133,7 @@ RATE_COLUMNS = (
     ("payload kbps", lambda e: fmt_kbps(e["payload_bps"])),
     ("container kbps", lambda e: fmt_kbps(e["container_bps"])),
     ("framing kbps", lambda e: fmt_kbps(e["framing_bps"])),
-    ("achievable kbps", lambda e: fmt_kbps(e["achievable_bps"])),
+    ("order-0 achievable kbps", lambda e: fmt_kbps(e["achievable_bps"])),
     ("entropy kbps", lambda e: fmt_kbps(e["entropy_bps"])),
 )
 
@@ -134,9 +175,13 @@ def notes(entry: dict[str, Any]) -> list[str]:
     claim = entry.get("claim")
     if claim:
         options = ", ".join(f"{k}={v}" for k, v in claim["options"].items())
+        variable = (entry.get("claim_check") or {}).get("variable")
+        # A variable rate follows the content: the claim is the average aimed at, checked with its own tolerance.
+        how = (f"{variable['option']}={variable['value']}: a target, tolerance {100 * variable['tolerance']:g}%"
+               if variable else f"tolerance {100 * claim['tolerance']:g}%")
         out.append(f"{entry['codec']}: claimed {fmt_kbps(claim['bps'])} kbps ({claim['source']}"
-                   f"{'; with ' + options if options else ''}; tolerance {100 * claim['tolerance']:g}%): "
-                   f"{claim['reference']}")
+                   f"{'; with ' + options if options else ''}; {how}): {claim['reference']}"
+                   + (f". A variable rate: {variable['reference']}" if variable else ""))
     if entry.get("error"):
         out.append(f"{entry['codec']}: no ledger measurement: {entry['error']}")
     for skip in (entry.get("stability") or {}).get("skipped", []):

@@ -26,10 +26,11 @@ from codecarena.results.schema import Row
 
 # 2: every metric's `ci95`, and the `ci` settings. 3: no interval below MIN_UNITS values, and each
 # metric's `ci_unit` and `ci_units`; error rates summarised only per language (and a word error rate
-# only for a language written with spaces), with their corpus rates. Version 1 (no intervals) and 2
-# summaries still audit: `summarize` re-derives each in the version it was written in.
-SUMMARY_VERSION = 3
-SUMMARY_VERSIONS = (1, 2, 3)
+# only for a language written with spaces), with their corpus rates. 4: a run with channels reads its
+# robustness at the realised rates, with each point's counts (results/robustness.py). Version 1 (no
+# intervals), 2 and 3 summaries still audit: `summarize` re-derives each in the version it was written in.
+SUMMARY_VERSION = 4
+SUMMARY_VERSIONS = (1, 2, 3, 4)
 CI_RESAMPLES = 2000
 CI_SEED = 0
 _CI_V2 = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit": "utterance",
@@ -182,5 +183,5 @@ def summarize(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]
         **({"ci": CI_SETTINGS if version >= 3 else _CI_V2} if version >= 2 else {}),
         "codecs": [summarize_codec(group, version) for group in by_codec.values()],
         # Only a run whose payloads crossed channels has curves (docs/channel.md).
-        **({"channels": robustness.summary(rows)} if any(r.channel for r in rows) else {}),
+        **({"channels": robustness.summary(rows, version)} if any(r.channel for r in rows) else {}),
     }

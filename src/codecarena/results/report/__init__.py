@@ -85,6 +85,12 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
             lb_parts.append(f'<section class="pooled"><h4>All {len(board.group_languages(group.id))} languages '
                             'pooled</h4>')
         lb_parts.append(leaderboard_html(board, group, titles))
+        through = board.group_entries(group.id, channel=True)
+        if through:
+            lb_parts.append(f'<p class="note">Not in this table, its plots or the ledger: '
+                            f'{count(len(through), "configuration")} through a channel (<code>SPEC@CHANNEL</code>), '
+                            "whose rates and costs are their clean configuration's; their quality is in "
+                            '<a href="#channel">Quality against channel impairment</a>.</p>')
         unit = "speakers" if board.ci_unit == "speaker" else "utterances"
         lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '
                         'over successful values (hover a header for its definition), under it its 95% bootstrap '
@@ -99,7 +105,9 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
             lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}{cost_html(ctx, group)}")
         lb_parts.append("</section>")
     sections.append('<h2 id="leaderboard">Leaderboard</h2>' + "".join(lb_parts))
-    channel = channel_html(ctx)
+    channel = channel_html(ctx, [f'<h4>{esc(group.id)}: {esc(group.title)}</h4>'
+                                 f'{leaderboard_html(board, group, titles, channel=True)}'
+                                 for group in board.groups if board.group_entries(group.id, channel=True)])
     sections.append(channel)
     sections.append(ledger_html(board))
     sections.append(comparison_html(ctx))
@@ -120,7 +128,10 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
         (['<a href="#channel">Channel</a>'] if channel else [])
     if len(board.runs) > 1:
         toc.append('<a href="#comparison">Comparison</a>')
-    toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>',
+    # Suspect values are not failures (they are kept out of the means, not lost), so they are counted apart.
+    suspect = sum(p["n"] for p in board.metric_problems if p["status"] == "suspect")
+    toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>'
+            + (f'<a href="#suspect" class="warn">Suspect values ({suspect})</a>' if suspect else ""),
             '<a href="#provenance">Provenance</a>']
     n_rows = sum(len(r.run.rows) for r in board.runs)
     page = (

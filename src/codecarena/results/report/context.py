@@ -25,6 +25,8 @@ class ReportContext:
     out_dir: Path  # the report's folder: links to files not embedded are relative to it
     skipped_plots: list[tuple[str, str, str]] = field(default_factory=list)  # (group, metric, why)
     comparison_notes: list[str] = field(default_factory=list)
+    # (run A's label, run B's label, the comparison as text) for report.md, as the HTML shows it.
+    comparisons: list[tuple[str, str, str]] = field(default_factory=list)
     # Utterances the listening section shows per group (None: all); the rest are linked, not embedded,
     # so a corpus-sized run makes a report of bounded size.
     listen: Listen = AUTO

@@ -13,12 +13,12 @@ from urllib.parse import quote
 import numpy as np
 
 from codecarena.choices import LISTEN_ALL_UP_TO, LISTEN_SAMPLE
+from codecarena.metrics import outputs
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_kbps, fmt_num, language_label
 from codecarena.results.report.audio import embed_audio, read_audio, spectrogram_db, spectrogram_png
 from codecarena.results.report.context import AUTO, ReportContext
 from codecarena.results.report.markup import data_uri, esc
-from codecarena.results.report.plots import PARETO_METRICS
 from codecarena.results.schema import Row
 from codecarena.results.verdict import verdict
 from codecarena.rundir import UnsafePathError
@@ -44,7 +44,7 @@ def _audio_file(run: lb.RunInfo, path: str) -> Path | None:
 
 def _row_metric_line(row: Row) -> str:
     parts = []
-    for name in PARETO_METRICS:
+    for name in outputs.headline([row.language]):
         rec = row.metrics.get(name)
         if rec is None:
             continue

@@ -15,17 +15,20 @@ from codecarena.results.formatting import (
     fmt_rtf,
     language_label,
     metric_ci_text,
+    suspect_lines,
     weights_label,
 )
 from codecarena.results.report.context import ReportContext, audio_note
+from codecarena.results.report.channel import channel_markdown
 from codecarena.results.report.ledger import ledger_markdown
-from codecarena.results.report.plots import PARETO_METRICS
+from codecarena.results.report.plots import pareto_metrics
 from codecarena.results.verdict import verdict
 
 
 def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
-    """One leaderboard as Markdown lines (the headline metrics these entries have), and a blank line."""
-    names = [n for n in PARETO_METRICS if any(n in e["metrics"] for e in entries)]
+    """One leaderboard as Markdown lines (the headline metrics of these entries' languages that they
+    have), and a blank line."""
+    names = [n for n in pareto_metrics(entries) if any(n in e["metrics"] for e in entries)]
     head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
     head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
     head += [f"RTF {kind} enc/dec" for kind in RTF_KINDS] + ["peak RSS MiB", "dec model MiB", "replay", "checks"]
@@ -63,13 +66,17 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         # Per language first, then the pooled table (the only one when the group has one language).
         languages = board.group_languages(group.id)
         for language in languages if len(languages) > 1 else ():
-            entries = board.group_entries(group.id, language)
+            entries = board.group_entries(group.id, language, channel=False)
             utterances = max(e["rows"] for e in entries)
             lines += [f"### Language {language_label(language)}: {count(utterances, 'utterance')}", ""]
             lines += _table(entries, len(group.runs) > 1)
         if len(languages) > 1:
             lines += [f"### All {len(languages)} languages pooled", ""]
-        lines += _table(board.group_entries(group.id), len(group.runs) > 1)
+        lines += _table(board.group_entries(group.id, channel=False), len(group.runs) > 1)
+        through = board.group_entries(group.id, channel=True)
+        if through:
+            lines += [f"In \"Quality against channel impairment\" below: {count(len(through), 'configuration')} "
+                      "through a channel (`SPEC@CHANNEL`), whose rates and costs are their clean configuration's.", ""]
     lines.append(f"Metrics: mean over successful values, its 95% bootstrap interval [lo, hi] and n, the utterances "
                  f"it resampled; with fewer than {MIN_UNITS} no interval is given (too few: a percentile bootstrap "
                  "interval on so few is too narrow). Failed and not-applicable values are counted, never "
@@ -77,6 +84,15 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
                  "are in the HTML report and in `codecarena leaderboard --format csv`.")
     lines.append("")
     lines += ledger_markdown(board)
+    lines += channel_markdown(ctx)
+    for group in board.groups:
+        through = board.group_entries(group.id, channel=True)
+        if through:
+            lines += [f"Configurations through a channel, {group.id}:", ""] + _table(through, len(group.runs) > 1)
+    if ctx.comparisons or ctx.comparison_notes:
+        lines += ["## Comparison of consecutive comparable runs", ""]
+        for label_a, label_b, text in ctx.comparisons:
+            lines += [f"### {label_a} -> {label_b}", "", "```text", text.rstrip("\n"), "```", ""]
     if ctx.skipped_plots:
         lines.append("Plots skipped: " + "; ".join(f"{g} {lb.metric_label(m)} ({why})" for g, m, why in ctx.skipped_plots))
         lines.append("")
@@ -88,6 +104,9 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
     lines.append(f"Failures: {fails} failed rows, {checks} failed checks, {replay} replays not identical, "
                  f"{mfail} failed, {msus} suspect and {mna} not-applicable metric values (each with its reason in the "
                  f"HTML report).")
+    suspects = suspect_lines(board.metric_problems, [run.label for run in board.runs])
+    if suspects:
+        lines += ["", f"Suspect values ({msus}, kept out of the means):"] + [f"- {line}" for line in suspects]
     for note in ctx.comparison_notes:
         lines.append(f"Comparison: {note}.")
     lines.append("")

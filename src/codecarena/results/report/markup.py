@@ -6,7 +6,7 @@ import base64
 import html
 from typing import Any
 
-from codecarena.results.formatting import weights_label
+from codecarena.results.formatting import spec_parts, weights_label
 
 
 def esc(value: Any) -> str:
@@ -22,6 +22,12 @@ def num_td(value: float | None, text: str, extra: str = "", cls: str = "") -> st
     v = "" if value is None else repr(float(value))
     c = f' class="{cls}"' if cls else ""
     return f'<td data-v="{v}"{c}>{esc(text)}{extra}</td>'
+
+
+def spec_html(codec: str) -> str:
+    """A codec configuration that a narrow cell may wrap only before its `@` or after a `,` (`<wbr>`
+    there; report.css keeps `.spec` from breaking anywhere else), never inside a `key=value`."""
+    return '<span class="spec">' + "<wbr>".join(esc(part) for part in spec_parts(codec)) + "</span>"
 
 
 def weights_pill(weights: str, user_codec: str = "", runtime: str = "") -> str:

@@ -8,11 +8,16 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from codecarena.metrics import outputs
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import shown_interval
 
-# Metrics that get a Pareto plot, in this order.
-PARETO_METRICS = ("pesq_wb", "stoi", "dwer", "dnsmos_ovrl", "speaker_sim")
+
+def pareto_metrics(entries: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The metrics that get a Pareto plot, in order: the headline of the entries' languages (the content
+    score in the language's own unit: dWER, or dCER for Mandarin)."""
+    return outputs.headline(sorted({language for e in entries for language in e["languages"]}))
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
           "#7f7f7f", "#bcbd22")
@@ -107,27 +112,36 @@ def _point_label(entry: dict[str, Any], with_run: bool) -> str:
 
 
 def _place_labels(ax: Any, points: list[tuple[float, float]], texts: list[str], fontsize: float) -> None:
-    """Annotate each point, moving a label up or down until its box overlaps no label placed before
-    (boxes estimated from the text length in display pixels, after the axes' limits are final)."""
+    """Annotate each point, right of it, or left of it where the label would leave the axes, moving a
+    label up or down until its box overlaps no label placed before and stays inside the axes (boxes
+    estimated from the text length in display pixels, after the axes' limits are final)."""
     fig = ax.figure
     to_px = ax.transData.transform
+    frame = ax.bbox
     height = fontsize * fig.dpi / 72 * 1.25
     placed: list[tuple[float, float, float, float]] = []
     order = sorted(range(len(points)), key=lambda i: (points[i][1], points[i][0]))
-    offsets: dict[int, float] = {}
+    offsets: dict[int, tuple[float, float]] = {}
     for i in order:
         px, py = to_px(points[i])
         width = len(texts[i]) * fontsize * fig.dpi / 72 * 0.55
+        left = px + 5 + width > frame.x1  # a label that would run past the right edge goes left of its point
+        x0 = px - 5 - width if left else px + 5
+        chosen = None
         for step in range(40):
             shift = (step + 1) // 2 * height * (1 if step % 2 else -1)
-            box = (px + 5, py + 3 + shift, px + 5 + width, py + 3 + shift + height)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+            box = (x0, py + 3 + shift, x0 + width, py + 3 + shift + height)
+            inside = frame.y0 <= box[1] and box[3] <= frame.y1
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                chosen = (box, shift)
                 break
+        box, shift = chosen or ((x0, py + 3, x0 + width, py + 3 + height), 0.0)
         placed.append(box)
-        offsets[i] = shift * 72 / fig.dpi
+        offsets[i] = ((-5 if left else 5), 3 + shift * 72 / fig.dpi)
     for i, (x, y) in enumerate(points):
-        ax.annotate(texts[i], (x, y), textcoords="offset points", xytext=(5, 3 + offsets[i]), fontsize=fontsize,
-                    zorder=4)
+        dx, dy = offsets[i]
+        ax.annotate(texts[i], (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize, zorder=4,
+                    ha="right" if dx < 0 else "left")
 
 
 def _family_legend(ax: Any, families: list[str], styles: dict[str, tuple[str, str]], frontier: bool,

@@ -9,7 +9,7 @@ from typing import Any
 
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_mib
-from codecarena.results.report.markup import code, esc, kv, short_sha, weights_pill
+from codecarena.results.report.markup import code, esc, kv, short_sha, spec_html, weights_pill
 from codecarena.results.schema import Row
 
 
@@ -145,7 +145,7 @@ def provenance_html(board: lb.Leaderboard) -> str:
             worker = row.runtime or {}
             model = {k: v for k, v in (row.model or {}).items() if k not in ("checkpoint",)}
             codec_rows.append(
-                f'<tr><td class="l"><b>{esc(codec)}</b></td><td class="wrap mono">{_facts_html(configs.get(codec) or row.config)}</td>'
+                f'<tr><td class="l"><b>{spec_html(codec)}</b></td><td class="wrap mono">{_facts_html(configs.get(codec) or row.config)}</td>'
                 f'<td class="l">{esc(row.registry)}</td><td class="wrap">{ck_html}</td>'
                 f'<td class="l">{weights_pill(row.weights, row.user_codec, "external" if row.external_runtime else "")}</td><td class="l">{esc(row.variant or "-")}</td>'
                 f'<td class="wrap">{rt_html}<br><span class="muted">worker: python {esc(worker.get("python"))}, '

@@ -18,11 +18,11 @@ from codecarena.results.formatting import (
     interval_text,
     interval_title,
     language_label,
-    shown_interval,
+    withheld_basis,
 )
 from codecarena.results.report.context import ReportContext
-from codecarena.results.report.markup import code, data_uri, esc, num_td, weights_pill
-from codecarena.results.report.plots import PARETO_METRICS, cost_plot, pareto_plot
+from codecarena.results.report.markup import code, data_uri, esc, num_td, spec_html, weights_pill
+from codecarena.results.report.plots import cost_plot, pareto_metrics, pareto_plot
 from codecarena.results.schema import Row
 from codecarena.results.verdict import verdict
 
@@ -38,8 +38,10 @@ def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
 
 
 def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str],
-                     language: str | None = None) -> str:
-    entries = board.group_entries(group.id, language)
+                     language: str | None = None, channel: bool = False) -> str:
+    """A group's leaderboard over one language (None: pooled): its clean configurations, or with
+    `channel` those through a channel (the channel section's)."""
+    entries = board.group_entries(group.id, language, channel)
     names = [n for n in board.metric_names if any(n in e["metrics"] for e in entries)]
     multi_run = len(group.runs) > 1
     head = []
@@ -69,11 +71,12 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
              '<th data-col-group="checks" title="rows whose decoded audio is finite and not silent">checks</th>',
              '<th data-col-group="checks">rows ok</th>']
     body = []
+    withheld: set[int] = set()  # the n of each mean without an interval: why there is none is said once
     for e in entries:
         cells = []
         if multi_run:
             cells.append(f'<td class="l">{esc(e["run_label"])}</td>')
-        cells.append(f'<td class="l codec"><b>{esc(e["codec"])}</b></td>')
+        cells.append(f'<td class="l codec"><b>{spec_html(e["codec"])}</b></td>')
         cells.append(f'<td class="l">{esc(e["family"])}</td>')
         cells.append(f'<td class="l">{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
         cells.append(f'<td class="l">{esc(e["variant"] or "-")}</td>')
@@ -87,10 +90,13 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                 continue
             subs = []
             if stats["mean"] is not None:
-                # The interval as [lo, hi] with the units it rests on, or, below the bound, why there is none.
-                withheld = "" if shown_interval(stats) else " none"
-                subs.append(f'<span class="sub ci{withheld}" title="{esc(interval_title(stats))}">'
-                            f'{esc(interval_text(stats))}</span>')
+                # The interval as [lo, hi] with the units it rests on; below the bound only what the mean
+                # rests on (n=6), why there is no interval being said once under the table and on hover.
+                short = withheld_basis(stats)
+                if short:
+                    withheld.add(int(short[2:]))
+                subs.append(f'<span class="sub ci{" none" if short else ""}" title="{esc(interval_title(stats))}">'
+                            f'{esc(short or interval_text(stats))}</span>')
             if corpus_text(stats):
                 subs.append(f'<span class="sub" title="total errors over total reference tokens">'
                             f'{esc(corpus_text(stats))}</span>')
@@ -121,11 +127,18 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         failed = " failed-row" if doubtful else ""
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
-    lang = f' data-language="{esc(language)}"' if language is not None else ""
+    lang = (f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
     toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
+    note = ""
+    if withheld:
+        unit = "speakers" if board.ci_unit == "speaker" else "utterances"
+        ns = ", ".join(f"n={n}" for n in sorted(withheld))
+        note = (f'<p class="note ci-note">No interval under a mean on fewer than {MIN_UNITS} {unit} ({ns} here): too '
+                "few for a percentile bootstrap interval (hover a value for why).</p>")
     return (f'<div class="columns">columns: {toggles}</div>'
             f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
-            f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
+            f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{note}')
+
 
 
 def by_language_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]) -> str:
@@ -147,12 +160,12 @@ def by_language_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]
 
 
 def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None) -> str:
-    """The Pareto plots of a group's entries over one language (None: pooled)."""
-    entries = ctx.board.group_entries(group.id, language)
+    """The Pareto plots of a group's clean configurations over one language (None: pooled)."""
+    entries = ctx.board.group_entries(group.id, language, channel=False)
     with_run = len(group.runs) > 1
     where = group.id if language is None else f"{group.id} {language_label(language)}"
     figures = []
-    for metric in PARETO_METRICS:
+    for metric in pareto_metrics(entries):
         png, why, bars, without = pareto_plot(entries, metric, ctx.styles, with_run)
         if png is None:
             ctx.skipped_plots.append((where, metric, why))
@@ -181,8 +194,9 @@ def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None)
 
 
 def cost_html(ctx: ReportContext, group: lb.Group) -> str:
-    """The cost plot of a group's entries (costs are not split by language)."""
-    cost = cost_plot(ctx.board.group_entries(group.id), ctx.styles, len(group.runs) > 1)
+    """The cost plot of a group's clean configurations (costs are not split by language; a channel
+    configuration's are its clean configuration's)."""
+    cost = cost_plot(ctx.board.group_entries(group.id, channel=False), ctx.styles, len(group.runs) > 1)
     if cost is None:
         return ""
     return (f'<div class="plots"><figure class="wide" data-metric="cost"><img class="plot" alt="cost vs kbps" '
@@ -245,7 +259,9 @@ def failures_html(ctx: ReportContext) -> tuple[str, int]:
                         f'{shown_status}</td>'
                         f'<td>{p["n"]}</td><td class="wrap">{esc(p["error"])}</td>'
                         f'<td class="wrap mono">{esc(shown)}</td></tr>')
-        parts.append(f"<h3>Metric values that are not ok ({failed} failed, {doubted} suspect, {skipped} not applicable)</h3>"
+        anchor = ' id="suspect"' if doubted else ""
+        parts.append(f"<h3{anchor}>Metric values that are not ok ({failed} failed, {doubted} suspect, {skipped} not "
+                     "applicable)</h3>"
                      f'<p class="note">Nothing is replaced by 0 or 1: these values are left out of the means and '
                      f'counted in the leaderboard.</p><div class="scroll"><table class="failures"><thead><tr>{runcol}'
                      f'<th class="l">codec</th><th class="l">metric output</th><th class="l">status</th><th>rows</th>'
@@ -285,7 +301,9 @@ def comparison_html(ctx: ReportContext) -> str:
             parts.append(f'<p class="note">{esc(note)}.</p>')
             continue
         try:
-            fragment = compare_text.render_html(compare.compare_runs(a.run, b.run))
+            result = compare.compare_runs(a.run, b.run)
+            fragment = compare_text.render_html(result)
+            ctx.comparisons.append((a.label, b.label, compare_text.render_text(result)))
         except Exception as exc:  # noqa: BLE001 - a comparison that fails must not lose the report
             note = f"{a.label} -> {b.label}: comparison failed ({type(exc).__name__}: {exc})"
             ctx.comparison_notes.append(note)
