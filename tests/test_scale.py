@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import signal
@@ -18,7 +17,6 @@ import soundfile as sf
 
 from codecarena.corpora import detect_layout, load_corpus, parse_shard
 from codecarena.datasets import DatasetError
-from codecarena.rundir import RunDir
 from codecarena.runtime.limits import StageLimits
 from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
 
@@ -125,50 +123,53 @@ def _set(tmp_path: Path, n: int):  # type: ignore[no-untyped-def]
 
 
 def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
-    from codecarena.pipeline import RunOptions, plan_tasks
+    from codecarena.pipeline.execute import plan_tasks
+    from codecarena.pipeline.plan import assemble
     from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 4)
     specs = (parse_spec("opus:12k"), parse_spec("pcm:16"))
-    opts = RunOptions(out=tmp_path / "run", codecs=specs, limits=StageLimits(1 << 30), mode="warm", cold_sample=1,
-                      replay_sample=2)
-    tasks = plan_tasks(evalset, opts, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, RunDir(opts.out)))
+    plan = assemble(evalset, specs, tmp_path / "run", StageLimits(1 << 30), mode="warm", cold_sample=1,
+                    replay_sample=2)
+    tasks = plan_tasks(plan, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, plan.run))
     got = [(t.spec.canonical, t.ref.utterance.id, t.mode, t.replay) for t in tasks]
     assert got == [("opus:12k", "u0", "cold", True), ("opus:12k", "u1", "warm", True),
                    ("opus:12k", "u2", "warm", False), ("opus:12k", "u3", "warm", False),
                    # A resumed row is skipped; the others keep the sample membership of their index.
                    ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False), ("pcm:16", "u3", "warm", False)]
-    cold = dataclasses.replace(opts, mode="cold", replay_sample=None)
-    assert {(t.mode, t.replay) for t in plan_tasks(evalset, cold, (), lambda u: prepare_reference(u, RunDir(opts.out)))} \
+    cold = assemble(evalset, specs, tmp_path / "run", StageLimits(1 << 30), mode="cold", replay_sample=None)
+    assert {(t.mode, t.replay) for t in plan_tasks(cold, (), lambda u: prepare_reference(u, plan.run))} \
         == {("cold", True)}
 
 
 def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: Path) -> None:
-    from codecarena.pipeline import RunOptions, Task, failed_row
+    from codecarena.pipeline.plan import assemble
+    from codecarena.pipeline.row import Task, failed_row
     from codecarena.references import prepare_reference
     from codecarena.results.schema import parse_row
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 1)
-    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("opus:12k"),), limits=StageLimits(1 << 30))
-    task = Task(opts.codecs[0], prepare_reference(evalset.utterances[0], RunDir(opts.out)), "warm", False)
-    row = parse_row(failed_row(task, opts, "a local executor process died before the row finished").to_dict())
+    plan = assemble(evalset, (parse_spec("opus:12k"),), tmp_path / "run", StageLimits(1 << 30))
+    task = Task(plan.codecs[0], prepare_reference(evalset.utterances[0], plan.run), "warm", False)
+    row = parse_row(failed_row(task, plan, "a local executor process died before the row finished").to_dict())
     assert (row.status, row.mode, row.replay_sampled, row.stages) == ("failed", "warm", False, [])
     assert row.error == "a local executor process died before the row finished" and row.payload is None
 
 
 def test_a_runtime_that_cannot_start_fails_its_rows_not_the_run(tmp_path: Path) -> None:
     from codecarena.executors.local import LocalExecutor
-    from codecarena.pipeline import RunOptions, plan_tasks
+    from codecarena.pipeline.execute import plan_tasks
+    from codecarena.pipeline.plan import assemble
     from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 2)
-    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), limits=StageLimits(1 << 30),
-                      python=str(tmp_path / "missing" / "python"))
-    tasks = plan_tasks(evalset, opts, (), lambda u: prepare_reference(u, RunDir(opts.out)))
-    rows = list(LocalExecutor(workers=1).rows(tasks, opts, None))
+    plan = assemble(evalset, (parse_spec("pcm:16"),), tmp_path / "run", StageLimits(1 << 30),
+                    python=str(tmp_path / "missing" / "python"))
+    tasks = plan_tasks(plan, (), lambda u: prepare_reference(u, plan.run))
+    rows = list(LocalExecutor(workers=1).rows(tasks, plan))
     assert [r.status for r in rows] == ["failed", "failed"]
     assert all("FileNotFoundError" in r.error and "missing/python" in r.error for r in rows)
 
