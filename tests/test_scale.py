@@ -113,6 +113,88 @@ def test_plain_folder_with_limit(tmp_path: Path) -> None:
         load_corpus(tmp_path, shard=parse_shard("3/4"), limit=3)
 
 
+# The smoke set in its manifest's order: six English clips, then four Mandarin ones.
+_SMOKE_EN = ["en_librispeech_1089-134686-0000", "en_librispeech_1089-134686-0001"]
+_SMOKE_ZH = ["zh_aishell1_BAC009S0002W0122", "zh_aishell1_BAC009S0002W0123"]
+
+
+def _smoke_ids(**subset: object) -> tuple[str, list[str], str]:
+    from codecarena.selection import evaluation_set
+
+    limit, shard = subset.pop("limit", None), subset.pop("shard", None)
+    chosen = evaluation_set(None, "auto", "", need_mirror(), False, limit, shard, **subset)  # type: ignore[arg-type]
+    return chosen.name, [u.id for u in chosen.utterances], chosen.manifest_sha256
+
+
+def test_limit_per_language_takes_the_first_n_of_each_language_in_the_sets_order() -> None:
+    # Issue 38, 13: --limit 3 takes three English clips of the smoke set, and no option took some of each language.
+    assert _smoke_ids(limit=3)[1] == [*_SMOKE_EN, "en_librispeech_2412-153948-0000"]
+    name, two, digest = _smoke_ids(limit_per_language=2)
+    assert (name, two) == ("smoke[limit_per_language=2]", _SMOKE_EN + _SMOKE_ZH)
+    assert _smoke_ids(limit_per_language=1)[1] == [_SMOKE_EN[0], _SMOKE_ZH[0]]
+    # It comes first: --limit caps what it chose, and --shard splits that into disjoint strides.
+    name, capped, capped_digest = _smoke_ids(limit_per_language=2, limit=3)
+    assert (name, capped) == ("smoke[limit_per_language=2,limit=3]", [*_SMOKE_EN, _SMOKE_ZH[0]])
+    shards = [_smoke_ids(limit_per_language=2, shard=f"{k}/2") for k in (0, 1)]
+    assert [ids for _, ids, _ in shards] == [[_SMOKE_EN[0], _SMOKE_ZH[0]], [_SMOKE_EN[1], _SMOKE_ZH[1]]]
+    assert shards[1][0] == "smoke[limit_per_language=2,shard=1/2]"
+    # Each is a set of its own, so a run of one never resumes into another's directory.
+    assert len({digest, capped_digest, *(d for _, _, d in shards)}) == 4
+
+
+def test_an_utterance_without_a_language_counts_as_the_one_language_gives_it() -> None:
+    from codecarena.corpora import Subset
+
+    entries = [("a", "en"), ("b", ""), ("c", "zh"), ("d", ""), ("e", "zh")]
+    assert Subset(per_language=1, language="en").choose(entries) == ["a", "c"]
+    assert Subset(per_language=1).choose(entries) == ["a", "b", "c"]
+    assert Subset(per_language=2, language="en").choose(entries) == ["a", "b", "c", "e"]
+
+
+def test_a_limit_per_language_below_one_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from codecarena import cli
+
+    need_mirror()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--limit-per-language", "0", "--codec", "pcm:16", "--metrics", "none", "--out", "r"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "codecarena: error: --limit-per-language 0: expected at least 1"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_limit_per_language_is_part_of_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena.pipeline.prepare import Selection, prepare
+
+    need_mirror()
+    monkeypatch.chdir(tmp_path)
+    one = prepare(Selection(codecs=("pcm:16",), metrics="none", limit_per_language=1))
+    assert one.plan.set == "smoke[limit_per_language=1]"
+    assert [u for u, _ in one.plan.utterances] == [_SMOKE_EN[0], _SMOKE_ZH[0]]
+    assert [r.language for r in one.plan.references or ()] == ["en", "zh"]
+    two = prepare(Selection(codecs=("pcm:16",), metrics="none", limit_per_language=2))
+    assert one.out.parent == two.out.parent == Path("runs") and one.out != two.out
+    assert one.out.name.startswith("smoke[limit_per_language=1]-")
+
+
+@pytest.mark.slow
+def test_a_run_with_limit_per_language_covers_each_language_resumes_and_audits(tmp_path: Path) -> None:
+    need_mirror()
+    out = tmp_path / "run"
+    args = ("run", "--limit-per-language", "1", "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    first = codecarena(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "set smoke[limit_per_language=1] (2 utterances" in first.stdout
+    assert sorted((r["utterance"], r["language"]) for r in rows_of(out)) == [(_SMOKE_EN[0], "en"), (_SMOKE_ZH[0], "zh")]
+    again = codecarena(*args)
+    assert again.returncode == 0 and "2 complete rows resumed" in again.stdout, again.stdout + again.stderr
+    other = codecarena("run", "--limit-per-language", "2", "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    assert other.returncode == 2 and "holds a run with a different plan" in other.stderr
+    assert codecarena("audit", out).returncode == 0
+
+
 # ----------------------------------------------------------------------------- planning
 
 

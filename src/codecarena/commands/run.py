@@ -64,6 +64,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--corpus", default="auto", choices=CORPUS_LAYOUTS,
                      help="layout of --input: librispeech (*.trans.txt), aishell (transcript file), kaldi (wav.scp + "
                           "text), plain, or auto (detect; see docs/performance.md)")
+    run.add_argument("--limit-per-language", type=int, metavar="N",
+                     help="only the first N utterances of each language (in the set's order), before --limit")
     run.add_argument("--limit", type=int, help="only the first N utterances (in sorted id order)")
     run.add_argument("--shard", metavar="K/N", help="only utterances whose index %% N == K (0 <= K < N), after --limit")
     run.add_argument("--mode", default="cold", choices=["cold", "warm"],
@@ -95,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
         codecs=tuple(args.codecs or ()), channel_specs=tuple(args.channel_specs or ()), input=args.input,
         corpus=args.corpus, language=args.language, language_from_folders=args.language_from_folders,
         channels=args.channels, data_dir=args.data_dir, download=not args.no_download, limit=args.limit,
-        shard=args.shard, weights=args.weights, variant=args.variant, metrics=args.metrics,
-        asr_models=tuple(args.asr_model), device=args.device, metric_device=args.metric_device,
+        limit_per_language=args.limit_per_language, shard=args.shard, weights=args.weights, variant=args.variant,
+        metrics=args.metrics, asr_models=tuple(args.asr_model), device=args.device, metric_device=args.metric_device,
         runtime_python=args.runtime_python, out=args.out, add=args.add, memory_limit=args.memory_limit,
         guard_poll=args.guard_poll, stage_timeout=args.stage_timeout, warm_repeats=args.warm_repeats,
         mode=args.mode, cold_sample=args.cold_sample, replay_sample=args.replay_sample, executor=args.executor,

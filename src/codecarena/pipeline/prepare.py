@@ -44,6 +44,7 @@ class Selection:
     data_dir: Path | None = None  # a mirror of the smoke set
     download: bool = True  # the smoke set and model files may be downloaded
     limit: int | None = None  # the first N utterances of the set
+    limit_per_language: int | None = None  # the first N utterances of each language, before `limit`
     shard: str | None = None  # K/N: every N-th utterance from the K-th
     weights: str = "real"  # real, user or synthetic[:SEED]
     variant: str = ""
@@ -82,7 +83,8 @@ def prepare(chosen: Selection) -> RunPlan:
     if chosen.language_from_folders and chosen.input is None:
         raise SelectionError("--language-from-folders reads the folders of --input")
     evalset = resolve.evaluation_set(chosen.input, chosen.corpus, chosen.language, chosen.data_dir, chosen.download,
-                                     chosen.limit, chosen.shard, chosen.channels, chosen.language_from_folders)
+                                     chosen.limit, chosen.shard, chosen.channels, chosen.language_from_folders,
+                                     chosen.limit_per_language)
     if chosen.add and chosen.out is None:
         raise SelectionError("--add needs --out, the run directory to add codec configurations to")
     if chosen.cold_sample < 0:
