@@ -105,8 +105,9 @@ class RowProgress:
         self.log_lines = not console.is_terminal
         # The description holds a codec spec and an utterance id: shown as written, never read as markup.
         self.progress: Progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
-                                           MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta {task.fields[eta]}"),
-                                           console=console, transient=False, disable=self.log_lines)
+                                           MofNCompleteColumn(), TimeElapsedColumn(),
+                                           TextColumn("eta {task.fields[eta]}"), console=console, transient=False,
+                                           disable=self.log_lines)
         self.task: TaskID | None = None
 
     def __enter__(self) -> RowProgress:

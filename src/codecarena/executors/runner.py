@@ -28,7 +28,8 @@ class RowRunner:
         self.plan = plan
         self.scorer = scorer_for(plan)
         limits = plan.limits
-        self.workers = WorkerSet(limits.memory_limit_bytes, plan.run.worker, limits.guard_poll_s, limits.stage_timeout_s)
+        self.workers = WorkerSet(limits.memory_limit_bytes, plan.run.worker, limits.guard_poll_s,
+                                 limits.stage_timeout_s)
 
     def run(self, task: Task) -> Row:
         return run_row(task, self.plan, self.scorer, self.workers)

@@ -36,7 +36,8 @@ class Executor(Protocol):
     def rows(self, tasks: list[Task], plan: RunPlan) -> Generator[Row, None, None]: ...
 
 
-def plan_tasks(plan: RunPlan, skip: Iterable[tuple[str, str]], reference: Callable[[Utterance], Reference]) -> list[Task]:
+def plan_tasks(plan: RunPlan, skip: Iterable[tuple[str, str]],
+               reference: Callable[[Utterance], Reference]) -> list[Task]:
     """The rows still to compute, in plan order. Sample membership depends only on the row's index
     within its codec configuration, so a resumed run samples the same rows."""
     done = set(skip)

@@ -152,11 +152,14 @@ def _codec_parts(codecs: Sequence[CodecSpec], runtimes: Iterable[Sequence[str]],
                  python: str) -> dict[str, Any]:
     """The parts of a plan that follow from its codec configurations and their runtimes."""
     listed = [list(r) for r in runtimes]
+
+    def pinned(spec: CodecSpec) -> dict[str, str]:
+        return user_pin_identity(spec, _runtime_of(listed, spec.family, python)[0])
+
     return {
         "codecs": [{"codec": s.canonical, "config": s.config_dict()} for s in codecs],
         "runtimes": listed,
-        "user_pins": [{"codec": s.canonical, "checkpoint": user_pin_identity(s, _runtime_of(listed, s.family, python)[0])}
-                      for s in codecs] if weights == "user" else [],
+        "user_pins": [{"codec": s.canonical, "checkpoint": pinned(s)} for s in codecs] if weights == "user" else [],
         "user_codecs": [user_units.load(family).identity() for family in dict.fromkeys(s.family for s in codecs)
                         if FAMILIES[family].origin == "user"],
     }

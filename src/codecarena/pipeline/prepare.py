@@ -76,7 +76,8 @@ def prepare(chosen: Selection) -> RunPlan:
     device = _device(chosen.device, "--device")
     metric_device = _device(chosen.metric_device or device, "--metric-device")
     named = named_out(chosen.out) if chosen.out is not None else None
-    specs = with_channels(tuple(parse_configuration(s) for s in (chosen.codecs or DEFAULT_CODECS)), chosen.channel_specs)
+    specs = with_channels(tuple(parse_configuration(s) for s in (chosen.codecs or DEFAULT_CODECS)),
+                          chosen.channel_specs)
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
         raise SelectionError(f"the same codec configuration is given twice: {canon}")

@@ -166,9 +166,10 @@ def _encode(stages: _Stages, fields: dict[str, Any]) -> tuple[str, tuple[dict[st
     runtime: dict[str, Any] = {}
     codec_facts: dict[str, Any] = {}
     checkpoint: dict[str, Any] = {}
-    stage, report = stages.run("encode", Job.encode(ref.path, files.payload, stages.report("encode"), spec.bare.canonical,
-                                                    warm_repeats=stages.repeats, weights=plan.plan.weights,
-                                                    variant=plan.variant, device=stages.device))
+    stage, report = stages.run("encode", Job.encode(ref.path, files.payload, stages.report("encode"),
+                                                    spec.bare.canonical, warm_repeats=stages.repeats,
+                                                    weights=plan.plan.weights, variant=plan.variant,
+                                                    device=stages.device))
     error = stages.error("encode", stage, report)
     if error or report is None:
         return error, (model, runtime, codec_facts, checkpoint)
