@@ -1,4 +1,6 @@
-"""The run directory: every path codecarena writes, deletes or reads inside a run is built here.
+"""The run directory: every path codecarena writes, deletes or reads inside a run is built here (a row's
+files, each stage's job file, log, report and private folder, the workers' and the scoring process's
+logs), except inside `reference_results/`, whose store keeps its own layout (metrics/reference_results.py).
 
 Utterance ids and codec slugs become file names, and ids come from user files (manifest.json, a Kaldi
 wav.scp, file names). An id that is an absolute path or climbs with `..` would otherwise make a run
