@@ -275,26 +275,27 @@ class _NoWorkers:
     def describe(self) -> dict:  # type: ignore[type-arg]
         return {"executor": "none"}
 
-    def rows(self, tasks, opts, scorer):  # type: ignore[no-untyped-def]
-        from codecarena.pipeline import failed_row
+    def rows(self, tasks, plan):  # type: ignore[no-untyped-def]
+        from codecarena.pipeline.row import failed_row
 
         for task in tasks:
-            yield failed_row(task, opts, "no worker in this test")
+            yield failed_row(task, plan, "no worker in this test")
 
 
 def _user_run(folder: Path, out: Path, *codecs: str, add: bool = False) -> None:
     from codecarena.datasets import load_input_dir
-    from codecarena.pipeline import RunOptions, execute
+    from codecarena.pipeline.execute import execute
+    from codecarena.pipeline.plan import assemble
     from codecarena.registry.entries import entry_for_family
     from codecarena.runtime.limits import StageLimits
     from codecarena.specs import parse_spec
 
     specs = tuple(parse_spec(c) for c in codecs)
-    opts = RunOptions(out=out, codecs=specs, limits=StageLimits(1 << 30), weights="user",
-                      runtimes=tuple((s.family, entry_for_family(s.family).id, "python") for s in specs))
     info = {"codecarena": "test", "command": ["run"], "created_at": "now", "git": {}, "environment": {},
             "metrics": [], "runtimes": {}}
-    execute(load_input_dir(folder), opts, info, _NoWorkers(), add=add)
+    plan = assemble(load_input_dir(folder), specs, out, StageLimits(1 << 30), invocation=info, add=add,
+                    weights="user", runtimes=tuple((s.family, entry_for_family(s.family).id, "python") for s in specs))
+    execute(plan, _NoWorkers())
 
 
 @pytest.fixture
@@ -313,7 +314,7 @@ def pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
 
 
 def test_the_plan_pins_the_user_checkpoint_and_a_repin_is_refused(pinned: tuple[Path, Path], tmp_path: Path) -> None:
-    from codecarena.pipeline import RunError
+    from codecarena.pipeline.plan import RunError
     from codecarena.registry import user_pins
 
     folder, weights = pinned

@@ -77,7 +77,7 @@ def test_tampered_mirror_file_names_the_file(tmp_path: Path) -> None:
 
 
 def test_eta_counts_only_rows_computed_in_this_session() -> None:
-    from codecarena.commands.run import eta_s, eta_text
+    from codecarena.commands.run_view import eta_s, eta_text
 
     # `run --add` over 41 resumed rows: 20 s spent, 2 rows computed at 10 s each, 8 left -> 80 s,
     # whatever the resumed rows were (counting them would say 20/43*8, about 4 s).
@@ -88,7 +88,7 @@ def test_eta_counts_only_rows_computed_in_this_session() -> None:
 
 
 def test_a_failed_row_is_one_log_line_with_its_error() -> None:
-    from codecarena.commands.run import one_line
+    from codecarena.commands.run_view import one_line
 
     assert one_line("encode failed:\n  Traceback\tline 3") == "encode failed: Traceback line 3"
     long = one_line("x" * 500)

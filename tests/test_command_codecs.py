@@ -29,7 +29,7 @@ from codecarena.codecs.binaries import BinaryError, identify, verify, verify_com
 from codecarena.codecs.command import CommandAdapter, CommandError
 from codecarena.codecs.framing import FramingError
 from codecarena.payload import read_payload, write_payload
-from codecarena.pipeline import changed_binaries
+from codecarena.pipeline.resume import changed_binaries
 from codecarena.registry.catalog import COMMAND_MODULE, FAMILIES, FRAMINGS, Binary, parse_declaration
 from codecarena.registry.entries import RegistryError, debian_versions, entry_for_family, parse_entry
 from codecarena.registry.rules import rule_problems

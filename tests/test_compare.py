@@ -26,6 +26,7 @@ from codecarena.results.schema import parse_row
 from codecarena.files import read_json, write_json
 from codecarena.results.run import Run
 from codecarena.results.store import rewrite_rows
+from codecarena.rundir import RunDir
 
 DATA = Path(os.environ.get("CODECARENA_DATA", "/work/shared/data/speech"))
 CLIPS = ("en_ljspeech_LJ002-0020.wav", "en_ljspeech_LJ002-0035.wav")
@@ -570,7 +571,7 @@ def add_noise(run_dir: Path, out: Path, snr_db: float = 15.0, seed: int = 0) -> 
         # The payload still decodes to the clean audio: the replay no longer matches the stored wav.
         data = {**row.to_dict(), "metrics": metrics, "decoded_sha256": digest, "replay_identical": False}
         new_rows.append(parse_row(data))
-    rewrite_rows(out, new_rows)
+    rewrite_rows(RunDir(out), new_rows)
     write_json(out / "summary.json", summarize(new_rows))
     return out
 

@@ -6,7 +6,6 @@ family in a registry fork, so no runtime has to be built and the rows still cros
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import subprocess
@@ -126,17 +125,20 @@ def test_rows_from_an_external_runtime_say_so_everywhere(isolated_opus: dict[str
 
 
 def test_an_external_runtime_is_another_plan_and_never_added_to_a_locked_one(speech_dir: Path, tmp_path: Path) -> None:
-    from codecarena.pipeline import RunError, RunOptions, added_codecs, plan_of
-    from codecarena.results.record import plan_from_dict
+    from codecarena.pipeline.plan import RunError, assemble
+    from codecarena.pipeline.resume import added_codecs
     from codecarena.runtime.limits import StageLimits
     from codecarena.selection import evaluation_set
     from codecarena.specs import parse_configuration
 
     evalset = evaluation_set(speech_dir, "auto", "", None, False, None, None)
-    locked = RunOptions(out=tmp_path, codecs=(parse_configuration("opus:12k"),), limits=StageLimits(1 << 30, 0.1, 60),
-                        runtimes=(("opus", "opus", "/envs/opus/bin/python"),))
-    external = dataclasses.replace(locked, runtimes=(("opus", "opus", "/envs/opus/bin/python", "external"),))
-    assert plan_of(evalset, locked)["runtimes"] != plan_of(evalset, external)["runtimes"]
+
+    def plan(codec: str, *runtime: str):  # type: ignore[no-untyped-def]
+        return assemble(evalset, (parse_configuration(codec),), tmp_path, StageLimits(1 << 30, 0.1, 60),
+                        runtimes=(runtime,))
+
+    locked = plan("opus:12k", "opus", "opus", "/envs/opus/bin/python")
+    external = plan("opus:12k", "opus", "opus", "/envs/opus/bin/python", "external")
+    assert locked.plan.runtimes != external.plan.runtimes
     with pytest.raises(RunError, match="ran in the runtime opus .*would run in the external runtime"):
-        added_codecs(plan_from_dict(plan_of(evalset, locked)),
-                     dataclasses.replace(external, codecs=(parse_configuration("opus:6k"),)))
+        added_codecs(locked.plan, plan("opus:6k", "opus", "opus", "/envs/opus/bin/python", "external"))

@@ -24,6 +24,7 @@ import pytest
 
 from codecarena.results.audit import _audit_stages
 from codecarena.runtime.guard import run_guarded
+from codecarena.rundir import StageFiles
 from codecarena.runtime.limits import StageLimits, parse_size
 from codecarena.runtime.persistent import PersistentWorker
 from codecarena.runtime.protocol import PROTOCOL_VERSION, Job, StageReport
@@ -260,7 +261,8 @@ def test_a_worker_that_spikes_and_exits_before_the_next_poll_fails_its_stage(tmp
     # The case: a run that exits 0 and whose own audit then finds a peak over the limit. With
     # a 5 s poll the guard reads once, at the start; the spike and the exit come before the next poll.
     limits = StageLimits(64 * MiB, guard_poll_s=5.0, stage_timeout_s=30)
-    stage, report = run_stage("encode", _spike_job(tmp_path, "spike", 120), limits, tmp_path, _fake_worker(tmp_path))
+    stage, report = run_stage("encode", _spike_job(tmp_path, "spike", 120), limits, StageFiles.scratch(tmp_path, "encode"),
+                              _fake_worker(tmp_path))
     assert report is not None and report.ok and stage.exit_status == 0
     assert report.maxrss_bytes >= 120 * MiB
     assert stage.ok is False
@@ -274,7 +276,8 @@ def test_a_worker_that_spikes_and_exits_before_the_next_poll_fails_its_stage(tmp
 @needs_hwm
 def test_a_worker_under_its_limit_is_ok_and_audits_clean(tmp_path: Path) -> None:
     limits = StageLimits(256 * MiB, guard_poll_s=5.0, stage_timeout_s=30)
-    stage, report = run_stage("encode", _spike_job(tmp_path, "small", 20), limits, tmp_path, _fake_worker(tmp_path))
+    stage, report = run_stage("encode", _spike_job(tmp_path, "small", 20), limits, StageFiles.scratch(tmp_path, "encode"),
+                              _fake_worker(tmp_path))
     assert stage.ok is True and stage.error == ""
     assert report is not None and 20 * MiB <= stage.peak_rss_bytes == stage.guard.peak_rss_bytes < 256 * MiB
     assert stage.guard.fired is False
@@ -287,10 +290,11 @@ def test_a_warm_job_that_spikes_between_polls_fails_and_each_job_has_its_own_pea
     worker = PersistentWorker(_fake_worker(tmp_path), limits.memory_limit_bytes, tmp_path / "worker.log",
                               limits.guard_poll_s, limits.stage_timeout_s)
     try:
-        first, _ = run_stage_warm("encode", _spike_job(tmp_path, "a", 60), tmp_path, worker)
-        second, _ = run_stage_warm("encode", _spike_job(tmp_path, "b", 0), tmp_path, worker)
-        over, _ = run_stage_warm("encode", _spike_job(tmp_path, "c", 150), tmp_path, worker)
-        after, _ = run_stage_warm("encode", _spike_job(tmp_path, "d", 0), tmp_path, worker)
+        files = StageFiles.scratch(tmp_path, "encode")
+        first, _ = run_stage_warm("encode", _spike_job(tmp_path, "a", 60), files, worker)
+        second, _ = run_stage_warm("encode", _spike_job(tmp_path, "b", 0), files, worker)
+        over, _ = run_stage_warm("encode", _spike_job(tmp_path, "c", 150), files, worker)
+        after, _ = run_stage_warm("encode", _spike_job(tmp_path, "d", 0), files, worker)
     finally:
         worker.stop()
     assert first.ok and 60 * MiB <= first.peak_rss_bytes < 100 * MiB

@@ -134,21 +134,23 @@ def test_a_link_out_of_the_run_directory_writes_nothing_outside(tmp_path: Path, 
 def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(tmp_path: Path) -> None:
     # Issue 28: a directory at a payload's path failed the row on every rerun with IsADirectoryError.
     # It is never deleted (it may hold someone's files); the row fails, saying what to do.
-    from codecarena.pipeline import RunOptions, run_row
+    from codecarena.pipeline.plan import assemble
+    from codecarena.pipeline.row import Task, run_row
     from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     _wav(tmp_path / "in" / "u0.wav")
-    utterance = load_corpus(tmp_path / "in").utterances[0]
+    evalset = load_corpus(tmp_path / "in")
+    utterance = evalset.utterances[0]
     # No worker may start: the row must fail before one is needed.
-    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), limits=StageLimits(1 << 30),
-                      python=str(tmp_path / "no-python"))
-    spec, run = opts.codecs[0], RunDir(opts.out)
+    plan = assemble(evalset, (parse_spec("pcm:16"),), tmp_path / "run", StageLimits(1 << 30),
+                    python=str(tmp_path / "no-python"))
+    spec, run = plan.codecs[0], plan.run
     ref = prepare_reference(utterance, run)
     payload = run.payload(spec.slug, "u0")
     (payload / "notes").mkdir(parents=True)
     (payload / "notes" / "keep.txt").write_text("precious")
-    row = run_row(spec, ref, opts, run)
+    row = run_row(Task(spec, ref, "cold", True), plan)
     assert (row.status, row.stages, row.payload) == ("failed", [], None)
     assert row.error == (f"payloads/{spec.slug}/u0.ccap is a directory, where this row writes its payload; move or "
                          "remove it, then rerun the same command to resume")
@@ -156,7 +158,7 @@ def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(t
     shutil.rmtree(payload)
     run.decoded(spec.slug, "u0").parent.mkdir(parents=True)
     os.mkfifo(run.decoded(spec.slug, "u0"))
-    row = run_row(spec, ref, opts, run)
+    row = run_row(Task(spec, ref, "cold", True), plan)
     assert row.error.startswith(f"decoded/{spec.slug}/u0.wav is not a regular file, where this row writes its "
                                 "decoded audio; move or remove it")
 
@@ -373,7 +375,7 @@ def test_a_full_disk_during_an_append_leaves_rows_jsonl_as_it_was(tmp_path: Path
     monkeypatch.setattr(os, "write", half_then_enospc)
     row = type("FakeRow", (), {"to_dict": lambda self: {"x": "y" * 100}})()
     with pytest.raises(DiskFullError, match=r"rows\.jsonl: no space left on device \(.* free, about 0\.0 MiB needed\)"):
-        store.append_row(tmp_path, row)  # type: ignore[arg-type]
+        store.append_row(RunDir(tmp_path), row)  # type: ignore[arg-type]
     assert (tmp_path / "rows.jsonl").read_text() == '{"complete": "row"}\n'
 
 
@@ -458,9 +460,9 @@ def test_rows_are_appended_without_fsync_and_rewritten_with_it(tmp_path: Path, m
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd)))
     row = type("FakeRow", (), {"to_dict": lambda self: {"x": 1}})()
-    store.append_row(tmp_path, row)  # type: ignore[arg-type]
+    store.append_row(RunDir(tmp_path), row)  # type: ignore[arg-type]
     assert calls == []
-    store.rewrite_rows(tmp_path, [row])  # type: ignore[list-item]
+    store.rewrite_rows(RunDir(tmp_path), [row])  # type: ignore[list-item]
     assert len(calls) == 1
     doc = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
     line = next(line for line in doc.splitlines() if line.startswith("| `rows.jsonl` |"))

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from codecarena.audio_input import AudioInputError, check_audio_file, read_audio
-from codecarena.commands.run import input_notes
+from codecarena.commands.run_view import input_notes
 from codecarena.corpora import load_corpus
 from codecarena.datasets import DatasetError, load_input_dir
 

@@ -19,9 +19,9 @@ import pytest
 
 from codecarena.datasets import load_input_dir
 from codecarena.executors import local
-from codecarena.pipeline import RunOptions, plan_tasks
+from codecarena.pipeline.execute import plan_tasks
+from codecarena.pipeline.plan import assemble
 from codecarena.references import prepare_reference
-from codecarena.rundir import RunDir
 from codecarena.runtime.limits import parse_limits
 from codecarena.specs import parse_spec
 from conftest import codecarena
@@ -186,9 +186,9 @@ def test_rows_still_running_after_the_grace_are_killed(speech_dir: Path, tmp_pat
     monkeypatch.setattr(local, "INTERRUPT_GRACE_S", 0.5)
     hanging = _hanging_python(tmp_path)
     out = tmp_path / "run"
-    opts = RunOptions(out=out, codecs=(parse_spec("pcm:16"),), limits=parse_limits(None), python=str(hanging))
     evalset = load_input_dir(_many_utterances(speech_dir, tmp_path / "many"))
-    tasks = plan_tasks(evalset, opts, (), lambda utt: prepare_reference(utt, RunDir(out)))
+    plan = assemble(evalset, (parse_spec("pcm:16"),), out, parse_limits(None), python=str(hanging))
+    tasks = plan_tasks(plan, (), lambda utt: prepare_reference(utt, plan.run))
     seen: list[psutil.Process] = []
 
     def interrupt_once_both_stages_hang() -> None:
@@ -205,7 +205,7 @@ def test_rows_still_running_after_the_grace_are_killed(speech_dir: Path, tmp_pat
     watcher = threading.Thread(target=interrupt_once_both_stages_hang)
     watcher.start()
     with pytest.raises(KeyboardInterrupt):
-        list(local.LocalExecutor(workers=2).rows(tasks, opts, None))
+        list(local.LocalExecutor(workers=2).rows(tasks, plan))
     watcher.join()
     assert seen, "the stages did not start"
     assert not _survivors(seen), [_cmdline(p) for p in _survivors(seen)]

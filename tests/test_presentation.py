@@ -129,7 +129,7 @@ def test_counts_agree_with_their_nouns(tmp_path: Path, capsys: pytest.CaptureFix
     html = write_report([run_dir], tmp_path / "report.html", audio="none").read_text()
     assert "1 codec configuration in 1 leaderboard." in html
 
-    from codecarena.commands.run import describe_set  # the line that opens a run
+    from codecarena.commands.run_view import describe_set  # the line that opens a run
 
     one = Utterance("clip", tmp_path / "clip.wav", "en", None, (), 16000, 16000, "0" * 64, "", "")
     assert describe_set(EvalSet("input:clip.wav", (one,), "1" * 64, "input /x/clip.wav"), 1, Path("runs/r")) == \

@@ -37,6 +37,7 @@ from codecarena.results.run import Run
 from codecarena.results.schema import parse_row
 from codecarena.files import write_json
 from codecarena.results.store import append_row
+from codecarena.rundir import RunDir
 from codecarena.results.summary import summarize
 
 # The bound below which no interval is printed (bootstrap.MIN_UNITS, docs/report.md), as the docs declare it.
@@ -166,7 +167,7 @@ def make_run(root: Path, name: str, codecs: list[tuple[str, str, str, float]], *
                 row_hook(row)
             rows.append(parse_row(json.loads(json.dumps(row))))
     for row in rows:
-        append_row(run_dir, row)
+        append_row(RunDir(run_dir), row)
     write_json(run_dir / "summary.json", summarize(rows))
     write_json(run_dir / "run.json", {
         "version": 1, "codecarena": "0.1.0", "git": {"revision": "0" * 40, "dirty": False},

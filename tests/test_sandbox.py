@@ -12,6 +12,7 @@ without them (PYTHONPATH=/work/main/src), where each of them fails.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import marshal
 import os
@@ -359,12 +360,13 @@ def test_a_declaration_asks_for_network_with_a_strict_boolean() -> None:
 
 def test_a_user_codec_never_shares_a_persistent_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from codecarena.registry.catalog import FAMILIES
+    from codecarena.rundir import WorkerFiles
     from codecarena.runtime.persistent import WorkerSet
     from codecarena.specs import parse_spec
 
     monkeypatch.setitem(FAMILIES, "mine", dataclasses.replace(FAMILIES["pcm"], name="mine", origin="user",
                                                               configs=("16", "8")))
-    workers = WorkerSet(1 << 30, tmp_path)
+    workers = WorkerSet(1 << 30, functools.partial(WorkerFiles.scratch, tmp_path))
     opus, pcm = workers.get("py", parse_spec("opus:6k")), workers.get("py", parse_spec("pcm:16"))
     mine16, mine8 = workers.get("py", parse_spec("mine:16")), workers.get("py", parse_spec("mine:8"))
     assert opus is pcm and opus.sandbox == ""  # built-in units share their runtime's worker
@@ -410,6 +412,7 @@ def test_a_sandboxed_worker_runs_its_own_configuration_only(tmp_path: Path, home
     from codecarena.runtime.persistent import PersistentWorker
     from codecarena.runtime.limits import StageLimits
     from codecarena.runtime.protocol import Job
+    from codecarena.rundir import StageFiles
     from codecarena.runtime.stages import run_stage
 
     need_mirror()
@@ -421,7 +424,8 @@ def test_a_sandboxed_worker_runs_its_own_configuration_only(tmp_path: Path, home
         return Job.encode(clip, tmp_path / f"{name}.ccap", tmp_path / f"{name}.report.json", codec, device=device)
 
     # Outside its sandbox a user codec is refused, even by a worker started by hand.
-    stage, _ = run_stage("encode", job("plain:q8", "bare"), StageLimits(1 << 30), tmp_path, sys.executable)
+    stage, _ = run_stage("encode", job("plain:q8", "bare"), StageLimits(1 << 30), StageFiles.scratch(tmp_path, "encode"),
+                         sys.executable)
     assert "user codec plain runs only in its sandbox" in stage.error
     worker = PersistentWorker(sys.executable, 1 << 30, tmp_path / "plain.log", folder=tmp_path / "plain-worker",
                               sandbox="plain")

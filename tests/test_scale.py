@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import signal
@@ -18,7 +17,6 @@ import soundfile as sf
 
 from codecarena.corpora import detect_layout, load_corpus, parse_shard
 from codecarena.datasets import DatasetError
-from codecarena.rundir import RunDir
 from codecarena.runtime.limits import StageLimits
 from conftest import REPO, SHORT_CLIPS, codecarena, need_mirror, rows_of
 
@@ -115,6 +113,88 @@ def test_plain_folder_with_limit(tmp_path: Path) -> None:
         load_corpus(tmp_path, shard=parse_shard("3/4"), limit=3)
 
 
+# The smoke set in its manifest's order: six English clips, then four Mandarin ones.
+_SMOKE_EN = ["en_librispeech_1089-134686-0000", "en_librispeech_1089-134686-0001"]
+_SMOKE_ZH = ["zh_aishell1_BAC009S0002W0122", "zh_aishell1_BAC009S0002W0123"]
+
+
+def _smoke_ids(**subset: object) -> tuple[str, list[str], str]:
+    from codecarena.selection import evaluation_set
+
+    limit, shard = subset.pop("limit", None), subset.pop("shard", None)
+    chosen = evaluation_set(None, "auto", "", need_mirror(), False, limit, shard, **subset)  # type: ignore[arg-type]
+    return chosen.name, [u.id for u in chosen.utterances], chosen.manifest_sha256
+
+
+def test_limit_per_language_takes_the_first_n_of_each_language_in_the_sets_order() -> None:
+    # Issue 38, 13: --limit 3 takes three English clips of the smoke set, and no option took some of each language.
+    assert _smoke_ids(limit=3)[1] == [*_SMOKE_EN, "en_librispeech_2412-153948-0000"]
+    name, two, digest = _smoke_ids(limit_per_language=2)
+    assert (name, two) == ("smoke[limit_per_language=2]", _SMOKE_EN + _SMOKE_ZH)
+    assert _smoke_ids(limit_per_language=1)[1] == [_SMOKE_EN[0], _SMOKE_ZH[0]]
+    # It comes first: --limit caps what it chose, and --shard splits that into disjoint strides.
+    name, capped, capped_digest = _smoke_ids(limit_per_language=2, limit=3)
+    assert (name, capped) == ("smoke[limit_per_language=2,limit=3]", [*_SMOKE_EN, _SMOKE_ZH[0]])
+    shards = [_smoke_ids(limit_per_language=2, shard=f"{k}/2") for k in (0, 1)]
+    assert [ids for _, ids, _ in shards] == [[_SMOKE_EN[0], _SMOKE_ZH[0]], [_SMOKE_EN[1], _SMOKE_ZH[1]]]
+    assert shards[1][0] == "smoke[limit_per_language=2,shard=1/2]"
+    # Each is a set of its own, so a run of one never resumes into another's directory.
+    assert len({digest, capped_digest, *(d for _, _, d in shards)}) == 4
+
+
+def test_an_utterance_without_a_language_counts_as_the_one_language_gives_it() -> None:
+    from codecarena.corpora import Subset
+
+    entries = [("a", "en"), ("b", ""), ("c", "zh"), ("d", ""), ("e", "zh")]
+    assert Subset(per_language=1, language="en").choose(entries) == ["a", "c"]
+    assert Subset(per_language=1).choose(entries) == ["a", "b", "c"]
+    assert Subset(per_language=2, language="en").choose(entries) == ["a", "b", "c", "e"]
+
+
+def test_a_limit_per_language_below_one_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from codecarena import cli
+
+    need_mirror()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--limit-per-language", "0", "--codec", "pcm:16", "--metrics", "none", "--out", "r"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "codecarena: error: --limit-per-language 0: expected at least 1"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_limit_per_language_is_part_of_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codecarena.pipeline.prepare import Selection, prepare
+
+    need_mirror()
+    monkeypatch.chdir(tmp_path)
+    one = prepare(Selection(codecs=("pcm:16",), metrics="none", limit_per_language=1))
+    assert one.plan.set == "smoke[limit_per_language=1]"
+    assert [u for u, _ in one.plan.utterances] == [_SMOKE_EN[0], _SMOKE_ZH[0]]
+    assert [r.language for r in one.plan.references or ()] == ["en", "zh"]
+    two = prepare(Selection(codecs=("pcm:16",), metrics="none", limit_per_language=2))
+    assert one.out.parent == two.out.parent == Path("runs") and one.out != two.out
+    assert one.out.name.startswith("smoke[limit_per_language=1]-")
+
+
+@pytest.mark.slow
+def test_a_run_with_limit_per_language_covers_each_language_resumes_and_audits(tmp_path: Path) -> None:
+    need_mirror()
+    out = tmp_path / "run"
+    args = ("run", "--limit-per-language", "1", "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    first = codecarena(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "set smoke[limit_per_language=1] (2 utterances" in first.stdout
+    assert sorted((r["utterance"], r["language"]) for r in rows_of(out)) == [(_SMOKE_EN[0], "en"), (_SMOKE_ZH[0], "zh")]
+    again = codecarena(*args)
+    assert again.returncode == 0 and "2 complete rows resumed" in again.stdout, again.stdout + again.stderr
+    other = codecarena("run", "--limit-per-language", "2", "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    assert other.returncode == 2 and "holds a run with a different plan" in other.stderr
+    assert codecarena("audit", out).returncode == 0
+
+
 # ----------------------------------------------------------------------------- planning
 
 
@@ -125,50 +205,53 @@ def _set(tmp_path: Path, n: int):  # type: ignore[no-untyped-def]
 
 
 def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
-    from codecarena.pipeline import RunOptions, plan_tasks
+    from codecarena.pipeline.execute import plan_tasks
+    from codecarena.pipeline.plan import assemble
     from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 4)
     specs = (parse_spec("opus:12k"), parse_spec("pcm:16"))
-    opts = RunOptions(out=tmp_path / "run", codecs=specs, limits=StageLimits(1 << 30), mode="warm", cold_sample=1,
-                      replay_sample=2)
-    tasks = plan_tasks(evalset, opts, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, RunDir(opts.out)))
+    plan = assemble(evalset, specs, tmp_path / "run", StageLimits(1 << 30), mode="warm", cold_sample=1,
+                    replay_sample=2)
+    tasks = plan_tasks(plan, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, plan.run))
     got = [(t.spec.canonical, t.ref.utterance.id, t.mode, t.replay) for t in tasks]
     assert got == [("opus:12k", "u0", "cold", True), ("opus:12k", "u1", "warm", True),
                    ("opus:12k", "u2", "warm", False), ("opus:12k", "u3", "warm", False),
                    # A resumed row is skipped; the others keep the sample membership of their index.
                    ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False), ("pcm:16", "u3", "warm", False)]
-    cold = dataclasses.replace(opts, mode="cold", replay_sample=None)
-    assert {(t.mode, t.replay) for t in plan_tasks(evalset, cold, (), lambda u: prepare_reference(u, RunDir(opts.out)))} \
+    cold = assemble(evalset, specs, tmp_path / "run", StageLimits(1 << 30), mode="cold", replay_sample=None)
+    assert {(t.mode, t.replay) for t in plan_tasks(cold, (), lambda u: prepare_reference(u, plan.run))} \
         == {("cold", True)}
 
 
 def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: Path) -> None:
-    from codecarena.pipeline import RunOptions, Task, failed_row
+    from codecarena.pipeline.plan import assemble
+    from codecarena.pipeline.row import Task, failed_row
     from codecarena.references import prepare_reference
     from codecarena.results.schema import parse_row
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 1)
-    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("opus:12k"),), limits=StageLimits(1 << 30))
-    task = Task(opts.codecs[0], prepare_reference(evalset.utterances[0], RunDir(opts.out)), "warm", False)
-    row = parse_row(failed_row(task, opts, "a local executor process died before the row finished").to_dict())
+    plan = assemble(evalset, (parse_spec("opus:12k"),), tmp_path / "run", StageLimits(1 << 30))
+    task = Task(plan.codecs[0], prepare_reference(evalset.utterances[0], plan.run), "warm", False)
+    row = parse_row(failed_row(task, plan, "a local executor process died before the row finished").to_dict())
     assert (row.status, row.mode, row.replay_sampled, row.stages) == ("failed", "warm", False, [])
     assert row.error == "a local executor process died before the row finished" and row.payload is None
 
 
 def test_a_runtime_that_cannot_start_fails_its_rows_not_the_run(tmp_path: Path) -> None:
     from codecarena.executors.local import LocalExecutor
-    from codecarena.pipeline import RunOptions, plan_tasks
+    from codecarena.pipeline.execute import plan_tasks
+    from codecarena.pipeline.plan import assemble
     from codecarena.references import prepare_reference
     from codecarena.specs import parse_spec
 
     evalset = _set(tmp_path / "in", 2)
-    opts = RunOptions(out=tmp_path / "run", codecs=(parse_spec("pcm:16"),), limits=StageLimits(1 << 30),
-                      python=str(tmp_path / "missing" / "python"))
-    tasks = plan_tasks(evalset, opts, (), lambda u: prepare_reference(u, RunDir(opts.out)))
-    rows = list(LocalExecutor(workers=1).rows(tasks, opts, None))
+    plan = assemble(evalset, (parse_spec("pcm:16"),), tmp_path / "run", StageLimits(1 << 30),
+                    python=str(tmp_path / "missing" / "python"))
+    tasks = plan_tasks(plan, (), lambda u: prepare_reference(u, plan.run))
+    rows = list(LocalExecutor(workers=1).rows(tasks, plan))
     assert [r.status for r in rows] == ["failed", "failed"]
     assert all("FileNotFoundError" in r.error and "missing/python" in r.error for r in rows)
 

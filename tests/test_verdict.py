@@ -95,7 +95,7 @@ def _forge(run: Path, codec: str, **changes: object) -> None:
 
     rows = [parse_row({**r, **(changes if r["codec"] == codec else {}), "row_sha256": None}).sealed()
             for r in rows_of(run)]
-    rewrite_rows(run, rows)
+    rewrite_rows(RunDir(run), rows)
     # The run summarises its rows in plan order, whatever order they finished in.
     rows = Run.open(run).rows
     write_json(run / "summary.json", {**summarize(rows), "ledger": ledger.build(rows, RunDir(run))})

@@ -23,7 +23,7 @@ USER_ERRORS = (("codecarena.commands.common", "CliError"), ("codecarena.selectio
                ("codecarena.metrics.declarations", "MetricError"), ("codecarena.registry.strict", "RegistryError"),
                ("codecarena.runtime.venvs", "RuntimeMissing"), ("codecarena.checkpoints", "CheckpointError"),
                ("codecarena.datasets", "DatasetError"), ("codecarena.specs", "SpecError"),
-               ("codecarena.pipeline", "RunError"), ("codecarena.results.store", "StoreError"),
+               ("codecarena.pipeline.plan", "RunError"), ("codecarena.results.store", "StoreError"),
                ("codecarena.payload.fields", "PayloadError"), ("codecarena.diskspace", "DiskFullError"),
                ("builtins", "ValueError"))
 

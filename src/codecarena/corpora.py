@@ -1,5 +1,6 @@
 """Corpus readers for `--input`: LibriSpeech, AISHELL-1, Kaldi data directories and plain folders,
-with `--limit` and `--shard` applied to the sorted listing before any audio is opened.
+with the subset a run takes (`--limit-per-language`, `--limit`, `--shard`) applied to the sorted
+listing before any audio is opened (to a loaded set for plain folders and the smoke set).
 
 Every reader produces the same EvalSet the pipeline already takes; its identity (manifest hash)
 covers the selected utterances' ids, audio sha256 and transcripts, so two shards or two limits are
@@ -48,30 +49,56 @@ def parse_shard(text: str) -> Shard:
     return Shard(int(match[1]), int(match[2]))
 
 
-def _selected(ids: list[str], limit: int | None, shard: Shard | None) -> list[str]:
-    if limit is not None and limit < 1:
-        raise ValueError(f"--limit {limit}: expected at least 1")
-    chosen = ids[:limit] if limit is not None else list(ids)
-    if shard is not None:
-        chosen = [u for i, u in enumerate(chosen) if i % shard.count == shard.index]
-    if not chosen:
-        raise ValueError("the --limit/--shard selection leaves no utterances")
-    return chosen
+@dataclass(frozen=True)
+class Subset:
+    """The utterances of a set a run takes, chosen in this order: the first `per_language` of each
+    language (in the set's order; an utterance that declares no language counts as `language`, the
+    one --language gives it), then the first `limit` of those, then every `shard.count`-th of those
+    from the `shard.index`-th. Shards of one subset are disjoint and together make it up."""
+    limit: int | None = None
+    shard: Shard | None = None
+    per_language: int | None = None
+    language: str = ""
+
+    def choose(self, entries: list[tuple[str, str]]) -> list[str]:
+        """The ids chosen of (id, language) entries in the set's order, in that order."""
+        if self.per_language is not None and self.per_language < 1:
+            raise ValueError(f"--limit-per-language {self.per_language}: expected at least 1")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"--limit {self.limit}: expected at least 1")
+        chosen = [utt for utt, _ in entries]
+        if self.per_language is not None:
+            taken: dict[str, int] = {}
+            chosen = []
+            for utt, language in entries:
+                key = language or self.language
+                if taken.get(key, 0) < self.per_language:
+                    taken[key] = taken.get(key, 0) + 1
+                    chosen.append(utt)
+        chosen = chosen[:self.limit] if self.limit is not None else chosen
+        if self.shard is not None:
+            chosen = [u for i, u in enumerate(chosen) if i % self.shard.count == self.shard.index]
+        if not chosen:
+            raise ValueError("the --limit/--shard selection leaves no utterances")
+        return chosen
+
+    @property
+    def suffix(self) -> str:
+        """What the set's name carries of the subset, as `[limit_per_language=2,limit=3,shard=0/2]`."""
+        parts = ([f"limit_per_language={self.per_language}"] if self.per_language is not None else []) + \
+            ([f"limit={self.limit}"] if self.limit is not None else []) + \
+            ([f"shard={self.shard.index}/{self.shard.count}"] if self.shard else [])
+        return f"[{','.join(parts)}]" if parts else ""
 
 
-def _suffix(limit: int | None, shard: Shard | None) -> str:
-    parts = ([f"limit={limit}"] if limit is not None else []) + ([f"shard={shard.index}/{shard.count}"] if shard else [])
-    return f"[{','.join(parts)}]" if parts else ""
-
-
-def select(evalset: EvalSet, limit: int | None, shard: Shard | None) -> EvalSet:
-    """--limit / --shard on an already loaded set (the smoke set)."""
-    if limit is None and shard is None:
+def select(evalset: EvalSet, subset: Subset) -> EvalSet:
+    """The subset of an already loaded set (the smoke set, a plain folder, one file)."""
+    if not subset.suffix:
         return evalset
-    keep = set(_selected([u.id for u in evalset.utterances], limit, shard))
+    keep = set(subset.choose([(u.id, u.language) for u in evalset.utterances]))
     utterances = tuple(u for u in evalset.utterances if u.id in keep)
-    digest = hashlib.sha256(f"{evalset.manifest_sha256}:{_suffix(limit, shard)}".encode()).hexdigest()
-    return dataclasses.replace(evalset, name=evalset.name + _suffix(limit, shard), utterances=utterances,
+    digest = hashlib.sha256(f"{evalset.manifest_sha256}:{subset.suffix}".encode()).hexdigest()
+    return dataclasses.replace(evalset, name=evalset.name + subset.suffix, utterances=utterances,
                                manifest_sha256=digest)
 
 
@@ -145,7 +172,7 @@ def _audio_by_stem(root: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
     return by_stem, left_out
 
 
-def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+def load_kaldi(root: Path, subset: Subset) -> EvalSet:
     """wav.scp (`utt path`; relative paths from the data directory), text, and optional utt2spk.
     Pipe entries (`cmd |`) are refused: codecarena hashes the audio it scores, so it needs a file."""
     scp, text, spk = _table(root / "wav.scp"), _table(root / "text"), _table(root / "utt2spk", required=False)
@@ -159,15 +186,15 @@ def load_kaldi(root: Path, limit: int | None = None, shard: Shard | None = None)
         raise DatasetError(f"{printable(str(root / 'text'))}: no transcript for {counted(len(no_text), 'utterance')} "
                            f"of wav.scp, e.g. {no_text[0]}")
     entries = []
-    for utt in _selected(sorted(scp), limit, shard):
+    for utt in subset.choose([(utt, "") for utt in sorted(scp)]):
         path = Path(scp[utt]) if Path(scp[utt]).is_absolute() else root / scp[utt]
         if not path.is_file():
             raise DatasetError(f"{printable(str(root / 'wav.scp'))}: {utt}: {printable(str(path))} does not exist")
         entries.append(_Entry(utt, path, text[utt], spk.get(utt, ""), ""))
-    return _build(f"kaldi:{root.name}{_suffix(limit, shard)}", f"kaldi {root}", entries)
+    return _build(f"kaldi:{root.name}{subset.suffix}", f"kaldi {root}", entries)
 
 
-def load_librispeech(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+def load_librispeech(root: Path, subset: Subset) -> EvalSet:
     """`SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt` beside `SPEAKER-CHAPTER-NNNN.flac`; English."""
     by_stem, left_out = _audio_by_stem(root)
     transcripts: dict[str, str] = {}
@@ -181,15 +208,15 @@ def load_librispeech(root: Path, limit: int | None = None, shard: Shard | None =
     if not transcripts:
         raise DatasetError(f"{printable(str(root))}: no *.trans.txt files (not a LibriSpeech-style directory)")
     entries = [_Entry(utt, by_stem[utt], transcripts.get(utt), utt.split("-")[0], "en")
-               for utt in _selected(sorted(by_stem), limit, shard)]
-    return _build(f"librispeech:{root.name}{_suffix(limit, shard)}", f"librispeech {root}", entries, left_out)
+               for utt in subset.choose([(utt, "en") for utt in sorted(by_stem)])]
+    return _build(f"librispeech:{root.name}{subset.suffix}", f"librispeech {root}", entries, left_out)
 
 
 def _aishell_transcripts(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*transcript*.txt") if p.is_file())
 
 
-def load_aishell(root: Path, limit: int | None = None, shard: Shard | None = None) -> EvalSet:
+def load_aishell(root: Path, subset: Subset) -> EvalSet:
     """AISHELL-1: `wav/<split>/<speaker>/<id>.wav` and a transcript file of `<id> <words...>` lines.
     Transcripts are word-segmented with spaces, which Mandarin text does not have: they are joined.
     Utterances without a transcript line (AISHELL-1 has a few) are kept, transcript unknown."""
@@ -208,11 +235,11 @@ def load_aishell(root: Path, limit: int | None = None, shard: Shard | None = Non
     if not by_stem:
         raise DatasetError(f"{printable(str(root))}: no .wav or .flac files found")
     entries = []
-    for utt in _selected(sorted(by_stem), limit, shard):
+    for utt in subset.choose([(utt, "zh") for utt in sorted(by_stem)]):
         match = _AISHELL_ID.match(utt)
         speaker = match[1] if match else by_stem[utt].parent.name
         entries.append(_Entry(utt, by_stem[utt], transcripts.get(utt), speaker, "zh"))
-    return _build(f"aishell:{root.name}{_suffix(limit, shard)}", f"aishell {root}", entries, left_out)
+    return _build(f"aishell:{root.name}{subset.suffix}", f"aishell {root}", entries, left_out)
 
 
 def detect_layout(root: Path) -> str:
@@ -228,9 +255,13 @@ def detect_layout(root: Path) -> str:
 
 
 def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shard: Shard | None = None,
-                channels: str = "mix", language_from_folders: bool = False) -> EvalSet:
-    """A corpus in its layout, or one audio file; `channels` and `language_from_folders` apply to plain
-    folders (the corpora's layouts are mono and declare their language)."""
+                channels: str = "mix", language_from_folders: bool = False, per_language: int | None = None,
+                language: str = "") -> EvalSet:
+    """A corpus in its layout, or one audio file, and of it the `Subset` of `per_language`, `limit` and
+    `shard` (`language`: what an utterance that declares none counts as there); `channels` and
+    `language_from_folders` apply to plain folders (the corpora's layouts are mono and declare their
+    language)."""
+    subset = Subset(limit, shard, per_language, language)
     root = Path(path).expanduser().resolve()
     if layout not in CORPUS_LAYOUTS:
         raise DatasetError(f"unknown corpus layout {layout!r}; expected one of {CORPUS_LAYOUTS}")
@@ -238,7 +269,7 @@ def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shar
         if layout not in ("auto", "plain") or language_from_folders:
             option = f"--corpus {layout}" if layout not in ("auto", "plain") else "--language-from-folders"
             raise DatasetError(f"{printable(str(root))}: a single file; {option} reads a folder")
-        return select(load_input_file(root, channels), limit, shard)
+        return select(load_input_file(root, channels), subset)
     if not root.is_dir():
         what = "is neither a file nor a folder" if root.exists() else "does not exist"
         raise DatasetError(f"{printable(str(root))}: {what} (--input takes an audio file or a folder of them)")
@@ -248,12 +279,12 @@ def load_corpus(path: Path, layout: str = "auto", limit: int | None = None, shar
                            f"{chosen} corpus, which declares its own languages (--corpus plain reads it as plain)")
     try:
         if chosen == "kaldi":
-            return load_kaldi(root, limit, shard)
+            return load_kaldi(root, subset)
         if chosen == "librispeech":
-            return load_librispeech(root, limit, shard)
+            return load_librispeech(root, subset)
         if chosen == "aishell":
-            return load_aishell(root, limit, shard)
+            return load_aishell(root, subset)
         # A plain folder (optionally with manifest.json) is small: load it, then select.
-        return select(load_input_dir(root, channels, language_from_folders=language_from_folders), limit, shard)
+        return select(load_input_dir(root, channels, language_from_folders=language_from_folders), subset)
     except ValueError as exc:  # a --limit/--shard selection that leaves nothing
         raise DatasetError(str(exc)) from None

@@ -1,4 +1,6 @@
-"""The run directory: every path codecarena writes, deletes or reads inside a run is built here.
+"""The run directory: every path codecarena writes, deletes or reads inside a run is built here (a row's
+files, each stage's job file, log, report and private folder, the workers' and the scoring process's
+logs), except inside `reference_results/`, whose store keeps its own layout (metrics/reference_results.py).
 
 Utterance ids and codec slugs become file names, and ids come from user files (manifest.json, a Kaldi
 wav.scp, file names). An id that is an absolute path or climbs with `..` would otherwise make a run
@@ -15,6 +17,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from codecarena.files import LinkedFileError, open_unlinked
@@ -28,6 +31,44 @@ ROWS = "rows.jsonl"
 RUN = "run.json"
 SUMMARY = "summary.json"
 LOCK = ".lock"
+
+
+@dataclass(frozen=True)
+class StageFiles:
+    """Where one stage's files go: the job file its worker reads, the worker's log, the report the
+    harness places, and the private folder the worker writes into (runtime/private.py)."""
+    job: Path
+    log: Path
+    report: Path
+    folder: Path
+
+    @classmethod
+    def scratch(cls, folder: Path, name: str) -> StageFiles:
+        """A stage's files in a scratch folder outside any run (the audit's fresh decode, `stream`)."""
+        return cls(folder / f"{name}.job.json", folder / f"{name}.log", folder / f"{name}.report.json", folder / name)
+
+
+@dataclass(frozen=True)
+class WorkerFiles:
+    """A persistent worker's log and private folder."""
+    log: Path
+    folder: Path
+
+    @classmethod
+    def scratch(cls, folder: Path, name: str) -> WorkerFiles:
+        """A persistent worker's files in a scratch folder outside any run."""
+        return cls(folder / f"{name}.log", folder / name)
+
+
+@dataclass(frozen=True)
+class RowFiles:
+    """Every file one row (a codec configuration x an utterance) writes in its run."""
+    work: Path  # work/<codec>/<utt>/: the stages' job files, logs, reports and private folders
+    payload: Path  # payloads/<codec>/<utt>.ccap
+    decoded: Path  # decoded/<codec>/<utt>.wav
+    replay: Path  # work/<codec>/<utt>/replay.wav, removed once compared
+    impaired: Path  # channel/<codec>/<utt>.ccap: the payload as a channel delivers it
+    trace: Path  # channel/<codec>/<utt>.trace.json
 
 
 class RunLockError(ValueError):
@@ -160,34 +201,59 @@ class RunDir:
     def reference(self, utterance: str, suffix: str) -> Path:
         if suffix not in (".wav", ".flac"):
             raise UnsafePathError(f"{self.root}: reference suffix {suffix!r} is not .wav or .flac")
-        return self.path("references", f"{check_id(utterance, str(self.root))}{suffix}")
+        return self.path("references", f"{self._id(utterance)}{suffix}")
+
+    def _id(self, utterance: str) -> str:
+        return check_id(utterance, str(self.root))
 
     def payload(self, codec_slug: str, utterance: str) -> Path:
-        return self.path("payloads", codec_slug, f"{check_id(utterance, str(self.root))}.ccap")
+        return self.path("payloads", codec_slug, f"{self._id(utterance)}.ccap")
 
     def decoded(self, codec_slug: str, utterance: str) -> Path:
-        return self.path("decoded", codec_slug, f"{check_id(utterance, str(self.root))}.wav")
+        return self.path("decoded", codec_slug, f"{self._id(utterance)}.wav")
 
     def work(self, codec_slug: str, utterance: str) -> Path:
-        return self.path("work", codec_slug, check_id(utterance, str(self.root)))
+        return self.path("work", codec_slug, self._id(utterance))
 
-    def job_folder(self, codec_slug: str, utterance: str, stage: str) -> Path:
-        """A cold stage's private folder, the only place its worker writes (runtime/private.py)."""
-        return self.path("work", codec_slug, check_id(utterance, str(self.root)), _safe_name(stage, self.root))
+    def row(self, codec_slug: str, utterance: str) -> RowFiles:
+        """Every file of the row of `codec_slug` x `utterance`."""
+        utt = self._id(utterance)
+        return RowFiles(work=self.work(codec_slug, utt), payload=self.payload(codec_slug, utt),
+                        decoded=self.decoded(codec_slug, utt), replay=self.path("work", codec_slug, utt, "replay.wav"),
+                        impaired=self.path("channel", codec_slug, f"{utt}.ccap"),
+                        trace=self.path("channel", codec_slug, f"{utt}.trace.json"))
 
-    def worker_folder(self, name: str) -> Path:
-        """A persistent worker's private folder, beside its log."""
-        return self.path("work", "persistent", _safe_name(name, self.root))
+    def stage(self, codec_slug: str, utterance: str, stage: str) -> StageFiles:
+        """The files of a row's stage (encode, decode, replay, or an extra encode of the ledger's stability
+        measurement): `<stage>.job.json`, `<stage>.log`, `<stage>.report.json` and the private folder
+        `<stage>/`, the only place its worker writes (runtime/private.py), all in the row's work folder."""
+        utt, name = self._id(utterance), _safe_name(stage, self.root)
+        return StageFiles(job=self.path("work", codec_slug, utt, f"{name}.job.json"),
+                          log=self.path("work", codec_slug, utt, f"{name}.log"),
+                          report=self.path("work", codec_slug, utt, f"{name}.report.json"),
+                          folder=self.path("work", codec_slug, utt, name))
+
+    def shifted_input(self, codec_slug: str, utterance: str) -> Path:
+        """The delayed reference the stability measurement encodes (results/stability.py), removed after it."""
+        return self.path("work", codec_slug, self._id(utterance), "stability-shift-input.wav")
+
+    def worker(self, name: str) -> WorkerFiles:
+        """A persistent worker's log (`work/persistent/<name>.log`) and private folder beside it."""
+        safe = _safe_name(name, self.root)
+        return WorkerFiles(log=self.path("work", "persistent", f"{safe}.log"),
+                           folder=self.path("work", "persistent", safe))
+
+    def scoring_log(self, pid: int) -> Path:
+        """The log of the scoring process an executor process with this pid keeps."""
+        return self.path("work", "scoring", f"scoring-{int(pid)}.log")
 
     def stability(self, codec_slug: str, utterance: str, part: str) -> Path:
         """A row's token-stability measurement (results/stability.py): its record or an extra encode's payload."""
         if part not in ("json", "reencode.ccap", "shift.ccap"):
             raise UnsafePathError(f"{self.root}: stability part {part!r} is not json, reencode.ccap or shift.ccap")
-        return self.path("stability", codec_slug, f"{check_id(utterance, str(self.root))}.{part}")
+        return self.path("stability", codec_slug, f"{self._id(utterance)}.{part}")
 
     def reference_results(self) -> Path:
-        """What metrics computed from a reference alone (metrics/reference_results.py)."""
+        """What metrics computed from a reference alone (metrics/reference_results.py, a store with its own
+        layout and format inside this folder)."""
         return self.path("reference_results")
-
-    def persistent_logs(self) -> Path:
-        return self.path("work", "persistent")

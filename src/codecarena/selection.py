@@ -16,7 +16,7 @@ from typing import Any
 
 from codecarena.codecs.base import parse_weights
 from codecarena.registry.catalog import FAMILIES, Command
-from codecarena.corpora import load_corpus, parse_shard, select
+from codecarena.corpora import Subset, load_corpus, parse_shard, select
 from codecarena.datasets import EvalSet, load_smoke
 from codecarena.languages import language_problem
 from codecarena.metrics.declarations import select as select_metrics
@@ -282,18 +282,19 @@ def with_language(evalset: EvalSet, language: str) -> EvalSet:
 
 def evaluation_set(input_path: Path | None, layout: str, language: str, data_dir: Path | None, allow_download: bool,
                    limit: int | None, shard: str | None, channels: str = "mix",
-                   language_from_folders: bool = False) -> EvalSet:
-    """A folder of audio in the named corpus layout, or one audio file, or else the smoke set; then
-    --limit and --shard."""
+                   language_from_folders: bool = False, limit_per_language: int | None = None) -> EvalSet:
+    """A folder of audio in the named corpus layout, or one audio file, or else the smoke set; then its
+    subset: --limit-per-language, --limit and --shard (corpora.Subset)."""
     if language and language_problem(language):
         raise SelectionError(f"--language {language_problem(language)}; leave it out for a language no recogniser "
                              "here knows")
     try:
         parsed = parse_shard(shard) if shard else None
         if input_path is not None:
-            return with_language(load_corpus(input_path, layout, limit, parsed, channels, language_from_folders),
-                                 language)
-        return select(load_smoke(data_dir=data_dir, allow_download=allow_download), limit, parsed)
+            return with_language(load_corpus(input_path, layout, limit, parsed, channels, language_from_folders,
+                                             limit_per_language, language), language)
+        return select(load_smoke(data_dir=data_dir, allow_download=allow_download),
+                      Subset(limit, parsed, limit_per_language))
     except ValueError as exc:
         raise SelectionError(str(exc)) from None
 

@@ -11,18 +11,12 @@ from codecarena.channel.impair import Trace, impair_file
 from codecarena.channel.spec import parse_channel
 from codecarena.files import sha256_file
 from codecarena.registry.catalog import FAMILIES
-from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.rundir import RowFiles, RunDir, UnsafePathError
 
 #: The keys of a row's `channel` record (docs/results.md).
 RECORD_KEYS = ("channel", "model", "parameters", "seed", "policy", "concealment", "payload", "payload_sha256",
                "payload_bytes", "trace", "trace_sha256", "unit", "units", "lost", "lost_fraction", "bits",
                "flipped_bits", "bit_error_fraction")
-
-
-def paths(run: RunDir, slug: str, utterance: str) -> tuple[Path, Path]:
-    """Where a row's impaired payload and its trace live."""
-    folder = run.path("channel", slug)
-    return run.path("channel", slug, f"{utterance}.ccap"), folder / f"{utterance}.trace.json"
 
 
 def who_conceals(family: str) -> str:
@@ -34,14 +28,13 @@ def who_conceals(family: str) -> str:
     return support.concealment
 
 
-def cross(channel_text: str, family: str, utterance: str, clean: Path, run: RunDir, slug: str) -> tuple[Path, dict]:
-    """Impair the clean payload; the impaired payload's path and the row's record. ChannelError,
-    PayloadError or OSError when it cannot be done."""
+def cross(channel_text: str, family: str, utterance: str, run: RunDir, files: RowFiles) -> tuple[Path, dict]:
+    """Impair the row's clean payload into its impaired payload and trace; the impaired payload's path
+    and the row's record. ChannelError, PayloadError or OSError when it cannot be done."""
     channel = parse_channel(channel_text)
-    impaired, trace_path = paths(run, slug, utterance)
-    trace_path.parent.mkdir(parents=True, exist_ok=True)
-    trace = impair_file(clean, impaired, trace_path, channel, utterance)
-    return impaired, record(trace, channel_text, who_conceals(family), run, impaired, trace_path)
+    files.trace.parent.mkdir(parents=True, exist_ok=True)
+    trace = impair_file(files.payload, files.impaired, files.trace, channel, utterance)
+    return files.impaired, record(trace, channel_text, who_conceals(family), run, files.impaired, files.trace)
 
 
 def record(trace: Trace, channel_text: str, concealment: str, run: RunDir, impaired: Path,

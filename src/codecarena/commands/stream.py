@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
     from codecarena.datasets import load_smoke
     from codecarena.files import write_json
+    from codecarena.rundir import StageFiles
     from codecarena.runtime.limits import StageLimits, default_memory_limit
     from codecarena.runtime.protocol import Job
     from codecarena.runtime.stages import run_stage
@@ -39,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, path in inputs:
             job = Job.stream(path, Path(tmp) / "report.json", spec.canonical)
-            stage, report = run_stage("stream", job, StageLimits(default_memory_limit()), Path(tmp), sys.executable,
+            stage, report = run_stage("stream", job, StageLimits(default_memory_limit()),
+                                      StageFiles.scratch(Path(tmp), "stream"), sys.executable,
                                       sandbox=for_family(spec.family))
             if report is None or not stage.ok:
                 why = report.error if report is not None and report.error else stage.error

@@ -30,8 +30,8 @@ from typing import Any
 import psutil
 
 from codecarena.executors.runner import RowRunner
-from codecarena.metrics.scorer import Scorer
-from codecarena.pipeline import RunOptions, Task, failed_row
+from codecarena.pipeline.plan import RunPlan
+from codecarena.pipeline.row import Task, failed_row
 from codecarena.results.schema import Row
 from codecarena.runtime.guard import _kill_group, die_with_parent
 
@@ -56,12 +56,12 @@ class _NotStarted(Exception):
     """A task the pool had already queued when the run was interrupted; it never ran."""
 
 
-def _init(opts: RunOptions, harness_pid: int, stop: EventType) -> None:
+def _init(plan: RunPlan, harness_pid: int, stop: EventType) -> None:
     global _RUNNER, _STOP
     die_with_parent(harness_pid)
     # The harness decides what an interrupt stops (see the module docstring).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _RUNNER, _STOP = RowRunner(opts), stop
+    _RUNNER, _STOP = RowRunner(plan), stop
 
 
 def _run(task: Task) -> Row:
@@ -85,31 +85,31 @@ class LocalExecutor:
         return {"executor": "local", "workers": self.workers,
                 "processes": "this process" if self.workers == 1 else "spawned pool"}
 
-    def rows(self, tasks: list[Task], opts: RunOptions, scorer: Scorer | None) -> Iterator[Row]:
+    def rows(self, tasks: list[Task], plan: RunPlan) -> Iterator[Row]:
         if not tasks:
             return
         if self.workers == 1:
-            runner = RowRunner(opts, scorer)
+            runner = RowRunner(plan)
             try:
                 for task in tasks:
                     try:
                         row = runner.run(task)
                     except Exception as exc:  # e.g. a runtime's interpreter that cannot be started
-                        row = failed_row(task, opts, _reason(exc))
+                        row = failed_row(task, plan, _reason(exc))
                     yield row
             finally:
                 runner.close()
             return
-        yield from self._pool_rows(tasks, opts)
+        yield from self._pool_rows(tasks, plan)
 
-    def _pool_rows(self, tasks: list[Task], opts: RunOptions) -> Iterator[Row]:
+    def _pool_rows(self, tasks: list[Task], plan: RunPlan) -> Iterator[Row]:
         context = multiprocessing.get_context("spawn")
         # Tasks the pool has already queued for a process cannot be cancelled; this flag makes them
         # return at once, unstarted. (Future.cancel() is not used: on Python 3.11 a cancelled future
         # crashes the pool's manager thread when a pool process is then killed.)
         stop = context.Event()
         pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init,
-                                   initargs=(opts, os.getpid(), stop))
+                                   initargs=(plan, os.getpid(), stop))
         # Only a few tasks at a time go to the pool, so that an interrupt has few to stop.
         queue = collections.deque(tasks)
         pending: dict[Future[Row], Task] = {}
@@ -121,13 +121,13 @@ class LocalExecutor:
                         try:
                             pending[pool.submit(_run, task)] = task
                         except BrokenProcessPool:
-                            yield failed_row(task, opts, _POOL_DIED)
-                    yield from _collect(pending, opts, _POLL_S)
+                            yield failed_row(task, plan, _POOL_DIED)
+                    yield from _collect(pending, plan, _POLL_S)
                 # Done, or interrupted: nothing more starts, and rows still running get the grace.
                 stop.set()
                 deadline = time.monotonic() + INTERRUPT_GRACE_S
                 while pending and len(interrupts.signums) == 1 and time.monotonic() < deadline:
-                    yield from _collect(pending, opts, min(_POLL_S, deadline - time.monotonic()))
+                    yield from _collect(pending, plan, min(_POLL_S, deadline - time.monotonic()))
             finally:
                 # Rows still running after an interrupt, or when the caller stopped reading, are not wanted.
                 if pending:
@@ -163,7 +163,7 @@ class _Interrupts:
             signal.signal(signum, previous)
 
 
-def _collect(pending: dict[Future[Row], Task], opts: RunOptions, timeout: float) -> Iterator[Row]:
+def _collect(pending: dict[Future[Row], Task], plan: RunPlan, timeout: float) -> Iterator[Row]:
     """The rows of the futures that finish within `timeout`; they leave `pending`."""
     finished, _ = wait(pending, timeout=max(timeout, 0.0), return_when=FIRST_COMPLETED)
     for future in finished:
@@ -173,9 +173,9 @@ def _collect(pending: dict[Future[Row], Task], opts: RunOptions, timeout: float)
         except _NotStarted:
             continue
         except BrokenProcessPool:
-            yield failed_row(task, opts, _POOL_DIED)
+            yield failed_row(task, plan, _POOL_DIED)
         except Exception as exc:  # e.g. a runtime's interpreter that cannot be started
-            yield failed_row(task, opts, _reason(exc))
+            yield failed_row(task, plan, _reason(exc))
 
 
 def _kill_pool(pool: ProcessPoolExecutor) -> None:

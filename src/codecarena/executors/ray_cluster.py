@@ -10,7 +10,6 @@ at the same paths and the run directory on a shared filesystem (docs/performance
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import tempfile
@@ -19,8 +18,8 @@ from typing import Any
 
 from codecarena.executors.local import default_workers
 from codecarena.executors.runner import RowRunner
-from codecarena.metrics.scorer import Scorer
-from codecarena.pipeline import RunOptions, Task, failed_row
+from codecarena.pipeline.plan import RunPlan
+from codecarena.pipeline.row import Task, failed_row
 from codecarena.results.schema import Row
 
 # What Ray needs to stay on loopback and quiet (docs/performance.md, measured with ray 2.60.0).
@@ -30,8 +29,8 @@ _ROW_SLACK_S = 900.0
 
 
 class _RowActor:
-    def __init__(self, opts: RunOptions) -> None:
-        self.runner = RowRunner(opts)
+    def __init__(self, plan: RunPlan) -> None:
+        self.runner = RowRunner(plan)
 
     def run(self, task: Task) -> tuple[Row, str]:
         """The row, and the id of the Ray node it ran on."""
@@ -68,7 +67,7 @@ class RayExecutor:
         self.info["cluster_cpus"] = int(ray.cluster_resources().get("CPU", 0))
         return ray
 
-    def rows(self, tasks: list[Task], opts: RunOptions, scorer: Scorer | None) -> Iterator[Row]:
+    def rows(self, tasks: list[Task], plan: RunPlan) -> Iterator[Row]:
         if not tasks:
             return
         ray = self._connect()
@@ -80,11 +79,10 @@ class RayExecutor:
         # Ray node id -> the (codec, utterance) keys of the rows computed there, in completion order.
         nodes: dict[str, list[list[str]]] = {}
         self.info["nodes"] = nodes
-        opts = dataclasses.replace(opts, out=opts.out.resolve())
-        actors = [actor_class.remote(opts) for _ in range(min(slots, len(tasks)))]
+        actors = [actor_class.remote(plan) for _ in range(min(slots, len(tasks)))]
         queue = list(tasks)
         inflight: dict[Any, tuple[Any, Task]] = {}
-        bound = 3 * opts.limits.stage_timeout_s + _ROW_SLACK_S
+        bound = 3 * plan.limits.stage_timeout_s + _ROW_SLACK_S
 
         def submit(actor: Any) -> None:
             task = queue.pop(0)
@@ -98,9 +96,9 @@ class RayExecutor:
                 if not ready:
                     why = f"no Ray result within {bound:g} s"
                     for _, task in inflight.values():
-                        yield failed_row(task, opts, why)
+                        yield failed_row(task, plan, why)
                     for task in queue:
-                        yield failed_row(task, opts, f"not started: {why}")
+                        yield failed_row(task, plan, f"not started: {why}")
                     return
                 actor, task = inflight.pop(ready[0])
                 try:
@@ -109,12 +107,12 @@ class RayExecutor:
                     yield row
                 except RayActorError as exc:
                     # The actor process died; its row fails and a new actor takes its place.
-                    yield failed_row(task, opts, f"Ray actor died: {str(exc).splitlines()[0]}")
+                    yield failed_row(task, plan, f"Ray actor died: {str(exc).splitlines()[0]}")
                     actors.remove(actor)
-                    actor = actor_class.remote(opts)
+                    actor = actor_class.remote(plan)
                     actors.append(actor)
                 except (RayTaskError, GetTimeoutError) as exc:
-                    yield failed_row(task, opts, f"Ray task failed: {str(exc).splitlines()[0]}")
+                    yield failed_row(task, plan, f"Ray task failed: {str(exc).splitlines()[0]}")
                 if queue:
                     submit(actor)
         finally:

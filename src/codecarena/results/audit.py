@@ -25,7 +25,7 @@ from codecarena.metrics.reference_results import (Entry, ReferenceResultError, e
 from codecarena.registry import user_units
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
-from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.rundir import RunDir, StageFiles, UnsafePathError
 from codecarena.specs import parse_configuration
 from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
@@ -366,10 +366,11 @@ def replay_problems(run: Run, python: str, interpreters: dict[str, str] | None =
             except UnsafePathError:
                 continue  # reported by the file checks; never decode a file outside the run
             out = work / "audit.wav"
+            files = StageFiles.scratch(work, "audit-replay")
             device = (targets or {}).get(row.key, "cpu")
-            job = Job.decode(payload, out, work / "audit.report.json", device=device)
+            job = Job.decode(payload, out, files.report, device=device)
             limits = row.limits or StageLimits(default_memory_limit())
-            stage, _ = run_stage("audit-replay", job, limits, work, (interpreters or {}).get(row.registry, python),
+            stage, _ = run_stage("audit-replay", job, limits, files, (interpreters or {}).get(row.registry, python),
                                  sandbox=for_family(row.family))
             where = f"{row.codec} {row.utterance}"
             if not stage.ok:

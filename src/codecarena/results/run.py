@@ -41,7 +41,7 @@ class Run:
             raise RunLoadError(f"{path}: not a run directory")
         record = read_record(run)
         try:
-            rows, torn = load_rows(run.root, record.plan.keys())
+            rows, torn = load_rows(run, record.plan.keys())
         except StoreError as exc:
             raise RunLoadError(str(exc)) from None
         summary = None

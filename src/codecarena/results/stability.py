@@ -82,13 +82,15 @@ def _shifted_input(reference: Path, out: Path, samples: int) -> None:
     sf.write(out, np.concatenate([np.zeros(samples, dtype=np.int16), pcm]), rate, subtype="PCM_16", format="WAV")
 
 
-def _encode(name: str, source: Path, target: Path, row: Row, work: Path, worker: Any, weights: str) -> tuple[str, str]:
+def _encode(name: str, source: Path, target: Path, row: Row, run: RunDir, worker: Any,
+            weights: str) -> tuple[str, str]:
     """One extra encode: (payload sha256, "") or ("", why it failed)."""
+    files = run.stage(parse_spec(row.codec).slug, row.utterance, name)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
-    job = Job.encode(source, target, work / f"{name}.report.json", row.codec, weights=weights, variant=row.variant,
+    job = Job.encode(source, target, files.report, row.codec, weights=weights, variant=row.variant,
                      device=row.ran_on)
-    stage, _ = run_stage_warm(name, job, work, worker)
+    stage, _ = run_stage_warm(name, job, files, worker)
     if not stage.ok:
         return "", stage.error
     return sha256_file(target), ""
@@ -96,14 +98,14 @@ def _encode(name: str, source: Path, target: Path, row: Row, work: Path, worker:
 
 def measure_row(row: Row, run: RunDir, samples: int, worker: Any, weights: str) -> ledger.StabilityRecord:
     paths = ledger.stability_paths(run, row)
-    work = run.work(parse_spec(row.codec).slug, row.utterance)
-    work.mkdir(parents=True, exist_ok=True)
-    shifted = work / "stability-shift-input.wav"
-    parts = [("reencode", *_encode("stability-reencode", run.resolve(row.decoded or ""), paths["reencode"], row, work,
+    slug = parse_spec(row.codec).slug
+    run.work(slug, row.utterance).mkdir(parents=True, exist_ok=True)
+    shifted = run.shifted_input(slug, row.utterance)
+    parts = [("reencode", *_encode("stability-reencode", run.resolve(row.decoded or ""), paths["reencode"], row, run,
                                    worker, weights))]
     try:
         _shifted_input(run.resolve(row.reference), shifted, samples)
-        parts.append(("shift", *_encode("stability-shift", shifted, paths["shift"], row, work, worker, weights)))
+        parts.append(("shift", *_encode("stability-shift", shifted, paths["shift"], row, run, worker, weights)))
     finally:
         shifted.unlink(missing_ok=True)
     record = ledger.StabilityRecord(row.codec, row.utterance, row.payload_sha256 or "", row.decoded_sha256 or "",
@@ -140,8 +142,7 @@ def _measure_locked(run: RunDir, samples: int, codecs: tuple[str, ...],
     for python in set(interpreters.values()):
         sync_interpreter(python)
     limits = next((r.limits for r in loaded.rows if r.limits is not None), None) or StageLimits(default_memory_limit())
-    workers = WorkerSet(limits.memory_limit_bytes, run.persistent_logs(), limits.guard_poll_s, limits.stage_timeout_s,
-                        run.worker_folder)
+    workers = WorkerSet(limits.memory_limit_bytes, run.worker, limits.guard_poll_s, limits.stage_timeout_s)
     try:
         failures = _measure_rows(loaded.rows, run, samples, codecs, on_row, interpreters, workers,
                                  loaded.record.plan.weights)

@@ -25,6 +25,7 @@ from typing import IO, Any
 import psutil
 
 from codecarena.files import open_unlinked
+from codecarena.rundir import WorkerFiles
 from codecarena.runtime import private
 from codecarena.runtime.guard import _kill_group, parent_death_preexec, reset_peaks, tree_peak_rss
 from codecarena.runtime.launch import worker_command
@@ -175,13 +176,12 @@ class PersistentWorker:
 class WorkerSet:
     """One persistent worker per codec runtime (interpreter) for the built-in units, and one per
     configuration of a user codec, in its sandbox: a user codec never shares a process, so it can
-    touch no other codec's numbers (docs/security.md). Each is started on first use, its log in
-    `log_dir` and its private folder named by `folder_of` (a run's `RunDir.worker_folder`)."""
+    touch no other codec's numbers (docs/security.md). Each is started on first use, its log and its
+    private folder named by `files_of` (a run's `RunDir.worker`)."""
 
-    def __init__(self, limit_bytes: int, log_dir: Path, poll_s: float = 0.25, timeout_s: float = 600.0,
-                 folder_of: Callable[[str], Path] | None = None) -> None:
-        self.limit_bytes, self.log_dir, self.poll_s, self.timeout_s = limit_bytes, log_dir, poll_s, timeout_s
-        self.folder_of = folder_of or (lambda name: log_dir / name)
+    def __init__(self, limit_bytes: int, files_of: Callable[[str], WorkerFiles], poll_s: float = 0.25,
+                 timeout_s: float = 600.0) -> None:
+        self.limit_bytes, self.files_of, self.poll_s, self.timeout_s = limit_bytes, files_of, poll_s, timeout_s
         self._workers: dict[tuple[str, str], PersistentWorker] = {}
 
     def get(self, python: str, spec: CodecSpec) -> PersistentWorker:
@@ -190,8 +190,9 @@ class WorkerSet:
         key = (python, spec.bare.canonical if sandbox else "")
         if key not in self._workers:
             name = f"{spec.bare.slug if sandbox else 'persistent'}-{len(self._workers)}-{os.getpid()}"
-            self._workers[key] = PersistentWorker(python, self.limit_bytes, self.log_dir / f"{name}.log", self.poll_s,
-                                                  self.timeout_s, self.folder_of(name), sandbox)
+            files = self.files_of(name)
+            self._workers[key] = PersistentWorker(python, self.limit_bytes, files.log, self.poll_s, self.timeout_s,
+                                                  files.folder, sandbox)
         return self._workers[key]
 
     def stop(self) -> None:

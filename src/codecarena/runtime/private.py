@@ -1,7 +1,7 @@
 """A stage's private folder: its worker writes its output and report there and nowhere else.
 
-Every stage, of every family, writes into a folder of its own job (a cold stage's `RunDir.job_folder`,
-a persistent worker's `RunDir.worker_folder`), never into the run's shared folders. The harness empties
+Every stage, of every family, writes into a folder of its own job (a cold stage's `RunDir.stage(...).folder`,
+a persistent worker's `RunDir.worker(...).folder`), never into the run's shared folders. The harness empties
 the folder before the job (keeping the folder itself: a sandboxed persistent worker's Landlock rule
 holds that very folder), hands the worker the job with its paths inside it (`into`), and afterwards
 copies what the job made to where the run keeps it (`place`): a new file under a random exclusive

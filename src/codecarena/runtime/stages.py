@@ -3,7 +3,9 @@
 A cold stage is a fresh `python -m codecarena.worker JOB.json` under the memory guard and the stage
 timeout (a user codec's in its sandbox, runtime/launch.py); a warm stage goes to a persistent worker
 that keeps the model loaded. Either way the worker writes into a private folder, from which the
-harness places the job's output and report where the job names them (runtime/private.py), and the
+harness places the job's output and report where the job names them (runtime/private.py); where the
+job file, the log and the private folder are is the caller's `StageFiles` (a run's come from its
+`RunDir`, rundir.py), and the
 record holds the worker's own timing split, the guard's record and the RTFs derived from them. The stage's
 peak RSS is its guard record's: the guard's readings with the worker's own final peak folded in, so a
 stage whose peak passed its limit between two polls is failed for it, like one the guard killed.
@@ -16,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from codecarena.rundir import StageFiles
 from codecarena.runtime import private
 from codecarena.runtime.guard import GuardRecord, run_guarded, with_final_peak
 from codecarena.runtime.launch import worker_command
@@ -54,20 +57,19 @@ def _over_limit(name: str, guard: GuardRecord) -> str:
             f"{guard.limit_bytes / 2**20:.1f} MiB between two guard polls")
 
 
-def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str, folder: Path | None = None,
+def run_stage(name: str, job: Job, limits: StageLimits, files: StageFiles, python: str,
               sandbox: str = "") -> tuple[Stage, StageReport | None]:
-    """One stage in a fresh worker writing into `folder` (default: WORK/NAME), in user codec
-    `sandbox`'s sandbox when one is named; the job's output and report are placed where it names them."""
-    folder = folder if folder is not None else work / name
+    """One stage in a fresh worker writing into `files.folder`, in user codec `sandbox`'s sandbox when
+    one is named; the job's output and report are placed where it names them."""
+    folder = files.folder
     private.prepare(folder)
     inner = private.into(job, folder)
-    job_path = work / f"{name}.job.json"
-    write_job(job_path, inner)
+    write_job(files.job, inner)
     Path(job.report).unlink(missing_ok=True)
-    command, env = worker_command(python, sandbox, folder, str(job_path))
+    command, env = worker_command(python, sandbox, folder, str(files.job))
     try:
         result = run_guarded(command, limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s,
-                             timeout_s=limits.stage_timeout_s, log_path=work / f"{name}.log", env=env)
+                             timeout_s=limits.stage_timeout_s, log_path=files.log, env=env)
         killed = result.guard.fired
         report: StageReport | None = None
         report_error = ""
@@ -88,7 +90,7 @@ def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str,
     elif guard.timed_out:
         error = f"{name} worker killed after the {limits.stage_timeout_s:g} s stage timeout"
     elif report is None:
-        error = report_error or f"{name} worker exited with status {result.returncode} and no report (see {work / (name + '.log')})"
+        error = report_error or f"{name} worker exited with status {result.returncode} and no report (see {files.log})"
     elif not report.ok:
         error = f"{name}: {report.error}"
     elif result.returncode != 0:
@@ -113,15 +115,16 @@ def run_stage(name: str, job: Job, limits: StageLimits, work: Path, python: str,
     return stage, report
 
 
-def run_stage_warm(name: str, job: Job, work: Path, worker: PersistentWorker) -> tuple[Stage, StageReport | None]:
-    """The same stage through a persistent worker: no process start, the model already loaded after
-    its first job. A worker that dies fails this stage only; the next job starts a new worker."""
-    job_path = work / f"{name}.job.json"
+def run_stage_warm(name: str, job: Job, files: StageFiles,
+                   worker: PersistentWorker) -> tuple[Stage, StageReport | None]:
+    """The same stage through a persistent worker (whose own private folder it writes into): no
+    process start, the model already loaded after its first job. A worker that dies fails this
+    stage only; the next job starts a new worker."""
     Path(job.report).unlink(missing_ok=True)
     start = time.perf_counter()
     report: StageReport | None
     try:
-        report = worker.submit(job, job_path)
+        report = worker.submit(job, files.job)
         error = "" if report.ok else f"{name}: {report.error}"
     except WorkerFailed as exc:
         report, error = None, f"{name}: {exc}"
