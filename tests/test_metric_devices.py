@@ -56,10 +56,25 @@ def test_dnsmos_on_cuda_without_the_provider_is_refused_not_run_on_the_cpu() -> 
         Dnsmos("cuda:0")
 
 
+def test_plcmos_on_cuda_without_the_provider_is_refused_not_run_on_the_cpu() -> None:
+    onnxruntime = pytest.importorskip("onnxruntime")
+    pytest.importorskip("speechmos")
+    from codecarena.metrics.plcmos import Plcmos
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime has a CUDA provider")
+    assert Plcmos("cpu")._session.get_providers() == ["CPUExecutionProvider"]  # type: ignore[attr-defined]
+    with pytest.warns(UserWarning, match="CUDAExecutionProvider"), \
+            pytest.raises(MetricDeviceError, match="^PLCMOS model plcmos_v2.onnx: onnxruntime created the session "
+                                                   "with CPUExecutionProvider, not CUDA"):
+        Plcmos("cuda:0")
+
+
 def test_devices_of_puts_only_the_learned_metrics_on_the_metric_device() -> None:
-    assert devices_of(("stoi", "visqol", "pitch", "mcd", "dnsmos", "asr", "distill_mos", "speaker_sim"), "cuda:1") == {
-        "stoi": "cpu", "visqol": "cpu", "pitch": "cpu", "mcd": "cpu", "dnsmos": "cuda:1", "asr": "cuda:1",
-        "distill_mos": "cuda:1", "speaker_sim": "cuda:1"}
+    assert devices_of(("stoi", "visqol", "pitch", "mcd", "warp_q", "dnsmos", "plcmos", "asr", "distill_mos",
+                       "speaker_sim"), "cuda:1") == {
+        "stoi": "cpu", "visqol": "cpu", "pitch": "cpu", "mcd": "cpu", "warp_q": "cpu", "dnsmos": "cuda:1",
+        "plcmos": "cuda:1", "asr": "cuda:1", "distill_mos": "cuda:1", "speaker_sim": "cuda:1"}
     assert set(devices_of(ENGINE_OF, "cpu").values()) == {"cpu"}
 
 

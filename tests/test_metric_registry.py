@@ -46,7 +46,7 @@ def test_declarations_are_consistent() -> None:
     # The signal metrics, in the signal module's order, and MCD are those without a model file.
     no_models = tuple(spec.name for spec in METRICS if not spec.uses_models)
     assert tuple(n for n in no_models if n in SIGNAL_METRICS) == SIGNAL_METRICS
-    assert set(no_models) - set(SIGNAL_METRICS) == {"mcd"}
+    assert set(no_models) - set(SIGNAL_METRICS) == {"mcd", "warp_q"}
 
 
 def test_needs_are_recorded_as_their_words() -> None:
@@ -429,3 +429,103 @@ def test_batched_dnsmos_equals_the_speechmos_protocol(speech: np.ndarray) -> Non
             # One window per call there, all in one call here, one thread here: float32 rounding only.
             assert ours[output] == pytest.approx(float(theirs[key]), abs=1e-6), (output, len(audio))
     assert len(model.windows(np.tile(noisy, 9))) > 1
+
+
+def test_plcmos_and_warp_q_are_in_the_default_metric_set() -> None:
+    """The default --metrics puts PLCMOS on every row, channel rows included, and WARP-Q beside it (its
+    cost is under a tenth of the default set's: docs/metrics.md)."""
+    import argparse
+
+    from codecarena.commands.common import add_metric_args
+    from codecarena.metrics.declarations import select
+
+    if not (available(BY_NAME["plcmos"]) and available(BY_NAME["warp_q"])):
+        pytest.skip("the metrics extra is not installed")
+    parser = argparse.ArgumentParser()
+    add_metric_args(parser)
+    assert {"plcmos", "warp_q"} <= set(select(parser.parse_args([]).metrics))
+
+
+def _lost_frames(speech: np.ndarray, rate: float) -> np.ndarray:
+    """Speech with each 20 ms frame zeroed with probability `rate`, one seeded draw per frame shared by
+    every rate (a higher rate loses a superset), as the arena's channel draws are: silence in place of
+    every lost frame, no concealment."""
+    draws = np.random.default_rng(0).random(speech.size // 320)
+    lossy = speech.copy()
+    for frame in np.flatnonzero(draws < rate):
+        lossy[frame * 320:(frame + 1) * 320] = 0.0
+    return lossy
+
+
+def test_plcmos_is_speechmos_protocol_with_a_seeded_rater_draw(speech: np.ndarray) -> None:
+    pytest.importorskip("speechmos")
+    from speechmos.plcmos import PLCMOS
+
+    from codecarena.metrics.plcmos import RATER_SEED, Plcmos
+
+    noisy = np.clip(speech + 0.02 * np.random.default_rng(2).standard_normal(speech.size), -1, 1)
+    ours = Plcmos().score(noisy)
+    saved = np.random.get_state()
+    try:
+        np.random.seed(RATER_SEED)  # speechmos draws its 15 rater embeddings from numpy's global generator
+        theirs = PLCMOS()(noisy)["plcmos"]
+    finally:
+        np.random.set_state(saved)
+    # One onnxruntime thread here, speechmos's default there: float32 rounding at most.
+    assert ours == pytest.approx(theirs, abs=1e-6)
+    assert Plcmos().score(noisy) == ours  # a fixed draw: a fresh model repeats it bit for bit
+    entry = {e["name"]: e for e in describe(("plcmos",))}["plcmos"]
+    assert entry["unusable_because"] is None and entry["device_engine"] == "onnxruntime"
+
+
+def test_plcmos_scores_clean_speech_high_and_falls_with_every_step_of_loss(speech: np.ndarray) -> None:
+    pytest.importorskip("speechmos")
+    scorer = Scorer(("plcmos",))
+    utt = UtteranceInfo("u", "en", None, ())
+    values = [scorer.score(utt, speech, _lost_frames(speech, rate), 16000)["plcmos"]["value"]
+              for rate in (0.0, 0.05, 0.1, 0.2, 0.4)]
+    assert values[0] >= 4.0, values  # the clean 1.5 s clip: 4.26 here
+    assert all(later < earlier for earlier, later in zip(values, values[1:])), values
+    assert values[3] < values[0] - 1.0, values  # a fifth of the frames silent: far lower (2.20)
+
+
+def test_plcmos_refuses_what_speechmos_refuses_and_what_is_too_short(speech: np.ndarray) -> None:
+    pytest.importorskip("speechmos")
+    scorer = Scorer(("plcmos",))
+    utt = UtteranceInfo("u", "en", None, ())
+    over = speech.copy()
+    over[100] = 1.25  # one sample over full scale: not clipped audio, yet outside what speechmos takes
+    record = scorer.score(utt, speech, over, 16000)["plcmos"]
+    assert record["status"] == "failed" and record["error"] == (
+        "ValueError: PLCMOS takes samples within [-1, 1] (speechmos refuses others); this audio has a peak of 1.25")
+    short = scorer.score(utt, speech, speech[:12000], 16000)["plcmos"]
+    assert short["status"] == "failed" and short["error"] == "decoded audio is 0.75 s long; plcmos needs at least 1 s"
+
+
+def test_warp_q_ranks_a_copy_noise_loss_and_shuffled_frames_in_order(speech: np.ndarray) -> None:
+    pytest.importorskip("warpq")
+    scorer = Scorer(("warp_q",))
+    utt = UtteranceInfo("u", "en", None, ())
+
+    def warp_q(decoded: np.ndarray) -> float:
+        record = scorer.score(utt, speech, decoded, 16000)["warp_q"]
+        assert record["status"] == "ok", record
+        assert record["details"]["normalized"] == pytest.approx(max(0.0, 1 - record["value"] / 3.5), abs=1e-3)
+        return float(record["value"])
+
+    copy = warp_q(speech.copy())
+    # Lower is better. Not 0 for a copy: the published step sizes have no diagonal step (0.68 here).
+    assert 0.3 < copy < 1.0
+    losses = [warp_q(_lost_frames(speech, rate)) for rate in (0.05, 0.1, 0.2)]
+    assert copy < losses[0] < losses[1] < losses[2], (copy, losses)
+    assert warp_q(_frame_shuffled(speech)) > losses[2]
+    assert "pad" not in vars(np.lib)  # numpy 1's alias lent to warpq and pyvad is gone again
+
+
+def test_warp_q_without_a_patch_of_speech_fails_with_its_reason(speech: np.ndarray) -> None:
+    pytest.importorskip("warpq")
+    decoded = np.concatenate([speech[:3000], np.zeros(speech.size - 3000)])  # 0.19 s of speech, then silence
+    record = Scorer(("warp_q",)).score(UtteranceInfo("u", "en", None, ()), speech, decoded, 16000)["warp_q"]
+    assert record["status"] == "failed" and record["error"] == (
+        "ValueError: WARP-Q's voice activity detector keeps less than its 0.4 s patch of the reference or the "
+        "decoded audio: no patch to align")

@@ -51,6 +51,8 @@ def test_pcm_control_scores_as_transparent_on_the_smoke_set(pcm_smoke: Path) -> 
         assert (m["f0_rmse_cents"]["value"], m["gpe"]["value"], m["vde"]["value"]) == (0.0, 0.0, 0.0)
         assert m["f0_corr"]["value"] == pytest.approx(1.0, abs=1e-12)
         assert m["mcd"]["status"] == "ok" and m["mcd"]["value"] == pytest.approx(0.0, abs=1e-9)
+        # Not 0 for a copy: WARP-Q's published DTW steps have no diagonal one (0.55-0.71 on the smoke set).
+        assert m["warp_q"]["status"] == "ok" and m["warp_q"]["value"] < 0.8
         for name in ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808"):
             assert 1.0 <= m[name]["value"] <= 5.0
         # The decoded audio is the reference: the same transcript, dCER (dWER) 0, the floor's error rates.
@@ -68,17 +70,18 @@ def test_pcm_control_scores_as_transparent_on_the_smoke_set(pcm_smoke: Path) -> 
         assert m["cer"]["details"]["normalizer"] == {"en": "en-1", "zh": "zh-2"}[row["language"]]
 
 
-def test_pcm_control_has_the_distill_mos_of_its_reference(pcm_smoke: Path) -> None:
+@pytest.mark.parametrize("metric", ["distill_mos", "plcmos"])
+def test_pcm_control_has_the_no_reference_score_of_its_reference(pcm_smoke: Path, metric: str) -> None:
     """A no-reference metric's best end for a codec is the score of the codec's input, not 5: pcm:16
-    hands back the reference, so its Distill-MOS is the reference's own, scored here directly."""
-    scorer = Scorer(("distill_mos",))
-    tolerance = BY_NAME["distill_mos"].rescore_tolerance
+    hands back the reference, so its Distill-MOS (PLCMOS) is the reference's own, scored here directly."""
+    scorer = Scorer((metric,))
+    tolerance = BY_NAME[metric].rescore_tolerance
     rows = rows_of(pcm_smoke)
     assert len(rows) == 10
     for row in rows:
         reference = pcm_smoke / row["reference"]
         own = scorer.score_files(UtteranceInfo(row["utterance"], row["language"], None, ()), reference, reference)
-        assert row["metrics"]["distill_mos"]["value"] == pytest.approx(own["distill_mos"]["value"], abs=tolerance)
+        assert row["metrics"][metric]["value"] == pytest.approx(own[metric]["value"], abs=tolerance)
 
 
 def test_critical_entities_survive_transparent_coding(pcm_smoke: Path) -> None:

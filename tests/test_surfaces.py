@@ -394,6 +394,29 @@ def test_channel_configurations_are_kept_apart_from_the_clean_ones(tmp_path: Pat
     assert "kbps" not in header and "RTF" not in header  # no rate or cost columns: they are the clean one's
 
 
+def test_the_channel_section_draws_plcmos_beside_the_headline_metric(tmp_path: Path) -> None:
+    """PLCMOS judges concealment: where a run has it, the channel section draws and tabulates it too
+    (issue 41), after the headline metric; a run without it gets the headline metric alone."""
+    def with_plcmos(codec: str, utterance: str, language: str, metrics: dict[str, Any]) -> None:
+        metrics["plcmos"] = {"value": 2.5 if "@" in codec else 4.0, "status": "ok", "error": None, "details": {}}
+
+    run = make_run(tmp_path, "with", WITH_CHANNEL, metrics_hook=with_plcmos)
+    out = report.write_report([run], tmp_path / "with.html", audio="none")
+    channel = _section(_plain(out.read_text()), "channel")
+    assert channel.index('data-metric="pesq_wb" data-channel="loss=R%"') \
+        < channel.index('data-metric="plcmos" data-channel="loss=R%"')
+    assert "<h4>PLCMOS</h4>" in channel and "falls by 0.5 at" in channel
+    md = out.with_suffix(".md").read_text()
+    channel_md = md[md.index("## Quality against channel impairment"):]
+    assert "(PESQ-WB):" in channel_md and "(PLCMOS):" in channel_md
+    assert "| opus:6k | loss=R% | 4.000 |" in channel_md[channel_md.index("(PLCMOS):"):]
+    plain = make_run(tmp_path, "without", WITH_CHANNEL)
+    out = report.write_report([plain], tmp_path / "without.html", audio="none")
+    channel = _section(_plain(out.read_text()), "channel")
+    assert 'data-metric="pesq_wb"' in channel and 'data-metric="plcmos"' not in channel
+    assert "<h4>PESQ-WB</h4>" not in channel  # one metric: no heading per metric
+
+
 # ------------------------------------------------------------------------------------------------
 # 12. A VBR configuration's claim is a target: a declared tolerance, a miss said, never an alarm
 

@@ -192,6 +192,27 @@ def _distill_mos(device: str) -> ScoreFunction:
     return score
 
 
+def _plcmos(device: str) -> ScoreFunction:
+    from codecarena.metrics.plcmos import Plcmos
+
+    model = Plcmos(device)
+
+    def score(inputs: Inputs) -> Scored:
+        return Scored({"plcmos": result(model.score(inputs.pair.decoded), model="plcmos_v2")})
+    return score
+
+
+def _warp_q(device: str) -> ScoreFunction:  # on the CPU: NumPy, librosa and WebRTC's VAD
+    from codecarena.metrics.warp_q import WarpQ
+
+    model = WarpQ()
+
+    def score(inputs: Inputs) -> Scored:
+        raw, normalized, patches = model.score(inputs.pair.reference, inputs.pair.decoded)
+        return Scored({"warp_q": result(raw, aligned=False, normalized=normalized, patches=patches)})
+    return score
+
+
 def _visqol(device: str) -> ScoreFunction:  # on the CPU: LiteRT's interpreter
     from codecarena.metrics.visqol_speech import Visqol
 
@@ -236,6 +257,9 @@ _VISQOL_TOLERANCE = 1e-4
 _PITCH_TOLERANCE = 1e-6
 _MCD_TOLERANCE = 1e-6
 _DISTILL_MOS_TOLERANCE = 1e-4
+_PLCMOS_TOLERANCE = 1e-4
+# WARP-Q's package rounds its score to 3 decimals: a last-bit difference can move it by one step.
+_WARP_Q_TOLERANCE = 1.5e-3
 _ASR_TOLERANCE = 0.0
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pesq_wb", ("pesq_wb",), _SIGNAL_NEEDS, ("pesq",), ("pesq",), (), _PESQ_POLICY,
@@ -299,6 +323,22 @@ METRICS: tuple[MetricSpec, ...] = (
                "model error -> null with reason",
                "Distill-MOS v7 (distillmos 0.9.1): learned no-reference MOS 1-5 of the decoded audio, the package's "
                "7.68 s windows 1 s apart averaged", None, _DISTILL_MOS_TOLERANCE, _distill_mos, min_audio_s=1.0),
+    # On every row, not only those through a channel: a channel configuration's robustness is read
+    # against its clean configuration's mean (results/robustness.py), which needs PLCMOS there too.
+    MetricSpec("plcmos", ("plcmos",), (Need.ARENA_RATE,), ("speechmos", "onnxruntime"), ("speechmos", "onnxruntime"),
+               (ModelPin("speechmos/plcmos_models/plcmos_v2.onnx",
+                         "c0ad3fc64ef9682b4749c0e96636b41c73b4b30bd123b9348feea06a96895286", 1344808),),
+               "samples outside [-1, 1] or a model error -> null with reason",
+               "PLCMOS v2 (speechmos 0.0.1.1): the packet loss concealment challenges' learned no-reference MOS 1-5 of "
+               "the decoded audio, the mean over 15 rater embeddings drawn from a fixed seed", None, _PLCMOS_TOLERANCE,
+               _plcmos, min_audio_s=1.0),
+    MetricSpec("warp_q", ("warp_q",), _SIGNAL_NEEDS, ("warpq", "pyvad", "librosa", "webrtcvad"),
+               ("warpq", "pyvad", "webrtcvad"), (),
+               "less than one 0.4 s patch of speech in either signal after voice activity detection, samples "
+               "outside [-1, 1], or the package's errors -> null with reason",
+               "WARP-Q (warpq 1.5.2, published defaults): median subsequence-DTW cost of 0.4 s MFCC patches of the "
+               "decoded speech against the reference speech, lower is better; details: the package's normalised "
+               "score (1 - raw / 3.5, clamped to 0-1)", None, _WARP_Q_TOLERANCE, _warp_q, min_audio_s=0.4),
     MetricSpec("speaker_sim", speaker.OUTPUTS, _SIGNAL_NEEDS, ("resemblyzer", "torch"), ("resemblyzer", "torch"),
                (ModelPin("resemblyzer/pretrained.pt",
                          "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e", 17090379),),
@@ -324,11 +364,9 @@ METRICS: tuple[MetricSpec, ...] = (
 )
 BY_NAME = {m.name: m for m in METRICS}
 
-# Metrics codec papers report that codecarena cannot run offline here, and why (docs/metrics.md).
-UNAVAILABLE: dict[str, str] = {
-    "warp_q": ("WARP-Q (warpq 1.5.2) needs pyvad 0.2.0, which requires numpy<2 and librosa<0.10; the harness "
-               "runs numpy 2.4 and librosa 0.11, which the other metrics need"),
-}
+# Metrics codec papers report that codecarena cannot run offline here, and why (docs/metrics.md): none
+# at present (WARP-Q, listed here before, runs since issue 41).
+UNAVAILABLE: dict[str, str] = {}
 
 
 class MetricError(ValueError):

@@ -1,11 +1,12 @@
 """Where learned metrics run (`--metric-device`): which library runs each one's model, whether that
 library can use a device, and the device every metric's values are computed on.
 
-Four metrics run a model through a library that can use a GPU: `asr` (Whisper through
-faster-whisper/CTranslate2), `dnsmos` (onnxruntime), `distill_mos` and `speaker_sim` (torch). They
-run on the metric device. Every other metric runs on the CPU whatever the metric device: the signal
-metrics and MCD compute with NumPy/SciPy/SPTK, ViSQOL's lattice mapper runs on LiteRT's CPU
-interpreter, and SwiftF0 (`pitch`) creates its own onnxruntime session with the CPU provider only.
+Five metrics run a model through a library that can use a GPU: `asr` (Whisper through
+faster-whisper/CTranslate2), `dnsmos` and `plcmos` (onnxruntime), `distill_mos` and `speaker_sim`
+(torch). They run on the metric device. Every other metric runs on the CPU whatever the metric
+device: the signal metrics, MCD and WARP-Q compute with NumPy/SciPy/SPTK/librosa, ViSQOL's lattice
+mapper runs on LiteRT's CPU interpreter, and SwiftF0 (`pitch`) creates its own onnxruntime session
+with the CPU provider only.
 
 Before any row, `probe` asks each library of the selected metrics, in the interpreter the scoring
 process runs (`python -m codecarena.metrics.engines DEVICE ENGINE...`), whether it can use the
@@ -24,7 +25,8 @@ from typing import Any
 from codecarena.devices import DeviceError, device_kind, parse_device
 
 # metric -> the library that runs its model on the metric device; a metric not named runs on the CPU.
-ENGINE_OF = {"asr": "ctranslate2", "dnsmos": "onnxruntime", "distill_mos": "torch", "speaker_sim": "torch"}
+ENGINE_OF = {"asr": "ctranslate2", "dnsmos": "onnxruntime", "plcmos": "onnxruntime", "distill_mos": "torch",
+             "speaker_sim": "torch"}
 ENGINE_LABELS = {"ctranslate2": "faster-whisper/CTranslate2", "onnxruntime": "onnxruntime", "torch": "torch"}
 PROBE_VERSION = 1
 PROBE_TIMEOUT_S = 120.0
@@ -38,7 +40,7 @@ class MetricDeviceError(ValueError):
 
 
 def devices_of(metrics: Iterable[str], metric_device: str) -> dict[str, str]:
-    """metric -> the device its values are computed on: the metric device for the four learned metrics
+    """metric -> the device its values are computed on: the metric device for the five learned metrics
     above, the CPU for every other one."""
     return {name: metric_device if name in ENGINE_OF else "cpu" for name in metrics}
 

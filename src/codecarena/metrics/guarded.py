@@ -127,7 +127,7 @@ def _signal_name(number: int) -> str:
 # torch, LiteRT); this covers the BLAS and OpenMP pools under numpy, scipy and librosa.
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "NUMEXPR_NUM_THREADS": "1", "VECLIB_MAXIMUM_THREADS": "1"}
-THREAD_SETTINGS = {"environment": THREAD_ENV, "onnxruntime": "intra_op 1, inter_op 1 (DNSMOS, SwiftF0)",
+THREAD_SETTINGS = {"environment": THREAD_ENV, "onnxruntime": "intra_op 1, inter_op 1 (DNSMOS, PLCMOS, SwiftF0)",
                    "ctranslate2_cpu_threads": 1, "torch_num_threads": 1, "litert_num_threads": 1}
 
 

@@ -2,7 +2,8 @@
 per codec configuration with its intervals where they rest on enough utterances, the robustness
 table (results/robustness.py; docs/channel.md), and the leaderboard of the configurations through a
 channel, which the clean leaderboards, plots and ledger leave out. The same section in Markdown for
-report.md."""
+report.md. Plots and tables are drawn for the run's headline metric and for PLCMOS, the packet loss
+concealment challenge's own metric, when the run has it."""
 
 from __future__ import annotations
 
@@ -20,11 +21,18 @@ from codecarena.results.schema import Row
 from codecarena.results.summary import mean_ci
 
 
-def _metric(curves: list[dict[str, Any]], languages: list[str]) -> str | None:
-    """The metric the plots draw: the first of the headline metrics of the run's languages the curves
-    have, else any."""
+#: Drawn beside the headline metric whenever the curves have it: the metric made to judge concealment.
+CONCEALMENT_METRIC = "plcmos"
+
+
+def _metrics(curves: list[dict[str, Any]], languages: list[str]) -> list[str]:
+    """The metrics the plots draw: the first of the headline metrics of the run's languages the curves
+    have (else any), then PLCMOS when they have it."""
     present = list(dict.fromkeys(name for c in curves for p in c["points"] for name in p["metrics"]))
-    return next((m for m in outputs.headline(languages) if m in present), present[0] if present else None)
+    first = next((m for m in outputs.headline(languages) if m in present), present[0] if present else None)
+    if first is None:
+        return []
+    return [first] + ([CONCEALMENT_METRIC] if CONCEALMENT_METRIC in present and first != CONCEALMENT_METRIC else [])
 
 
 def _interval(rows: list[Row], configuration: str, metric: str) -> list[float] | None:
@@ -98,39 +106,46 @@ def _table(curves: list[dict[str, Any]], metric: str) -> str:
             f'each rate (realised rate; n)</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _runs(ctx: ReportContext) -> list[tuple[lb.RunInfo, list[dict[str, Any]], str]]:
-    """The runs with channel rows: their curves and the metric drawn."""
+def _runs(ctx: ReportContext) -> list[tuple[lb.RunInfo, list[dict[str, Any]], list[str]]]:
+    """The runs with channel rows: their curves and the metrics drawn."""
     out = []
     for run in ctx.board.runs:
         curves = robustness.curves(run.run.rows)
-        metric = _metric(curves, sorted({r.language for r in run.run.rows}))
-        if metric is not None:
-            out.append((run, curves, metric))
+        metrics = _metrics(curves, sorted({r.language for r in run.run.rows}))
+        if metrics:
+            out.append((run, curves, metrics))
     return out
+
+
+def _figures(ctx: ReportContext, run: lb.RunInfo, curves: list[dict[str, Any]], metric: str) -> str:
+    """One figure of `metric` per kind of channel of the run."""
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for c in curves:
+        kinds.setdefault(c["curve"], []).append(c)
+    label = lb.metric_label(metric)
+    figures = []
+    for kind, members in kinds.items():
+        png, bars, without = curve_plot(members, metric, ctx.styles, run.run.rows)
+        note = f" Bars: 95% bootstrap interval of the mean over utterances, on {bars} points." if bars else ""
+        if without:
+            note += (f" No bar on {without} point{'s' if without != 1 else ''}: fewer than {MIN_UNITS} "
+                     "utterances, too few for an interval.")
+        figures.append(f'<figure data-metric="{esc(metric)}" data-channel="{esc(kind)}" data-intervals="{bars}">'
+                       f'<img class="plot" alt="{esc(label)} vs {esc(kind)}" src="{data_uri(png, "image/png")}">'
+                       f"<figcaption>{esc(label)} (mean over utterances) against the realised rate of {esc(kind)}, "
+                       f"one line per codec configuration from its clean channel (rate 0).{esc(note)}"
+                       "</figcaption></figure>")
+    return f'<div class="plots">{"".join(figures)}</div>'
 
 
 def channel_html(ctx: ReportContext, leaderboards: list[str]) -> str:
     """The section, or "" when no run of the report has rows that crossed a channel; `leaderboards`:
     the channel configurations' tables, one per group that has them."""
     parts = []
-    for run, curves, metric in _runs(ctx):
-        kinds: dict[str, list[dict[str, Any]]] = {}
-        for c in curves:
-            kinds.setdefault(c["curve"], []).append(c)
-        label = lb.metric_label(metric)
-        figures = []
-        for kind, members in kinds.items():
-            png, bars, without = curve_plot(members, metric, ctx.styles, run.run.rows)
-            note = f" Bars: 95% bootstrap interval of the mean over utterances, on {bars} points." if bars else ""
-            if without:
-                note += (f" No bar on {without} point{'s' if without != 1 else ''}: fewer than {MIN_UNITS} "
-                         "utterances, too few for an interval.")
-            figures.append(f'<figure data-metric="{esc(metric)}" data-channel="{esc(kind)}" data-intervals="{bars}">'
-                           f'<img class="plot" alt="{esc(label)} vs {esc(kind)}" src="{data_uri(png, "image/png")}">'
-                           f"<figcaption>{esc(label)} (mean over utterances) against the realised rate of {esc(kind)}, "
-                           f"one line per codec configuration from its clean channel (rate 0).{esc(note)}"
-                           "</figcaption></figure>")
-        parts.append(f'<h3>run {esc(run.label)}</h3><div class="plots">{"".join(figures)}</div>{_table(curves, metric)}')
+    for run, curves, metrics in _runs(ctx):
+        parts.append(f"<h3>run {esc(run.label)}</h3>" + "".join(
+            (f"<h4>{esc(lb.metric_label(metric))}</h4>" if len(metrics) > 1 else "")
+            + _figures(ctx, run, curves, metric) + _table(curves, metric) for metric in metrics))
     if not parts and not leaderboards:
         return ""
     return ('<h2 id="channel">Quality against channel impairment</h2><p class="note">Packets (or frames) lost or '
@@ -149,13 +164,15 @@ def channel_markdown(ctx: ReportContext) -> list[str]:
     if not runs:
         return []
     lines = ["## Quality against channel impairment", "", robustness.METHOD + ".", ""]
-    for run, curves, metric in runs:
-        lines += [f"Run {run.label} ({lb.metric_label(metric)}):", "",
-                  f"| codec | channel | clean | where it has fallen by {robustness.DROP} | mean at each rate "
-                  "(realised rate; n) |", "|---|---|---:|---|---|"]
-        for c in curves:
-            clean = c["robustness"].get(metric, {}).get("clean")
-            cells = [c["codec"], c["curve"], fmt_num(clean), robustness.crossing_text(c, metric), _points_text(c, metric)]
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-        lines.append("")
+    for run, curves, metrics in runs:
+        for metric in metrics:
+            lines += [f"Run {run.label} ({lb.metric_label(metric)}):", "",
+                      f"| codec | channel | clean | where it has fallen by {robustness.DROP} | mean at each rate "
+                      "(realised rate; n) |", "|---|---|---:|---|---|"]
+            for c in curves:
+                clean = c["robustness"].get(metric, {}).get("clean")
+                cells = [c["codec"], c["curve"], fmt_num(clean), robustness.crossing_text(c, metric),
+                         _points_text(c, metric)]
+                lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+            lines.append("")
     return lines
