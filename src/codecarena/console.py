@@ -1,9 +1,5 @@
-"""Terminal output: progress while a run goes, then one table per codec configuration.
-
-Every console codecarena prints through comes from `make_console`, which turns Rich markup off: the
-text printed is full of values from files and the command line (a manifest's language, a codec
-spec, a URL, a path, a reason from a row) that Rich would otherwise read as tags, and swallow
-(`[bold]`) or crash on (`[/x]`). Colour is given as `style=` or with a `rich.text.Text`, never as markup.
+"""Terminal output: progress while a run goes, then one table per codec configuration. Every console
+comes from `text.make_console` (markup off: values print as written).
 
 A codec configuration in a table cell is a `Spec`, which wraps only between its parts, and `fit_table`
 keeps such a column at least as wide as its widest part when Rich would narrow it (issue 38).
@@ -32,12 +28,7 @@ from codecarena.results.formatting import (
     spec_parts,
     weights_label,
 )
-from codecarena.text import printable
-
-
-def make_console(**options: Any) -> Console:
-    """A console that prints every string as written (no markup, no highlighting)."""
-    return Console(markup=False, highlight=False, **options)
+from codecarena.text import make_console, printable
 
 
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI;

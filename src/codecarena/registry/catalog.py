@@ -52,7 +52,7 @@ class Option:
 
 #: The one adapter every command-line family's workers run.
 COMMAND_MODULE = "codecarena.codecs.command"
-#: How a command-line tool frames its bitstream; `codecarena.codecs.framing` parses each.
+#: How a command-line tool frames its bitstream; `codecarena.framing` parses each.
 FRAMINGS = ("raw", "gsm_toast", "lc3_file", "ogg_speex")
 #: A command-line codec's declared bandwidth and the sample rate its tools run at.
 BANDWIDTHS = {"narrowband": 8000, "wideband": 16000, "super_wideband": 32000, "fullband": 48000}

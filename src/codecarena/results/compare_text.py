@@ -28,7 +28,7 @@ def _short(value: Any, limit: int = 160) -> str:
 def render_text(result: dict[str, Any], width: int = 160) -> str:
     """The comparison as readable text (rich tables rendered to a string, no colour); with several
     languages, each language's table first, then the pooled one."""
-    from codecarena.console import make_console
+    from codecarena.text import make_console
 
     buf = io.StringIO()
     con = make_console(file=buf, width=width, color_system=None, soft_wrap=False)

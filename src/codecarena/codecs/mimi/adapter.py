@@ -24,7 +24,7 @@ from transformers import MimiConfig, MimiModel
 
 from codecarena.plugin import Decoded, Encoded, Payload
 from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
-from codecarena.codecs.transformers_weights import (
+from codecarena.plugin.transformers import (
     load_pretrained,
     pinned_safetensors,
     synthetic_folder,

@@ -28,7 +28,7 @@ from transformers import WavTokenizerConfig, WavTokenizerModel
 
 from codecarena.plugin import Decoded, Encoded, Payload
 from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
-from codecarena.codecs.transformers_weights import load_pretrained
+from codecarena.plugin.transformers import load_pretrained
 
 REGISTRY_ID = "wavtokenizer_large_speech_75"
 RATE = 24000

@@ -29,7 +29,7 @@ from transformers import Xcodec2Config, Xcodec2FeatureExtractor, Xcodec2Model
 
 from codecarena.plugin import Decoded, Encoded, Payload
 from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded
-from codecarena.codecs.transformers_weights import (
+from codecarena.plugin.transformers import (
     load_pretrained,
     pinned_safetensors,
     synthetic_folder,
