@@ -78,7 +78,7 @@ def floor(corpus: Path, codecs: tuple[str, ...]) -> dict[str, float]:
     from codecarena.alignment import aligned, find_delay
     from codecarena.codecs.loading import adapter_module
     from codecarena.metrics import asr_models, signal
-    from codecarena.metrics.content import Transcriber
+    from codecarena.metrics.transcriber import Transcriber
     from codecarena.metrics.distill_mos import DistillMos
     from codecarena.metrics.dnsmos import Dnsmos
     from codecarena.metrics.mcd import MelCepstralDistortion

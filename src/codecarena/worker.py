@@ -6,6 +6,10 @@ Timing is split into imports, model load, I/O and compute; process start-up is m
 harness from the spawn time to `STARTED_AT`. A user codec's worker is started as
 `python -m codecarena.worker --sandbox FAMILY FOLDER (JOB.json | --persistent | --check)` and enters
 its sandbox (codecarena/sandbox/enter.py) before anything else, numpy included.
+
+Long because it is the whole of a worker process in one file: the codec service declares its sha256
+as the worker's source (`sources.worker` of `/v1/provenance`), so what encodes, decodes and writes the
+files a row rests on stays where that hash covers it.
 """
 
 import time
