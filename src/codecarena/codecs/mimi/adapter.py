@@ -6,7 +6,7 @@ The number of quantizers is the rate knob and part of the configuration name (`m
 `model.safetensors` of exactly 384,649,828 bytes, the size the census records for the released file.
 
 Weights load through `MimiModel.from_pretrained`, the real loader, with the checks of
-`transformers_weights`: its `_keys_to_ignore_on_load_unexpected` would silently ignore unexpected keys
+`codecarena.plugin.transformers`: its `_keys_to_ignore_on_load_unexpected` would silently ignore unexpected keys
 under `encoder.`/`decoder.`, so the key set and shapes are checked against the architecture first.
 """
 
