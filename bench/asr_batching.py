@@ -30,7 +30,7 @@ from faster_whisper.audio import pad_or_trim
 
 from codecarena.datasets import load_smoke
 from codecarena.metrics.asr_models import default_choice, resolve
-from codecarena.metrics.content import Transcriber
+from codecarena.metrics.transcriber import Transcriber
 
 
 def timed(run: Callable[[], list[str]], repeats: int) -> tuple[float, list[str]]:

@@ -73,20 +73,18 @@ def build_corpus(folder: Path, n: int) -> list[float]:
 def floor(corpus: Path, codecs: tuple[str, ...]) -> dict[str, float]:
     """Wall seconds per stage (codec, alignment, each metric) of the in-memory loop over every
     codec x utterance; model loading excluded."""
-    import importlib
-
     import soxr
 
     from codecarena.alignment import aligned, find_delay
+    from codecarena.codecs.loading import adapter_module
     from codecarena.metrics import asr_models, signal
-    from codecarena.metrics.content import Transcriber
+    from codecarena.metrics.transcriber import Transcriber
     from codecarena.metrics.distill_mos import DistillMos
     from codecarena.metrics.dnsmos import Dnsmos
     from codecarena.metrics.mcd import MelCepstralDistortion
     from codecarena.metrics.pitch import PitchFidelity
     from codecarena.metrics.speaker import SpeakerSimilarity
     from codecarena.metrics.visqol_speech import Visqol
-    from codecarena.registry.catalog import FAMILIES
     from codecarena.specs import parse_spec
     from codecarena.worker import make_payload
 
@@ -111,7 +109,7 @@ def floor(corpus: Path, codecs: tuple[str, ...]) -> dict[str, float]:
                                     timed("speaker_sim (reference, once)", speaker.embed, ref, rate))
     for codec in codecs:
         spec = parse_spec(codec)
-        adapter = importlib.import_module(FAMILIES[spec.family].module).ADAPTER(spec, "real")
+        adapter = adapter_module(spec.family)[0].ADAPTER(spec, "real")
         model = adapter.load()
         for item in manifest:
             ref, _, embedding = references[item["file"]]

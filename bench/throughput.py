@@ -40,7 +40,7 @@ from pathlib import Path
 import soundfile as sf
 import soxr
 
-from codecarena.registry.catalog import FAMILIES
+from codecarena.codecs.loading import adapter_module
 from codecarena.datasets import load_smoke
 from codecarena.machine import cpu_model
 from codecarena.specs import parse_spec
@@ -62,10 +62,8 @@ def build_corpus(folder: Path, n: int) -> list[float]:
 
 def floor(codec: str, corpus: Path) -> float:
     """Wall seconds for encode + decode of every utterance in this process (load excluded)."""
-    import importlib
-
     spec = parse_spec(codec)
-    adapter = importlib.import_module(FAMILIES[spec.family].module).ADAPTER(spec, "real")
+    adapter = adapter_module(spec.family)[0].ADAPTER(spec, "real")
     model = adapter.load()
     files = sorted(corpus.glob("*.wav"))
     start = time.perf_counter()

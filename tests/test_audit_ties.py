@@ -283,7 +283,7 @@ class _NoWorkers:
 
 
 def _user_run(folder: Path, out: Path, *codecs: str, add: bool = False) -> None:
-    from codecarena.datasets import load_input_dir
+    from codecarena.input_sets import load_input_dir
     from codecarena.pipeline.execute import execute
     from codecarena.pipeline.plan import assemble
     from codecarena.registry.entries import entry_for_family

@@ -67,7 +67,7 @@ def test_strict_loading_names_the_side_and_key(bigcodec_env: dict[str, str], tmp
 import torch
 from pathlib import Path
 from codecarena.codecs.bigcodec.adapter import BigCodecModel, load_checkpoint, released_names
-from codecarena.codecs.torch_weights import Weights, weights_only_load
+from codecarena.plugin.torch import Weights, weights_only_load
 model = BigCodecModel()
 saved = {{"CodecEnc": released_names(model.encoder.state_dict()),
           "generator": released_names(model.decoder.state_dict())}}

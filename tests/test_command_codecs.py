@@ -24,15 +24,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from codecarena.codecs import binaries, framing
-from codecarena.codecs.binaries import BinaryError, identify, verify, verify_command
+from codecarena import framing
 from codecarena.codecs.command import CommandAdapter, CommandError
-from codecarena.codecs.framing import FramingError
+from codecarena.framing import FramingError
 from codecarena.payload import read_payload, write_payload
 from codecarena.pipeline.resume import changed_binaries
+from codecarena.registry import binaries
+from codecarena.registry.binaries import BinaryError, identify, verify, verify_command
 from codecarena.registry.catalog import COMMAND_MODULE, FAMILIES, FRAMINGS, Binary, parse_declaration
 from codecarena.registry.entries import RegistryError, debian_versions, entry_for_family, parse_entry
-from codecarena.registry.rules import rule_problems
+from codecarena.registry_rules import rule_problems
 from codecarena.specs import parse_spec
 from codecarena.worker import make_payload
 

@@ -14,7 +14,6 @@ import soundfile as sf
 
 from codecarena.metrics import asr_models
 from codecarena.metrics.content import (
-    Transcriber,
     asr_records,
     char_error_rate,
     entity_outcome,
@@ -23,6 +22,7 @@ from codecarena.metrics.content import (
     word_error_rate,
 )
 from codecarena.metrics.declarations import ASR_OUTPUTS, BY_NAME
+from codecarena.metrics.transcriber import Transcriber
 from conftest import need_mirror
 
 # --------------------------------------------------------------------------- #

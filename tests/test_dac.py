@@ -108,7 +108,7 @@ def test_strict_loading_rejects_a_missing_unexpected_or_reshaped_key_or_another_
 import torch
 from pathlib import Path
 from codecarena.codecs.dac.adapter import CONFIG_16KHZ, build_model, load_checkpoint
-from codecarena.codecs.torch_weights import Weights, weights_only_load
+from codecarena.plugin.torch import Weights, weights_only_load
 saved = {{"state_dict": build_model().state_dict(), "metadata": {{"kwargs": dict(CONFIG_16KHZ)}}}}
 first_decoder_key = sorted(k for k in saved["state_dict"] if k.startswith("decoder."))[0]
 if {damage!r} == "drop":

@@ -29,11 +29,11 @@ from codecarena.audio_input import AudioInputError, check_audio_file
 from codecarena.datasets import (
     DatasetError,
     default_cache_dir,
-    load_input_dir,
     load_smoke,
     smoke_manifest,
 )
 from codecarena.files import DownloadError, download_verified, sha256_file
+from codecarena.input_sets import load_input_dir
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("CODECARENA_DATA") or "/work/shared/data/speech")

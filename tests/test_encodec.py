@@ -103,7 +103,7 @@ def test_strict_loading_rejects_a_missing_and_an_unexpected_key(encodec_env: dic
 import torch
 from pathlib import Path
 from codecarena.codecs.encodec.adapter import build_model
-from codecarena.codecs.torch_weights import Weights, load_strict, weights_only_load
+from codecarena.plugin.torch import Weights, load_strict, weights_only_load
 state = build_model().state_dict()
 if {damage!r} == "drop":
     state.pop(sorted(k for k in state if k.startswith("decoder."))[0])

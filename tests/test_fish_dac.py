@@ -75,7 +75,7 @@ import torch
 from pathlib import Path
 from unittest import mock
 from codecarena.codecs.fish_dac import adapter as fish_dac
-from codecarena.codecs.torch_weights import Weights, weights_only_load
+from codecarena.plugin.torch import Weights, weights_only_load
 state = fish_dac.build_model().state_dict()
 path = Path({str(tmp_path / 'codec.pth')!r})
 

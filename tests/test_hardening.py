@@ -18,7 +18,8 @@ import soundfile as sf
 from codecarena import datasets
 from codecarena.audio_input import AudioInputError, check_audio_file
 from codecarena.corpora import load_corpus
-from codecarena.datasets import DatasetError, load_input_dir
+from codecarena.datasets import DatasetError
+from codecarena.input_sets import load_input_dir
 from codecarena.results.audit import audit
 from codecarena.rundir import RunDir, UnsafePathError, check_id
 from codecarena.runtime.guard import run_guarded

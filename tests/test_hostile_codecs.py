@@ -197,7 +197,7 @@ def test_defect_9_a_command_line_codec_is_confined_too(tmp_path: Path, home: dic
     tool.write_text(f"#!{sys.executable}\n" + (HOSTILE / "escape_tool.py").read_text().replace("ESCAPE_TO",
                                                                                                repr(str(outside))))
     tool.chmod(0o755)
-    from codecarena.codecs.binaries import identify
+    from codecarena.registry.binaries import identify
 
     declaration = tmp_path / "escape.toml"
     declaration.write_text(textwrap.dedent(f"""\

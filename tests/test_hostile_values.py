@@ -253,7 +253,8 @@ def test_a_hostile_reference_result_is_an_error_naming_its_file(tmp_path: Path) 
 def test_a_hostile_manifest_in_an_input_folder_is_refused_naming_it(tmp_path: Path) -> None:
     """An input folder's manifest.json goes through the same bounded parser as the run's own files:
     a 50,000-deep array used to crash `run` with a RecursionError."""
-    from codecarena.datasets import DatasetError, load_input_dir
+    from codecarena.datasets import DatasetError
+    from codecarena.input_sets import load_input_dir
 
     folder = tmp_path / "in"
     folder.mkdir()

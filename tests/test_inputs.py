@@ -14,7 +14,8 @@ import soundfile as sf
 from codecarena.audio_input import AudioInputError, check_audio_file, read_audio
 from codecarena.commands.run_view import input_notes
 from codecarena.corpora import load_corpus
-from codecarena.datasets import DatasetError, load_input_dir
+from codecarena.datasets import DatasetError
+from codecarena.input_sets import load_input_dir
 
 RATE = 16000
 

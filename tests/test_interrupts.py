@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from codecarena.datasets import load_input_dir
+from codecarena.input_sets import load_input_dir
 from codecarena.executors import local
 from codecarena.pipeline.execute import plan_tasks
 from codecarena.pipeline.plan import assemble

@@ -113,7 +113,7 @@ def test_whisper_records_its_device_and_cuda_is_ctranslate2s_own_refusal() -> No
     ctranslate2 = pytest.importorskip("ctranslate2")
     from test_content import need_model
 
-    from codecarena.metrics.content import Transcriber
+    from codecarena.metrics.transcriber import Transcriber
 
     cpu = Transcriber(need_model())
     assert (cpu.identity["device"], cpu.identity["compute_type"]) == ("cpu", "float32")

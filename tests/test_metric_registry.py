@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from codecarena.metrics import content
+from codecarena.metrics import content, transcriber
 from codecarena.metrics.records import Records, Scored, result
 from codecarena.metrics.declarations import (BY_NAME, METRICS, Inputs, MetricSpec, Need, ScoreFunction, available,
                                              describe)
@@ -148,13 +148,13 @@ def test_a_metric_that_raises_or_cannot_load_fails_alone(speech: np.ndarray, mon
 def test_asr_without_a_transcript_scores_the_rest_and_transcribes_each_reference_once(
         speech: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
     heard: list[int] = []
-    hear = content.Transcriber.hear
+    hear = transcriber.Transcriber.hear
 
-    def counted(self: content.Transcriber, audio: np.ndarray, sample_rate: int) -> content.Heard:
+    def counted(self: transcriber.Transcriber, audio: np.ndarray, sample_rate: int) -> transcriber.Heard:
         heard.append(audio.size)
         return hear(self, audio, sample_rate)
 
-    monkeypatch.setattr(content.Transcriber, "hear", counted)
+    monkeypatch.setattr(transcriber.Transcriber, "hear", counted)
     scorer = Scorer(("asr",))
     utt = UtteranceInfo("u", "en", None, ())
     first = scorer.score(utt, speech, speech, 16000)
@@ -199,8 +199,8 @@ def test_reference_side_work_is_done_once_per_reference_across_scorers_and_resum
 
     heard: list[int] = []
     embedded: list[int] = []
-    hear, embed = content.Transcriber.hear, speaker.SpeakerSimilarity.embed
-    monkeypatch.setattr(content.Transcriber, "hear",
+    hear, embed = transcriber.Transcriber.hear, speaker.SpeakerSimilarity.embed
+    monkeypatch.setattr(transcriber.Transcriber, "hear",
                         lambda self, audio, rate: heard.append(audio.size) or hear(self, audio, rate))
     monkeypatch.setattr(speaker.SpeakerSimilarity, "embed",
                         lambda self, audio, rate: embedded.append(audio.size) or embed(self, audio, rate))

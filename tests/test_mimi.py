@@ -75,7 +75,7 @@ def test_strict_loading_rejects_what_from_pretrained_would_let_through(
 import shutil, torch
 from safetensors.torch import load_file, save_file
 from codecarena.codecs.mimi.adapter import load_model
-from codecarena.codecs.transformers_weights import safetensors_weights
+from codecarena.plugin.transformers import safetensors_weights
 state = load_file({str(synthetic / 'model.safetensors')!r})
 if {damage!r} == "drop":
     state.pop("decoder.layers.11.conv.weight")

@@ -17,7 +17,7 @@ import torch
 
 from conftest import REPO
 from codecarena import checkpoints
-from codecarena.codecs import torch_weights
+from codecarena.plugin import torch as torch_weights
 from codecarena.registry import entries
 from codecarena.registry.entries import Checkpoint, CheckpointFile, load_entry
 from codecarena.specs import parse_spec

@@ -17,7 +17,7 @@ def test_one_is_singular_and_every_other_count_plural() -> None:
 
 
 def test_a_bitstream_of_one_byte_is_one_byte() -> None:
-    from codecarena.codecs.framing import FramingError, parse
+    from codecarena.framing import FramingError, parse
 
     with pytest.raises(FramingError, match=r"^1 byte is not a whole number of 33-byte GSM frames$"):
         parse("gsm_toast", b"\xd0")

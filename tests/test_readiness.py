@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from codecarena.registry import readiness as module
+from codecarena import readiness as module
 from codecarena.registry.catalog import FAMILIES, parse_declaration
 from codecarena.registry.entries import Runtime, entry_for_family, load_entry
-from codecarena.registry.readiness import INSTALL, readiness
+from codecarena.readiness import INSTALL, readiness
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from codecarena.registry.rules import list_rows, pins_complete, rule_problems
+from codecarena.registry_rules import list_rows, pins_complete, rule_problems
 from codecarena.registry.entries import (
     Entry,
     PartialCheckpoint,

@@ -455,3 +455,18 @@ def test_serve_and_the_determinism_doctor_refuse_a_user_codec(tmp_path: Path, ho
         assert done.returncode == 2, done.stdout + done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith("codecarena: error: plain is a user codec: ") and "runs only in its sandbox" in line
+
+
+def test_the_determinism_probe_loads_a_user_codec_only_through_the_loading_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe takes the worker's one loading path (codecs/loading.py), which refuses a user codec
+    outside its sandbox before any of its code is imported; before #37 the probe imported the module
+    the declaration names itself (here pcm's adapter, which it then loaded)."""
+    from codecarena.determinism.probe import PROBE_VERSION, ProbeJob, run
+    from codecarena.registry.catalog import FAMILIES
+
+    monkeypatch.setitem(FAMILIES, "mine", dataclasses.replace(FAMILIES["pcm"], name="mine", origin="user"))
+    job = ProbeJob(version=PROBE_VERSION, mode="load", codec="mine:16", weights="real", variant="", jit_fusion="off",
+                   input="", start_s=0.0, seconds=1.0, output="")
+    with pytest.raises(PermissionError, match=r"^user codec mine runs only in its sandbox \(python -m "
+                                              r"codecarena\.worker --sandbox mine \.\.\.\)$"):
+        run(job)

@@ -62,7 +62,7 @@ def test_the_loader_reads_the_released_layout_strictly(wavtokenizer_env: dict[st
 import torch
 from pathlib import Path
 from transformers import WavTokenizerModel
-from codecarena.codecs.torch_weights import Weights
+from codecarena.plugin.torch import Weights
 from codecarena.codecs.wavtokenizer.adapter import config, load_checkpoint, released_name, transformers_name
 model = WavTokenizerModel(config())
 state = {{released_name(k): v for k, v in model.state_dict().items()}}

@@ -75,7 +75,7 @@ def test_the_loader_refuses_what_from_pretrained_would_initialise_at_random(xcod
     script = f"""
 import torch
 from pathlib import Path
-from codecarena.codecs.torch_weights import Weights
+from codecarena.plugin.torch import Weights
 from codecarena.codecs.xcodec2.adapter import load_model, saved_shapes
 state = {{k: torch.empty(shape) for k, shape in saved_shapes().items()}}
 if {damage!r} == "drop":

@@ -16,6 +16,10 @@ MP3 libmpg123 complains about gets a second opinion from FFmpeg: libsndfile feed
 and a frame whose bit reservoir spans two reads draws "part2_3_length too large" from a file that is
 whole. FFmpeg then reads the file if it decodes it without a single warning, to the length the file
 states, and the reference says so; a file both decoders find damaged is refused, naming both.
+
+Long because it is the one validation of input audio: every way a file can decode and still not be
+what was recorded (cut short, non-finite or beyond full scale, a guessed MP3 length, a decoder's
+complaint and a second decoder's opinion) is checked here, beside the readers it guards.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 # run: the codec configurations of a run that names none (pipeline/prepare.py).
 DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
 
-# run --input: how a multichannel file is taken (datasets.load_input_dir), and the corpus layouts
+# run --input: how a multichannel file is taken (input_sets.load_input_dir), and the corpus layouts
 # (corpora.load_corpus).
 CHANNEL_CHOICES = ("mix", "left", "right", "each")
 CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")

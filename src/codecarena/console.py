@@ -1,12 +1,9 @@
-"""Terminal output: progress while a run goes, then one table per codec configuration.
+"""Terminal output: progress while a run goes, then one table per codec configuration. Every console
+comes from `text.make_console` (markup off: values print as written).
 
-Every console codecarena prints through comes from `make_console`, which turns Rich markup off: the
-text printed is full of values from files and the command line (a manifest's language, a codec
-spec, a URL, a path, a reason from a row) that Rich would otherwise read as tags, and swallow
-(`[bold]`) or crash on (`[/x]`). Colour is given as `style=` or with a `rich.text.Text`, never as markup.
-
-A codec configuration in a table cell is a `Spec`, which wraps only between its parts, and `fit_table`
-keeps such a column at least as wide as its widest part when Rich would narrow it (issue 38).
+A codec configuration in a table cell is a `Spec` (results/spec_cell.py), which wraps only between its
+parts, and `fit_table` keeps such a column at least as wide as its widest part when Rich would narrow it
+(issue 38).
 """
 
 from __future__ import annotations
@@ -15,11 +12,9 @@ import os
 import sys
 from typing import Any
 
-from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
-from rich.text import Text
 
 from codecarena.metrics import outputs
 from codecarena.results.bootstrap import MIN_UNITS
@@ -29,48 +24,15 @@ from codecarena.results.formatting import (
     fmt_mib,
     fmt_rtf,
     metric_ci_cell,
-    spec_parts,
     weights_label,
 )
-from codecarena.text import printable
-
-
-def make_console(**options: Any) -> Console:
-    """A console that prints every string as written (no markup, no highlighting)."""
-    return Console(markup=False, highlight=False, **options)
+from codecarena.results.spec_cell import Spec
+from codecarena.text import make_console, printable
 
 
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the table in logs and CI;
 # COLUMNS, when set, wins (rich reads it).
 console = make_console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
-
-
-def spec_lines(spec: str, width: int) -> list[str]:
-    """The configuration in lines of at most `width` cells, broken only between its parts (a part wider
-    than `width` alone on its line: whoever renders it folds it, the last resort)."""
-    lines = [""]
-    for part in spec_parts(spec):
-        if lines[-1] and cell_len(lines[-1] + part) > width:
-            lines.append("")
-        lines[-1] += part
-    return lines
-
-
-class Spec:
-    """A codec configuration in a Rich table cell or header: as narrow as its widest part, as wide as
-    the whole, and wrapped only between its parts (`spec_lines`)."""
-
-    def __init__(self, spec: str, style: str = "") -> None:
-        self.spec = spec
-        self.style = style
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        widest = max((cell_len(part) for part in spec_parts(self.spec)), default=0)
-        return Measurement(min(widest, options.max_width), min(cell_len(self.spec), options.max_width))
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text("\n".join(spec_lines(self.spec, options.max_width)), style=self.style,
-                   justify=options.justify or "left", overflow="fold")
 
 
 def fit_table(table: Table, width: int, on: Console | None = None) -> bool:

@@ -17,17 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codecarena.choices import CORPUS_LAYOUTS
-from codecarena.datasets import (
-    AUDIO_SUFFIXES,
-    DatasetError,
-    EvalSet,
-    Utterance,
-    _listing,
-    _probe_audio,
-    load_input_dir,
-    load_input_file,
-)
+from codecarena.datasets import DatasetError, EvalSet, Utterance
 from codecarena.files import sha256_file
+from codecarena.input_sets import AUDIO_SUFFIXES, listing, load_input_dir, load_input_file, probe_audio
 from codecarena.plural import counted
 from codecarena.rundir import unsafe_id_reason
 from codecarena.text import printable
@@ -124,7 +116,7 @@ def _build(name: str, source: str, entries: list[_Entry], skipped: list[tuple[st
     to nothing), listed like a plain folder's."""
     utterances = []
     for e in entries:
-        rate, frames = _probe_audio(e.path)
+        rate, frames = probe_audio(e.path)
         utterances.append(Utterance(id=e.id, path=e.path.resolve(), language=e.language, transcript=e.transcript,
                                     critical=(), sample_rate=rate, num_samples=frames, sha256=sha256_file(e.path),
                                     speaker=e.speaker, license=""))
@@ -161,7 +153,7 @@ def _table(path: Path, required: bool = True) -> dict[str, str]:
 def _audio_by_stem(root: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
     """Audio files by their stem, the utterance id of LibriSpeech and AISHELL (ids must be unique and
     safe), and what the folder holds that is left out unread."""
-    files, left_out = _listing(root, recursive=True)
+    files, left_out = listing(root, recursive=True)
     by_stem: dict[str, Path] = {}
     for path in (p for p in files if p.suffix.lower() in AUDIO_SUFFIXES):
         if path.stem in by_stem:

@@ -20,10 +20,10 @@ import soxr
 
 from codecarena.arena import ARENA_RATE
 from codecarena.audio_input import read_audio
-from codecarena.codecs.base import to_int16
 from codecarena.datasets import Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, is_disk_full
 from codecarena.files import exclusive_temp, sha256_file
+from codecarena.pcm16 import to_int16
 from codecarena.rundir import RunDir
 
 

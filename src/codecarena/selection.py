@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from codecarena.codecs.base import parse_weights
+from codecarena.weights import parse_weights
 from codecarena.registry.catalog import FAMILIES, Command
 from codecarena.corpora import Subset, load_corpus, parse_shard, select
 from codecarena.datasets import EvalSet, load_smoke
@@ -76,7 +76,7 @@ def runtimes(specs: Iterable[CodecSpec], weights: str, runtime_python: str | Non
     """Family -> the runtime record (registry id, interpreter, resolved packages) its workers use. With
     `runtime_python`, every family that has an isolated runtime runs in that interpreter instead
     (an external runtime, recorded as one); the others keep theirs."""
-    from codecarena.registry.rules import pin_gaps
+    from codecarena.registry_rules import pin_gaps
     from codecarena.runtime.external import ExternalRuntimeError, describe as describe_external
     from codecarena.runtime.venvs import describe as describe_runtime
 
@@ -130,7 +130,7 @@ def runtimes(specs: Iterable[CodecSpec], weights: str, runtime_python: str | Non
 def _binaries(entry: Entry, command: Command) -> list[dict[str, Any]]:
     """A command-line family's binaries as they are now, checked against their pins before any row
     runs (the workers check them again): what run.json records."""
-    from codecarena.codecs.binaries import BinaryError, verify_command
+    from codecarena.registry.binaries import BinaryError, verify_command
     from codecarena.registry.entries import debian_versions
 
     try:
@@ -143,7 +143,6 @@ def _user_runtime(family: str, weights: str) -> dict[str, Any]:
     """A user codec's runtime (its own, built by `codec add` from its requirements, or the harness's),
     once its source and checkpoints are checked against their pins: a changed one stops the run
     before any row."""
-    from codecarena.codecs.loading import UserCodecChanged, checkpoint_paths
     from codecarena.registry import user_units
     from codecarena.runtime.venvs import RuntimeMissing, describe_isolated, describe_main
 
@@ -156,14 +155,14 @@ def _user_runtime(family: str, weights: str) -> dict[str, Any]:
         if unit.source is not None and unit.source.current_sha256() != unit.source.sha256:
             raise SelectionError(f"{unit.source.path}: user codec {family}'s source changed since `codecarena codec "
                                  f"add`; add it again (codecarena codec add {family} ...) to run the new code")
-        checkpoint_paths(family)
+        unit.verified_checkpoints()
         runtime = (describe_isolated(unit.registry_id, f"codecarena codec add {family} ... --requirements FILE")
                    if unit.requirements else describe_main(unit.registry_id))
-    except (user_units.UserUnitError, UserCodecChanged, RuntimeMissing) as exc:
+    except (user_units.UserUnitError, user_units.UserCodecChanged, RuntimeMissing) as exc:
         raise SelectionError(str(exc)) from None
     command = FAMILIES[family].command
     if command is not None:
-        from codecarena.codecs.binaries import BinaryError, verify_command
+        from codecarena.registry.binaries import BinaryError, verify_command
 
         try:
             runtime["binaries"] = [identity.record() for identity in verify_command(command, {})]

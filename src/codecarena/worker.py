@@ -6,6 +6,10 @@ Timing is split into imports, model load, I/O and compute; process start-up is m
 harness from the spawn time to `STARTED_AT`. A user codec's worker is started as
 `python -m codecarena.worker --sandbox FAMILY FOLDER (JOB.json | --persistent | --check)` and enters
 its sandbox (codecarena/sandbox/enter.py) before anything else, numpy included.
+
+Long because it is the whole of a worker process in one file: the codec service declares its sha256
+as the worker's source (`sources.worker` of `/v1/provenance`), so what encodes, decodes and writes the
+files a row rests on stays where that hash covers it.
 """
 
 import time
@@ -57,62 +61,13 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
     try:
         if SANDBOX_ERROR:
             raise PermissionError(f"the sandbox could not be entered: {SANDBOX_ERROR}")
-        t = time.perf_counter()
-        import numpy as np  # noqa: F401
-        import soundfile  # noqa: F401
-        import soxr  # noqa: F401
-
-        from codecarena import payload as payload_mod
-        from codecarena.codecs.loading import adapter_module, checkpoint_paths
-        from codecarena.specs import parse_spec
-        times["imports_s"] += time.perf_counter() - t
-
-        if job.stage in ("encode", "stream"):
-            spec = parse_spec(job.codec)
-            loaded = None
-        elif job.stage == "decode":
-            t = time.perf_counter()
-            loaded = payload_mod.read_payload(Path(job.input))
-            times["io_s"] += time.perf_counter() - t
-            spec = parse_spec(loaded.codec)
-            if spec.config_dict() != dict(loaded.config):
-                raise ValueError(f"{job.input}: payload config {dict(loaded.config)} disagrees with its "
-                                 f"codec spec {spec.canonical} ({spec.config_dict()})")
-        else:
-            raise ValueError(f"unknown stage {job.stage!r}")
-
+        spec, loaded = _codec_of(job, times)
         _check_sandbox(spec, job, loaded_adapters)
-        t = time.perf_counter()
-        module, user_codec = adapter_module(spec.family)
-        times["imports_s"] += time.perf_counter() - t
-
-        weights = job.weights
-        if loaded is not None:
-            identity = dict(loaded.checkpoint)
-            weights = (f"synthetic:{identity.get('seed')}" if identity.get("weights") == "synthetic"
-                       else "user" if identity.get("pinned_by") == "user" else "real")
-        variant = loaded.variant if loaded is not None else job.variant
-        t = time.perf_counter()
-        key = (spec.canonical, weights, variant)
-        cached = loaded_adapters is not None and key in loaded_adapters
-        if cached:
-            adapter, model = loaded_adapters[key]  # type: ignore[index]
-        else:
-            adapter = module.ADAPTER(spec, weights)
-            use_device(adapter, spec.family, job.device)
-            adapter.checkpoints = checkpoint_paths(spec.family)
-            # A user codec's checkpoint identity is its pin, whatever its adapter reports.
-            model = {**adapter.load(), **user_codec}
-            if variant:
-                model["variant"] = apply_variant(adapter, variant)
-            if loaded_adapters is not None:
-                loaded_adapters[key] = (adapter, model)
-        times["load_s"] = 0.0 if cached else time.perf_counter() - t
+        adapter = _loaded_adapter(job, spec, loaded, loaded_adapters, times, model)
         if loaded is not None and dict(loaded.checkpoint) != model.get("checkpoint", {}):
             # One check for every family: a decoder never decodes codes made with other weights.
             raise ValueError(f"payload was encoded with checkpoint {dict(loaded.checkpoint)}, "
                              f"this decoder loads {model.get('checkpoint', {})}")
-
         if hasattr(adapter, "use_device"):  # a torch model: the device and the settings it runs under
             from codecarena.device_probe import device_info
 
@@ -123,7 +78,7 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         if job.stage == "encode":
             audio_s, facts = _encode(job, spec, adapter, model, times, warm, cuda)
         elif job.stage == "stream":
-            if variant:
+            if job.variant:
                 raise ValueError("the stream stage runs upstream numerics only; it takes no variant")
             audio_s, facts = _stream(job, spec, adapter, model)
         else:
@@ -147,6 +102,70 @@ def run(job_path: Path, loaded_adapters: dict[tuple[str, str, str], tuple[Any, d
         report = dataclasses.replace(report, ok=False, error=error, model={}, facts={}, device=None)
         write_report(Path(job.report), report)
     return 0 if not error else 2
+
+
+def _codec_of(job: Any, times: dict[str, float]) -> tuple[Any, Any]:
+    """The codec spec the job runs, and for a decode the payload it decodes (whose own header names
+    the codec: the decoder is given nothing else). The worker's imports are timed here."""
+    t = time.perf_counter()
+    import numpy as np  # noqa: F401
+    import soundfile  # noqa: F401
+    import soxr  # noqa: F401
+
+    from codecarena import payload as payload_mod
+    from codecarena.specs import parse_spec
+    times["imports_s"] += time.perf_counter() - t
+
+    if job.stage in ("encode", "stream"):
+        return parse_spec(job.codec), None
+    if job.stage != "decode":
+        raise ValueError(f"unknown stage {job.stage!r}")
+    t = time.perf_counter()
+    loaded = payload_mod.read_payload(Path(job.input))
+    times["io_s"] += time.perf_counter() - t
+    spec = parse_spec(loaded.codec)
+    if spec.config_dict() != dict(loaded.config):
+        raise ValueError(f"{job.input}: payload config {dict(loaded.config)} disagrees with its "
+                         f"codec spec {spec.canonical} ({spec.config_dict()})")
+    return spec, loaded
+
+
+def _loaded_adapter(job: Any, spec: Any, loaded: Any, loaded_adapters: dict[tuple[str, str, str], Any] | None,
+                    times: dict[str, float], model: dict[str, Any]) -> Any:
+    """The adapter of the job's codec, loaded (or a persistent worker's, loaded before) through the one
+    loading path (codecs/loading.py); `model` gets the facts of its load as they come (a variant that
+    fails still leaves the load's facts in the report). A decoder takes the weights and variant its
+    payload names."""
+    t = time.perf_counter()
+    from codecarena.codecs.loading import adapter_module, checkpoint_paths
+
+    module, user_codec = adapter_module(spec.family)
+    times["imports_s"] += time.perf_counter() - t
+
+    weights = job.weights
+    if loaded is not None:
+        identity = dict(loaded.checkpoint)
+        weights = (f"synthetic:{identity.get('seed')}" if identity.get("weights") == "synthetic"
+                   else "user" if identity.get("pinned_by") == "user" else "real")
+    variant = loaded.variant if loaded is not None else job.variant
+    t = time.perf_counter()
+    key = (spec.canonical, weights, variant)
+    cached = loaded_adapters is not None and key in loaded_adapters
+    if cached:
+        adapter, facts = loaded_adapters[key]  # type: ignore[index]
+        model.update(facts)
+    else:
+        adapter = module.ADAPTER(spec, weights)
+        use_device(adapter, spec.family, job.device)
+        adapter.checkpoints = checkpoint_paths(spec.family)
+        # A user codec's checkpoint identity is its pin, whatever its adapter reports.
+        model.update({**adapter.load(), **user_codec})
+        if variant:
+            model["variant"] = apply_variant(adapter, variant)
+        if loaded_adapters is not None:
+            loaded_adapters[key] = (adapter, dict(model))
+    times["load_s"] = 0.0 if cached else time.perf_counter() - t
+    return adapter
 
 
 def _check_sandbox(spec: Any, job: Any, loaded_adapters: dict[tuple[str, str, str], Any] | None) -> None:
@@ -289,7 +308,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     import soundfile as sf
     import soxr
 
-    from codecarena.codecs.base import to_int16
+    from codecarena.pcm16 import to_int16
     from codecarena.files import exclusive_temp
 
     # The payload's header is a claim: restoring to a rate or length the codes do not hold would
@@ -355,7 +374,7 @@ def _stream(job: Any, spec: Any, adapter: Any, model: dict[str, Any]) -> tuple[f
     import soundfile as sf
     import soxr
 
-    from codecarena.codecs.base import to_int16
+    from codecarena.pcm16 import to_int16
     from codecarena.alignment import find_delay
 
     if not hasattr(adapter, "new_encoder"):

@@ -5,12 +5,12 @@ Each call runs in a private temporary folder: the worker's audio, resampled with
 rate, is written there as a PCM16 wav (or raw s16le), the encoder writes the bitstream file, and the
 payload carries that file's bytes unchanged, as one packet. The decoder gets exactly those bytes back
 in a file of its own. Commands are argv lists run without a shell, with a minimal environment, their
-binary the file whose identity `load()` verified against its pins (codecs/binaries.py). A command
+binary the file whose identity `load()` verified against its pins (registry/binaries.py). A command
 that exits non-zero, or leaves its output missing or empty, fails its row with one line naming the
 command and the tail of its stderr.
 
 Every bit of the bitstream is representation (bits per second are its bytes x 8 over the duration);
-the declared framing parser (codecs/framing.py) says how many of them are the container's, and the
+the declared framing parser (framing.py) says how many of them are the container's, and the
 row's facts report those as `framing_bits`, beside the codec's own `codec_bits`.
 """
 
@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from codecarena.codecs.binaries import BinaryIdentity, verify_command
-from codecarena.codecs.framing import parse
+from codecarena.framing import parse
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
 from codecarena.plural import counted
+from codecarena.registry.binaries import BinaryIdentity, verify_command
 from codecarena.registry.catalog import FAMILIES
 from codecarena.registry.entries import RegistryError, debian_versions, entry_for_family
 from codecarena.specs import CodecSpec

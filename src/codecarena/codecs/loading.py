@@ -16,13 +16,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from codecarena.files import sha256_file
 from codecarena.registry import user_units
 from codecarena.registry.catalog import FAMILIES
-
-
-class UserCodecChanged(ValueError):
-    """A user codec's source or checkpoint is no longer what `codec add` pinned."""
+from codecarena.registry.user_units import UserCodecChanged
 
 
 def adapter_module(family: str) -> tuple[ModuleType, dict[str, Any]]:
@@ -38,7 +34,7 @@ def adapter_module(family: str) -> tuple[ModuleType, dict[str, Any]]:
     if refused:
         raise PermissionError(refused)
     unit = user_units.load(family)
-    record: dict[str, Any] = {"user_codec": unit.label(), "checkpoint": checkpoint_identity(unit),
+    record: dict[str, Any] = {"user_codec": unit.label(), "checkpoint": unit.checkpoint_identity(),
                               "weights": "real" if unit.checkpoints else "none", "confined": ACTIVE["record"]}
     if unit.source is None:  # a command-line codec: the shared adapter runs its declared commands
         return importlib.import_module(declared.module), record
@@ -50,7 +46,7 @@ def check_adapter(family: str) -> None:
     (`python -m codecarena.worker --sandbox FAMILY SCRATCH --check`): import the codec as a worker
     does and check that it exports an Adapter class with an input rate; any problem is an exception
     naming it."""
-    from codecarena.codecs.base import Adapter
+    from codecarena.plugin import Adapter
 
     module, _ = adapter_module(family)
     adapter = getattr(module, "ADAPTER", None)
@@ -61,25 +57,12 @@ def check_adapter(family: str) -> None:
         raise TypeError(f"user codec {family}: ADAPTER.input_rate must be an int of 8000 to 384000 Hz, got {rate!r}")
 
 
-def checkpoint_identity(unit: user_units.UserUnit) -> dict[str, str]:
-    """The checkpoint identity a user codec's payloads record."""
-    return {"registry": unit.registry_id, "revision": "user codec", **{f.name: f.sha256 for f in unit.checkpoints}}
-
-
 def checkpoint_paths(family: str) -> dict[str, Path]:
     """A user codec's checkpoint files, each verified against its pin (size, then sha256); {} for a
     built-in unit, whose adapter finds its own files."""
     if FAMILIES[family].origin != "user":
         return {}
-    unit = user_units.load(family)
-    paths = {}
-    for f in unit.checkpoints:
-        path = unit.checkpoint_path(f.name)
-        if not path.is_file() or path.stat().st_size != f.bytes or sha256_file(path) != f.sha256:
-            raise UserCodecChanged(f"{path}: user codec {family}'s checkpoint is missing or differs from its pin; "
-                                   f"add the codec again (codecarena codec add {family} ...)")
-        paths[f.name] = path
-    return paths
+    return user_units.load(family).verified_checkpoints()
 
 
 def _import(unit: user_units.UserUnit) -> ModuleType:

@@ -141,7 +141,7 @@ def _add(args: argparse.Namespace) -> int:
 
 def _add_command(args: argparse.Namespace, declaration: str, declaration_file: Path, family: Family) -> int:
     """A command-line codec: its declaration is its source; each program it runs is pinned by sha256."""
-    from codecarena.codecs.binaries import BinaryError, identify
+    from codecarena.registry.binaries import BinaryError, identify
     from codecarena.console import console
     from codecarena.registry import user_units
 

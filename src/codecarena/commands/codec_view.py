@@ -1,5 +1,5 @@
 """What `codecarena codec list` and `codec show NAME` print: each user codec's pins and where it stands
-against them now (registry/readiness.py `user_state`), in words; `codec show NAME --json` prints the
+against them now (readiness.py `user_state`), in words; `codec show NAME --json` prints the
 record itself (registry/user_units.py)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from codecarena.commands.common import CliError
 
 if TYPE_CHECKING:
     from codecarena.registry.catalog import Family
-    from codecarena.registry.readiness import UserState
+    from codecarena.readiness import UserState
     from codecarena.registry.user_units import UserUnit
 
 
 def _state(unit: UserUnit) -> tuple[UserState, Family | None]:
     from codecarena.registry.catalog import FAMILIES
-    from codecarena.registry.readiness import user_state
+    from codecarena.readiness import user_state
 
     family = FAMILIES.get(unit.name)
     family = family if family is not None and family.origin == "user" else None
@@ -38,7 +38,7 @@ def list_codecs() -> int:
 
     from codecarena.console import console
     from codecarena.registry import user_units
-    from codecarena.registry.readiness import broken_todo
+    from codecarena.readiness import broken_todo
 
     units, problems = user_units.load_all()
     if not units and not problems:

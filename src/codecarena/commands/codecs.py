@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from codecarena.registry.readiness import Readiness
+    from codecarena.readiness import Readiness
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     from codecarena.console import console
     from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS
-    from codecarena.registry.readiness import readiness
+    from codecarena.readiness import readiness
 
     ready: dict[str, list[str]] = {"runs": [], "synthetic": [], "not yet": []}
     for family in FAMILIES.values():

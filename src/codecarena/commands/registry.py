@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             console.print(line)
         return 0
     from codecarena.plural import counted
-    from codecarena.registry.rules import rule_problems
+    from codecarena.registry_rules import rule_problems
 
     problems = rule_problems(entries, check_local=args.check_local, models_dir=args.models_dir)
     for problem in problems:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 def listing(entries: tuple[Entry, ...]) -> list[str]:
     """One line per entry, its cells in aligned columns and never cut (an id is what `show` takes)."""
-    from codecarena.registry.rules import list_rows
+    from codecarena.registry_rules import list_rows
 
     header = ("id", "family", "status", "pins", "runtime", "roles", "weights")
     rows = [header]
@@ -93,7 +93,7 @@ def listing(entries: tuple[Entry, ...]) -> list[str]:
 
 def shown(entry: Entry) -> list[str]:
     """An entry in words: what `list` leaves out."""
-    from codecarena.registry.rules import pin_gaps, why
+    from codecarena.registry_rules import pin_gaps, why
 
     gaps = pin_gaps(entry)
     source = entry.source_commit or entry.source_release or entry.source_commit_prefix or "-"

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.arena import ARENA_RATE
     from codecarena.audio_input import check_audio_file
     from codecarena.console import console, print_quality
-    from codecarena.datasets import load_input_dir
+    from codecarena.input_sets import load_input_dir
     from codecarena.files import write_json
     from codecarena.metrics.guarded import GuardedScorer
     from codecarena.metrics.scorer import UtteranceInfo

@@ -32,7 +32,7 @@ from typing import Any
 from codecarena import variants
 from codecarena.plural import counted
 from codecarena.registry.catalog import FAMILIES
-from codecarena.determinism.probe import PROBE_VERSION, ProbeJob
+from codecarena.determinism.probe_job import PROBE_VERSION, ProbeJob
 from codecarena.determinism.divergence import Record, first_divergence
 from codecarena.determinism.switches import BY_NAME, not_applicable
 from codecarena.files import write_json
@@ -52,10 +52,12 @@ def _sha256(path: Path) -> str:
 
 
 def source_hashes(spec: CodecSpec, variant: str) -> dict[str, str]:
-    """sha256 of the files whose code produced the evidence: the probe, tracer and doctor, the
-    family's adapter and the variant (found without importing any of them here)."""
-    files = [PACKAGE / "determinism" / name for name in ("probe.py", "trace.py", "divergence.py", "doctor.py")]
-    files.append(PACKAGE / "worker.py")
+    """sha256 of the files whose code produced the evidence: the probe (its job, the worker functions
+    and the loading path it calls), tracer and doctor, the family's adapter and the variant (found
+    without importing any of them here)."""
+    files = [PACKAGE / "determinism" / name for name in ("probe.py", "probe_job.py", "trace.py", "divergence.py",
+                                                           "doctor.py")]
+    files += [PACKAGE / "worker.py", PACKAGE / "codecs" / "loading.py"]
     found = importlib.util.find_spec(FAMILIES[spec.family].module)
     if found is not None and found.origin:
         files.append(Path(found.origin))

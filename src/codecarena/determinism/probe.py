@@ -12,43 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-PROBE_VERSION = 2
-#: The cuBLAS workspace that makes cuBLAS reductions reproducible (CUDA's documentation).
-CUBLAS_WORKSPACE = ":4096:8"
-
-
-@dataclass(frozen=True)
-class ProbeJob:
-    version: int
-    mode: str  # "load", "controls", "single" or "switch"
-    codec: str  # canonical spec
-    weights: str
-    variant: str
-    jit_fusion: str  # "on" or "off"
-    input: str  # a wav at the arena rate
-    start_s: float
-    seconds: float
-    output: str
-    jit: str = "default"  # "disabled": PYTORCH_JIT=0, scripted functions run as plain Python (the reference)
-    inject: str = ""  # detector self-check: perturb this module's output on the first encode only
-    device: str = "cpu"  # where the model runs (devices.parse_device spelling)
-    switches: tuple[str, ...] = ()  # determinism/switches.py names, applied (after seeding) before the model loads
-
-
-def read_job(path: Path) -> ProbeJob:
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    names = set(ProbeJob.__dataclass_fields__)
-    if not isinstance(data, dict) or set(data) != names or data.get("version") != PROBE_VERSION:
-        raise ValueError(f"{path}: not a version {PROBE_VERSION} probe job with keys {sorted(names)}")
-    return ProbeJob(**{**data, "switches": tuple(data["switches"])})
+from codecarena.determinism.probe_job import CUBLAS_WORKSPACE, PROBE_VERSION, ProbeJob, read_job
 
 
 def set_jit_fusion(mode: str) -> dict[str, Any]:
@@ -233,14 +204,15 @@ def run(job: ProbeJob) -> dict[str, Any]:
     switched = apply_switches(job.switches)
     import torch
 
+    from codecarena.codecs.loading import adapter_module
     from codecarena.device_probe import device_info
-
-    from codecarena.registry.catalog import FAMILIES
     from codecarena.specs import parse_spec
     from codecarena.worker import apply_variant, make_payload
 
     spec = parse_spec(job.codec)
-    adapter = importlib.import_module(FAMILIES[spec.family].module).ADAPTER(spec, job.weights)
+    # The one loading path a worker takes: a user codec is refused here, outside its sandbox.
+    module, _ = adapter_module(spec.family)
+    adapter = module.ADAPTER(spec, job.weights)
     if job.device != "cpu":  # adapters start on the CPU
         adapter.use_device(job.device)
     facts = adapter.load()

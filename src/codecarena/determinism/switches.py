@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codecarena.determinism.probe import CUBLAS_WORKSPACE
+from codecarena.determinism.probe_job import CUBLAS_WORKSPACE
 from codecarena.registry.catalog import FAMILIES
 from codecarena.specs import CodecSpec
 

@@ -1,9 +1,10 @@
 """Content metrics: does the decoded speech still say the same words?
 
-ASR is Whisper through faster-whisper on the CPU with greedy, fixed-temperature decoding, so one
-audio file always gives one transcript. Which Whisper serves a language is chosen in
-``codecarena/metrics/asr_models.py`` (tiny.en for English, base for the other languages Whisper
-knows, or a user's folder); every file of the model is verified before it loads.
+ASR is Whisper through faster-whisper with greedy, fixed-temperature decoding, so one audio file always
+gives one transcript (``Transcriber``, codecarena/metrics/transcriber.py, with its decoding settings).
+Which Whisper serves a language is chosen in ``codecarena/metrics/asr_models.py`` (tiny.en for English,
+base for the other languages Whisper knows, or a user's folder); every file of the model is verified
+before it loads.
 
 Outputs (``ASR_OUTPUTS`` in the metric declarations):
 
@@ -24,216 +25,26 @@ Every error rate's record keeps its counts (errors, reference tokens), from whic
 corpus rates. Values a recogniser failure made (a loop, text where Whisper heard no speech, a
 reference voice it cannot read) are suspect, with their reasons: codecarena/metrics/asr_checks.py.
 
-Every text is normalized with ``normalize_text`` before it is scored; both sides of every
-comparison go through the same normalizer, and every record names the normalizer's version
-(``NORMALIZERS``): "en-1" (below), "zh-2" (codecarena/metrics/mandarin.py; "zh-1", before
-December 2026, converted neither script nor numerals), "basic-1" for the other languages.
-
-English normalizer (``normalize_text(text, "en")``), rules applied in this order
--------------------------------------------------------------------------------
-
-Unicode NFKC; lower-case; "%" -> " percent"; "&" -> " and "; remove commas inside
-digit groups ("1,813" -> "1813"); ordinals written with digits ("15th", "1st",
-"22nd", "3rd") -> words with num2words(to="ordinal"); 4-digit integers 1100..1999
-and 2010..2099 -> year words (num2words(to="year"): "1813" -> "eighteen thirteen");
-other integers -> cardinal words ("8" -> "eight", "2005" -> "two thousand and five";
-drop the "and"s num2words inserts, so "two thousand five", and apply the same "and"
-removal nowhere else); decimals "3.5" -> "three point five"; a small abbreviation
-table (mr -> mister, mrs -> missus, dr -> doctor, st -> saint) applied on whole
-tokens with or without the trailing period; hyphens and dashes -> space; remove all
-other punctuation except apostrophes inside words ("don't" stays, "'quoted'" loses
-its quotes); collapse whitespace. Numbers thus normalize to words, so "1813" and
-"eighteen thirteen" match, and "15th" and "fifteenth" match.
-
-Clarifications of the English rules (decisions the list above leaves open):
-
-1. Hyphens in words and in num2words output: num2words writes "twenty-one",
-   "twenty-first", "eighteen oh-five"; its output gets the same treatment as the
-   text (hyphen -> space), so "twenty-one", "twenty one" and "21" all normalize to
-   "twenty one". num2words output also loses its commas ("one million, two
-   hundred ..." -> "one million two hundred ...").
-2. The "and" removal applies to every piece of num2words output (cardinals,
-   ordinals: "101st" -> "one hundred first", the integer part of decimals, years)
-   and to nothing the speaker or the ASR wrote: "one hundred and one" written out
-   in words keeps its "and".
-3. A number written with thousands separators is a quantity, never a year:
-   "1,813" -> "one thousand eight hundred thirteen", while "1813" -> "eighteen
-   thirteen". Digit groups are exactly three digits after each comma ("1,2" is not a
-   digit group: the comma is punctuation, giving "one two").
-4. Decimals: the integer part is read as a cardinal (commas in it removed as in
-   rule 3), the digits after the point one by one: "3.05" -> "three point zero
-   five", "0.5" -> "zero point five".
-5. Digit runs are converted wherever they occur, also glued to letters, and the
-   words are set apart by spaces: "mp3" -> "mp three", "3d" -> "three d". The
-   ordinal suffix is taken only if no further letter follows ("15th" -> "fifteenth",
-   but "1990s" -> "nineteen ninety s"). Leading zeros are dropped ("007" -> "seven").
-   Numbers too large for num2words are read digit by digit.
-6. The abbreviation table matches only whole tokens (``st`` in "1st" or "stew" is
-   not touched) and eats one trailing period: "St. Paul" -> "saint paul".
-7. "Hyphens and dashes" are every character of Unicode category Pd plus the minus
-   sign U+2212. "Punctuation" is every character of Unicode category P* or S*
-   (so "$", "+", "/" and "#" go too); each is replaced by a space, not deleted, so
-   "u.s.a." -> "u s a" and "3:30" -> "three thirty".
-8. Apostrophes: the typographic forms U+2019, U+2018 and U+02BC count as "'". An
-   apostrophe survives only with a letter or digit on both sides: "don't" and
-   "smith's" stay, "'quoted'" -> "quoted", "the smiths'" -> "the smiths".
-
-Mandarin normalizer (``"zh"``): the rules of codecarena/metrics/mandarin.py.
-
-Other languages ("basic-1"): NFKC, lower-case, every character of category P* or S* replaced by a
-space, whitespace collapsed.
-
-Language codes: only the primary subtag counts ("en-US" is "en", "zh_CN" is "zh").
-
-Decoding settings (``Transcriber.settings`` records them for the run card):
-the utterance's language, task "transcribe", beam_size 1, best_of 1, temperature 0.0 (a single
-value: no temperature fallback), condition_on_previous_text False, vad_filter False,
-without_timestamps True, and no segment is ever skipped or re-decoded by a
-heuristic: compression_ratio_threshold, log_prob_threshold and no_speech_threshold
-are all None (with a single temperature they could only make Whisper drop a window
-it judged silent; a codec that turns speech into noise should be scored on whatever
-Whisper hears, and an empty transcript scores WER 1.0 anyway). The same thresholds
-judge the transcript afterwards instead (metrics/asr_checks.py): text Whisper wrote where it
-heard no speech, or that loops, is kept and marked suspect. Segment texts are
-stripped and joined with one space. Audio must be 16 kHz, mono, float, finite and at
-most 30 s long (one Whisper window): with without_timestamps=True a full window can
-lose whole utterances, so longer audio raises ValueError instead of being scored wrongly.
+Every text is normalized with ``normalize_text`` (codecarena/metrics/normalizers.py, where its rules are
+written down) before it is scored; both sides of every comparison go through the same normalizer, and
+every record names the normalizer's version.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import re
-import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import jiwer
-import numpy as np
-from num2words import num2words
 
-from codecarena.files import sha256_json
 from codecarena.metrics import mandarin
-from codecarena.metrics.asr_models import AsrModel
 from codecarena.metrics.asr_models import primary_language as _primary_language
 from codecarena.metrics.asr_models import written_with_spaces
 from codecarena.metrics.asr_checks import (CHECKS, DECODED_OUTPUTS, Segment, Text, distrust, empty_text,
                                            no_speech, reference_error, text_problems)
-from codecarena.metrics.max_audio import ASR_MAX_AUDIO_S as MAX_AUDIO_S
+from codecarena.metrics.normalizers import normalize_text, normalizer_version
 from codecarena.metrics.records import Record, Records, Scored, Undefined, failure_reason, result
-
-ASR_SAMPLE_RATE = 16000
-NORMALIZERS = {"en": "en-1", "zh": mandarin.NORMALIZER}
-OTHER_NORMALIZER = "basic-1"
-# The scoring process logs every transcription (at INFO) to its log: the count is how a benchmark
-# sees that each reference is transcribed once.
-log = logging.getLogger("codecarena.asr")
-
-# --------------------------------------------------------------------------- #
-# Normalizers
-# --------------------------------------------------------------------------- #
-
-_ABBREVIATIONS = {"mr": "mister", "mrs": "missus", "dr": "doctor", "st": "saint"}
-_ABBREVIATION_RE = re.compile(r"\b(mrs|mr|dr|st)\b\.?")
-_APOSTROPHES = {"\u2019": "'", "\u2018": "'", "\u02bc": "'"}
-_DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-
-# One pass over every number in the text; the alternatives are tried left to right.
-_NUMBER_RE = re.compile(
-    r"(?P<decimal>(?P<dint>\d{1,3}(?:,\d{3})+|\d+)\.(?P<dfrac>\d+))"
-    r"|(?P<ordinal>(?P<onum>\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)(?![^\W\d_]))"
-    r"|(?P<grouped>\d{1,3}(?:,\d{3})+)"
-    r"|(?P<plain>\d+)"
-)
-
-
-def _is_punct_or_symbol(ch: str) -> bool:
-    return unicodedata.category(ch)[0] in "PS"
-
-
-def _clean_num2words(words: str) -> str:
-    """num2words output -> plain words: hyphens and commas to spaces, "and" dropped."""
-    words = words.lower().replace("-", " ").replace(",", " ")
-    return " ".join(w for w in words.split() if w != "and")
-
-
-def _spell_digits(digits: str) -> str:
-    return " ".join(_DIGIT_WORDS[int(d)] for d in digits)
-
-
-def _cardinal(digits: str) -> str:
-    try:
-        return _clean_num2words(num2words(int(digits)))
-    except (OverflowError, NotImplementedError, ValueError):
-        return _spell_digits(digits)
-
-
-def _ordinal(digits: str) -> str:
-    try:
-        return _clean_num2words(num2words(int(digits), to="ordinal"))
-    except (OverflowError, NotImplementedError, ValueError):
-        return _spell_digits(digits)
-
-
-def _number_words(match: re.Match[str]) -> str:
-    if match.group("decimal"):
-        words = f"{_cardinal(match.group('dint').replace(',', ''))} point {_spell_digits(match.group('dfrac'))}"
-    elif match.group("ordinal"):
-        words = _ordinal(match.group("onum").replace(",", ""))
-    elif match.group("grouped"):
-        words = _cardinal(match.group("grouped").replace(",", ""))
-    else:
-        digits = match.group("plain")
-        value = int(digits)
-        if len(digits) == 4 and (1100 <= value <= 1999 or 2010 <= value <= 2099):
-            words = _clean_num2words(num2words(value, to="year"))
-        else:
-            words = _cardinal(digits)
-    return f" {words} "
-
-
-def _normalize_en(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = text.replace("%", " percent").replace("&", " and ")
-    text = _NUMBER_RE.sub(_number_words, text)
-    text = _ABBREVIATION_RE.sub(lambda m: f" {_ABBREVIATIONS[m.group(1)]} ", text)
-    for typographic, plain in _APOSTROPHES.items():
-        text = text.replace(typographic, plain)
-    chars = []
-    for ch in text:
-        if ch == "'":
-            chars.append(ch)
-        elif unicodedata.category(ch) == "Pd" or ch == "\u2212" or _is_punct_or_symbol(ch):
-            chars.append(" ")
-        else:
-            chars.append(ch)
-    text = "".join(chars)
-    # Apostrophes survive only between two letters/digits ("\w" less "_", already gone).
-    text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
-    return " ".join(text.split())
-
-
-def _normalize_other(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = "".join(" " if _is_punct_or_symbol(ch) else ch for ch in text)
-    return " ".join(text.split())
-
-
-def normalizer_version(language: str) -> str:
-    return NORMALIZERS.get(_primary_language(language), OTHER_NORMALIZER)
-
-
-def normalize_text(text: str, language: str) -> str:
-    """Normalize a transcript for scoring; the rules are in the module docstring."""
-    lang = _primary_language(language)
-    if lang == "en":
-        return _normalize_en(text)
-    if lang == "zh":
-        return mandarin.normalize(text)
-    return _normalize_other(text)
 
 
 def _tokens(normalized: str, language: str) -> list[str]:
@@ -383,14 +194,6 @@ def entity_outcome(kind: str, text: str, hypothesis: str, reference_hypothesis: 
 # Validity checks: values a recogniser's own failure made (metrics/asr_checks.py)
 # --------------------------------------------------------------------------- #
 
-@dataclass(frozen=True)
-class Heard:
-    """A transcript and what Whisper reported of each of its segments."""
-
-    text: str
-    segments: tuple[Segment, ...] = ()
-
-
 def _check_tokens(text: str, language: str) -> list[str]:
     """What the length and repetition checks count: the scoring tokens (words; Mandarin's characters
     and Latin words), or the characters of another language written without spaces."""
@@ -479,121 +282,3 @@ def asr_records(hypothesis: str, reference_hypothesis: str, language: str, trans
     distrust(out, ("ref_wer", "ref_cer"), reference)
     distrust(out, DECODED_OUTPUTS, reference + decoded)
     return Scored(out, texts)
-
-
-# --------------------------------------------------------------------------- #
-# ASR
-# --------------------------------------------------------------------------- #
-
-class Transcriber:
-    """Deterministic Whisper transcription of 16 kHz mono audio (float32, greedy) on the CPU or a CUDA device."""
-
-    def __init__(self, model: AsrModel, language: str = "en", threads: int = 1, device: str = "cpu") -> None:
-        """`model` is a verified folder (asr_models.resolve): its files are the hashed bytes. `device`:
-        the metric device, cpu or cuda[:N] (checked usable before any row: metrics/engines.py)."""
-        model_dir = model.path
-        if int(threads) < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
-        lang = _primary_language(language)
-
-        import ctranslate2
-        import faster_whisper
-
-        from codecarena.metrics.engines import ASR_COMPUTE_TYPE, MetricDeviceError, device_index
-
-        kind = device.split(":")[0]
-        if kind not in ("cpu", "cuda"):
-            raise MetricDeviceError(f"CTranslate2 runs on the CPU or CUDA, not on {device}")
-        self.model = model
-        self.language = lang
-        self._model = faster_whisper.WhisperModel(
-            str(model_dir), device=kind, device_index=device_index(device) if kind == "cuda" else 0,
-            compute_type=ASR_COMPUTE_TYPE, cpu_threads=int(threads), num_workers=1, local_files_only=True,
-        )
-        if self._model.model.device != kind:
-            raise MetricDeviceError(f"CTranslate2 loaded the ASR model on {self._model.model.device}, not {device}")
-        if lang != "en" and not self._model.model.is_multilingual:
-            raise ValueError(f"the ASR model at {model_dir} is English-only; cannot transcribe {language!r}")
-        self._decode_options: dict[str, Any] = {
-            "language": lang,
-            "task": "transcribe",
-            "beam_size": 1,
-            "best_of": 1,
-            "patience": 1.0,
-            "length_penalty": 1.0,
-            "repetition_penalty": 1.0,
-            "no_repeat_ngram_size": 0,
-            "temperature": 0.0,
-            "compression_ratio_threshold": None,
-            "log_prob_threshold": None,
-            "no_speech_threshold": None,
-            "condition_on_previous_text": False,
-            "initial_prompt": None,
-            "prefix": None,
-            "suppress_blank": True,
-            "suppress_tokens": [-1],
-            "without_timestamps": True,
-            "word_timestamps": False,
-            "vad_filter": False,
-            "hotwords": None,
-            "chunk_length": None,
-            "max_new_tokens": None,
-        }
-        # Everything that decides the transcript, and nothing about where the files lie: reference
-        # transcripts are cached under its hash.
-        self.identity: dict[str, Any] = {
-            "engine": "faster-whisper",
-            "faster_whisper_version": faster_whisper.__version__,
-            "ctranslate2_version": ctranslate2.__version__,
-            "model": model.identity(),
-            "model_multilingual": bool(self._model.model.is_multilingual),
-            "device": device,
-            "compute_type": ASR_COMPUTE_TYPE,
-            "cpu_threads": int(threads),
-            "num_workers": 1,
-            "sample_rate": ASR_SAMPLE_RATE,
-            "max_audio_s": MAX_AUDIO_S,
-            "segment_join": "strip each segment text, join with one space",
-            **{k: (list(v) if isinstance(v, list) else v) for k, v in self._decode_options.items()},
-        }
-        self.identity_sha256 = sha256_json(self.identity)
-        self.settings: dict[str, Any] = {**self.identity, "model_dir": str(model_dir),
-                                         "model_sha256": model.model_sha256, "identity_sha256": self.identity_sha256}
-
-    def row_identity(self) -> dict[str, Any]:
-        """What every ASR record names: the model, the language, and the hash of all the settings
-        (run.json holds them in full under that hash)."""
-        return {"model": self.model.name, "model_sha256": self.model.model_sha256, "language": self.language,
-                "settings_sha256": self.identity_sha256}
-
-    def transcribe(self, audio: np.ndarray, sample_rate: int) -> str:
-        """Transcript of mono float audio at 16 kHz (other rates raise ValueError)."""
-        return self.hear(audio, sample_rate).text
-
-    def hear(self, audio: np.ndarray, sample_rate: int) -> Heard:
-        """The transcript of `transcribe`, with what Whisper reported of each segment."""
-        if int(sample_rate) != ASR_SAMPLE_RATE:
-            raise ValueError(f"ASR needs {ASR_SAMPLE_RATE} Hz audio, got {sample_rate} Hz; resample first")
-        samples = np.asarray(audio)
-        if samples.ndim != 1:
-            raise ValueError(f"ASR needs mono audio (a 1-D array), got shape {samples.shape}")
-        if samples.size == 0:
-            raise ValueError("ASR got empty audio")
-        if samples.size > MAX_AUDIO_S * ASR_SAMPLE_RATE:
-            raise ValueError(f"ASR audio is {samples.size / ASR_SAMPLE_RATE:.2f} s long; at most {MAX_AUDIO_S:g} s "
-                             "(one Whisper window) is transcribed reliably with without_timestamps=True; split it")
-        if not np.issubdtype(samples.dtype, np.floating):
-            raise ValueError(f"ASR needs float audio in [-1, 1], got dtype {samples.dtype}")
-        if not np.all(np.isfinite(samples)):
-            raise ValueError("ASR got audio with NaN or infinite samples")
-        samples = np.ascontiguousarray(samples, dtype=np.float32)
-        start = time.perf_counter()
-        segments = list(self._model.transcribe(samples, **self._decode_options)[0])
-        texts = [segment.text.strip() for segment in segments]
-        if log.isEnabledFor(logging.INFO):
-            log.info("transcribed %.2f s of audio (float32 sha256 %s) in %.2f s (whisper %s, %s)",
-                     samples.size / ASR_SAMPLE_RATE, hashlib.sha256(samples.tobytes()).hexdigest()[:16],
-                     time.perf_counter() - start, self.model.name, self.language)
-        return Heard(" ".join(text for text in texts if text),
-                     tuple(Segment(float(s.no_speech_prob), float(s.avg_logprob), float(s.compression_ratio))
-                           for s in segments))

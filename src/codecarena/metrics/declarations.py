@@ -5,6 +5,9 @@ declaration lands in run.json; the Scorer checks the needs and calls the functio
 Adding a metric is one declaration in METRICS plus its scoring function: `load` returns a function
 of `Inputs` to `Scored` records of every output, loading whatever model it holds (the Scorer calls
 it once). The failure policy of every metric is that of `codecarena/metrics/records.py`.
+
+Long because `METRICS` declares every metric (needs, packages, model pins, failure policy,
+tolerance) in one table, which run.json records whole; each scoring function around it is a few lines.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from codecarena.metrics.reference_results import ReferenceResults, embedding_rec
 from codecarena.metrics.validity import CLIPPED_SHARE, SILENT_PEAK_DBFS
 
 if TYPE_CHECKING:
-    from codecarena.metrics.content import Transcriber
+    from codecarena.metrics.transcriber import Transcriber
     from codecarena.metrics.signal import SignalPair
 
 INPUT_CHECKS = (f"every signal the metric reads must last at least min_audio_s, peak at or above "

@@ -31,7 +31,7 @@ from codecarena.metrics.reference_results import ReferenceResults
 from codecarena.metrics.validity import input_problem
 
 if TYPE_CHECKING:
-    from codecarena.metrics.content import Transcriber
+    from codecarena.metrics.transcriber import Transcriber
     from codecarena.metrics.signal import SignalPair
 
 # Packages whose version can move a score as much as an edit of the metric code can.
@@ -151,7 +151,7 @@ class Scorer:
                 transcriber = self._transcribers.get(lang) or self._load_transcriber(lang)
                 models[lang] = (transcriber.settings if not isinstance(transcriber, str)
                                 else {"choice": choice, "error": transcriber})
-            from codecarena.metrics.content import NORMALIZERS, OTHER_NORMALIZER
+            from codecarena.metrics.normalizers import NORMALIZERS, OTHER_NORMALIZER
 
             return {"asr_models": models, "asr_catalogue": catalogue.describe_catalogue(),
                     "normalizers": {**NORMALIZERS, "other languages": OTHER_NORMALIZER}}
@@ -248,7 +248,7 @@ class Scorer:
         return self._transcribers[lang]
 
     def _load_transcriber(self, lang: str) -> Transcriber | str:
-        from codecarena.metrics.content import Transcriber
+        from codecarena.metrics.transcriber import Transcriber
 
         choice = self.asr_choice(lang)
         try:

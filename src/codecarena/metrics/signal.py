@@ -12,6 +12,9 @@ Failure policy: a metric that cannot be computed raises ``ValueError`` with the 
 silent signal or on audio over ``PESQ_MAX_AUDIO_S``, STOI on too little speech, ...);
 ``score_signal`` records it as value None with "<ExceptionType>: <message>". No metric ever returns
 a substitute number (pystoi's 1e-5 for too-short input is turned into an error).
+
+Long because each of the seven signal metrics keeps its definition, constants and failure policy
+together, and `SignalPair` aligns a pair once for all of them.
 """
 
 from __future__ import annotations

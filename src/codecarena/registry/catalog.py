@@ -10,6 +10,10 @@ imported inside a worker process only. Adding a built-in family is a new unit fo
 A command-line family (`kind = "command"`) has no adapter of its own: its `[command]` table declares
 the encode and decode commands, the binaries they run and how the tool frames its bitstream, and the
 one shared adapter `codecarena.codecs.command` runs them (docs/plugins.md, "Command-line codecs").
+
+Long because it is the strict parser of the whole declaration format (`codec.toml` with its
+`[[options]]`, `[channel]` and `[command]` tables), each key checked where it is read, and the
+catalog built from it.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class Option:
 
 #: The one adapter every command-line family's workers run.
 COMMAND_MODULE = "codecarena.codecs.command"
-#: How a command-line tool frames its bitstream; `codecarena.codecs.framing` parses each.
+#: How a command-line tool frames its bitstream; `codecarena.framing` parses each.
 FRAMINGS = ("raw", "gsm_toast", "lc3_file", "ogg_speex")
 #: A command-line codec's declared bandwidth and the sample rate its tools run at.
 BANDWIDTHS = {"narrowband": 8000, "wideband": 16000, "super_wideband": 32000, "fullband": 48000}

@@ -4,9 +4,12 @@
 The schema (v1) is documented in `docs/registry.md`. This module checks structure, types and the
 format of every value (unknown keys are rejected; a `commit` is 40 hex digits, a `release` is an exact
 version, a `sha256` is 64 hex digits). Whether an entry's pins are complete *for its status* is the
-auditor's call (`registry/rules.py`: commit_prefix, release_note and `partial = true` are parsed here
+auditor's call (`registry_rules.py`: commit_prefix, release_note and `partial = true` are parsed here
 but refused there unless the status is `unpinned`), so that an entry built in code is judged by the
 same rules.
+
+Long because it is the strict parser of the registry entry format (schema v1, docs/registry.md):
+every table and key is checked where it is read.
 """
 
 from __future__ import annotations

@@ -38,6 +38,10 @@ _HEX40 = re.compile(r"[0-9a-f]{40}")
 REGISTRY_PREFIX = "user-"
 
 
+class UserCodecChanged(ValueError):
+    """A user codec's source or checkpoint is no longer what `codec add` pinned."""
+
+
 class UserUnitError(ValueError):
     """A user codec that cannot be added or read; the message names the file and the problem."""
 
@@ -89,6 +93,21 @@ class UserUnit:
 
     def checkpoint_path(self, name: str) -> Path:
         return self.folder / "checkpoints" / name
+
+    def checkpoint_identity(self) -> dict[str, str]:
+        """The checkpoint identity this codec's payloads record."""
+        return {"registry": self.registry_id, "revision": "user codec", **{f.name: f.sha256 for f in self.checkpoints}}
+
+    def verified_checkpoints(self) -> dict[str, Path]:
+        """Its checkpoint files by name, each verified against its pin (size, then sha256)."""
+        paths = {}
+        for f in self.checkpoints:
+            path = self.checkpoint_path(f.name)
+            if not path.is_file() or path.stat().st_size != f.bytes or sha256_file(path) != f.sha256:
+                raise UserCodecChanged(f"{path}: user codec {self.name}'s checkpoint is missing or differs from its "
+                                       f"pin; add the codec again (codecarena codec add {self.name} ...)")
+            paths[f.name] = path
+        return paths
 
     def identity(self) -> dict[str, Any]:
         """What a run's plan pins of this codec: a change to any of it is another codec."""

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from codecarena.codecs.base import to_int16
+from codecarena.pcm16 import to_int16
 from codecarena.files import json_differences, sha256_file
 from codecarena.metrics import outputs
 from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,

@@ -28,7 +28,7 @@ def _short(value: Any, limit: int = 160) -> str:
 def render_text(result: dict[str, Any], width: int = 160) -> str:
     """The comparison as readable text (rich tables rendered to a string, no colour); with several
     languages, each language's table first, then the pooled one."""
-    from codecarena.console import make_console
+    from codecarena.text import make_console
 
     buf = io.StringIO()
     con = make_console(file=buf, width=width, color_system=None, soft_wrap=False)
@@ -121,7 +121,7 @@ def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:
     from rich import box
     from rich.table import Table
 
-    from codecarena.console import Spec
+    from codecarena.results.spec_cell import Spec
 
     diffs = prov["differences"]
     table = Table(box=box.SIMPLE_HEAD, title=f"{title}: {len(diffs)} difference{'s' if len(diffs) != 1 else ''}",
@@ -133,7 +133,7 @@ def _print_provenance(con: Any, prov: dict[str, Any], title: str) -> None:
     differing = {d["field"] for d in diffs}
     for key, value in prov["a"].items():
         a, b = _short(value), _short(prov["b"].get(key))
-        if key == "codec":  # a configuration wraps only between its parts (console.Spec)
+        if key == "codec":  # a configuration wraps only between its parts (spec_cell.Spec)
             table.add_row(key, Spec(a), Spec(b), "yes" if key in differing else "")
             continue
         table.add_row(key, a, b, "yes" if key in differing else "")

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from codecarena.codecs.framing import FramingError, parse
+from codecarena.framing import FramingError, parse
 from codecarena.files import json_differences, sha256_file
 from codecarena.payload import CodeStream, PacketStream, Payload, PayloadError, pack_codes, read_payload
 from codecarena.registry.catalog import FAMILIES

@@ -5,6 +5,9 @@ worker in its own runtime (the model is loaded once, at start-up, before the por
 process only validates requests, hands files to the worker and returns what it wrote. A bad request
 gets a 4xx with a one-line reason; a worker failure gets a 5xx and a fresh worker for the next
 request; a full work disk a 507; none stops the server. No response ever names a file on the server.
+
+Long because it is the launcher whose sha256 the service declares (`sources.launcher` of
+`/v1/provenance`): all that answers a request stays in the one file that hash covers.
 """
 
 from __future__ import annotations
@@ -404,6 +407,10 @@ def header_deadline_protocol(read_timeout: float) -> type[H11Protocol]:
 
 
 def create_app(service: CodecService) -> FastAPI:
+    """The HTTP application of `service`: health, provenance, challenge, encode and decode.
+
+    Long because its handlers are closures over one service's configuration, its body slots and its
+    failure responses; each handler is a few lines."""
     app = FastAPI(title="codecarena codec service", docs_url=None, redoc_url=None, openapi_url=None)
     config = service.config
     body_slots = asyncio.Semaphore(BODY_SLOTS)

@@ -261,7 +261,8 @@ def checkpoint_problem(spec: CodecSpec, declared: dict[str, Any]) -> str:
         if claim.get("registry") != entry.id or claim.get("weights") != "synthetic" or \
                 Path(name).name != name or not name.endswith(f"-seed{claim.get('seed')}.pt"):
             return f"the synthetic checkpoint claim {claim} does not name a cached {entry.id} file"
-        # Where torch_weights.synthetic_checkpoint caches it (that module needs torch; this one must not).
+        # Where plugin.torch.synthetic_checkpoint caches it (plugin.checkpoints.synthetic_cache): the plugin API
+        # is the codec side, which the harness never imports (and it needs torch).
         path = cache_dir() / "synthetic" / entry.id / name
         try:
             digest = sha256_file(path)

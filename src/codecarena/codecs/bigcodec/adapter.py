@@ -23,8 +23,15 @@ import torch
 from bigcodec.modules import CodecDecoder, CodecEncoder
 
 from codecarena.plugin import Decoded, Encoded, Payload
-from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
-from codecarena.codecs.torch_weights import shapes_of, state_mismatch
+from codecarena.plugin.torch import (
+    TorchAdapter,
+    Weights,
+    rvq_codes,
+    rvq_encoded,
+    shapes_of,
+    state_mismatch,
+    training_audio,
+)
 
 REGISTRY_ID = "bigcodec"
 RATE = 16000

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pycodec2
 
-from codecarena.channel.receive import arena_frames, received
 from codecarena.plugin import Adapter, CodeStream, Decoded, Encoded, Payload, from_int16, to_int16
+from codecarena.plugin.channel import arena_frames, received
 
 # pycodec2 names 700C by its number.
 _MODES: dict[str, int] = {"3200": 3200, "2400": 2400, "1600": 1600, "1400": 1400,

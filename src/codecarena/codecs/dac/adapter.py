@@ -32,8 +32,16 @@ import torch
 from dac import DAC
 
 from codecarena.plugin import Decoded, Encoded, Payload
-from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
-from codecarena.codecs.torch_weights import shapes_of, state_mismatch
+from codecarena.plugin.torch import (
+    TorchAdapter,
+    Weights,
+    draw_codebooks,
+    rvq_codes,
+    rvq_encoded,
+    shapes_of,
+    state_mismatch,
+    training_audio,
+)
 
 REGISTRY_ID = "dac"
 # Model hyper-parameters from the upstream repository's `conf/final/{16,24,44}khz.yml`
@@ -83,18 +91,6 @@ def synthetic_checkpoint_dict(seed: int, config: dict[str, Any] = CONFIG_16KHZ) 
     with torch.no_grad():
         draw_codebooks(model.quantizer, model.encoder(model.preprocess(speech, rate)), generator)
     return {"state_dict": model.state_dict(), "metadata": {"kwargs": dict(config)}}
-
-
-def draw_codebooks(quantizer: Any, residual: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Fill each codebook of a DAC `ResidualVectorQuantize`, layer by layer on the residual, with rows
-    drawn from that layer's projected latents (frames x codebook_dim); returns what is left."""
-    for layer in quantizer.quantizers:
-        projected = layer.in_proj(residual)[0].T
-        pick = torch.randint(0, projected.shape[0], (layer.codebook_size,), generator=generator)
-        layer.codebook.weight.copy_(projected[pick])
-        z_q, _, _, _, _ = layer(residual)
-        residual = residual - z_q
-    return residual
 
 
 def load_checkpoint(weights: Weights, config: dict[str, Any] = CONFIG_16KHZ) -> DAC:

@@ -33,9 +33,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from codecarena.plugin import CodeStream, Decoded, Encoded, Payload
-from codecarena.plugin.torch import TorchAdapter, Weights, training_audio
-from codecarena.codecs.dac.adapter import draw_codebooks
-from codecarena.codecs.torch_weights import shapes_of, state_mismatch
+from codecarena.plugin.torch import TorchAdapter, Weights, draw_codebooks, shapes_of, state_mismatch, training_audio
 
 REGISTRY_ID = "fish_s2_codec"
 CONFIG_NAME = "modded_dac_vq"

@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-from codecarena import checkpoints
-from codecarena.channel.receive import received
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
-from codecarena.registry.entries import load_entry
+from codecarena.plugin.channel import received
+from codecarena.plugin.checkpoints import pinned_files, pinned_side_bytes
 
 REGISTRY_ID = "lyra_v2"
 FRAME = 320
@@ -65,17 +64,10 @@ class LyraAdapter(Adapter):
         self.quantizers = QUANTIZERS[self.spec.config]
         self.xnnpack = options["xnnpack"] == "on"
         self.threads = int(options["threads"])
-        entry = load_entry(REGISTRY_ID)
-        assert entry.checkpoint is not None
-        checkpoint = entry.checkpoint.identity(REGISTRY_ID)
         # Each file is read once and verified on those bytes; every stream builds fresh interpreters
         # from them (model_content), so what runs is what was hashed, whatever happens to the files.
-        folder, self.models = checkpoints.read_checkpoint(entry.checkpoint)
-        sides = {"encoder": 0, "decoder": 0}
-        for f in entry.checkpoint.files:
-            for side in sides:
-                if f.side in (side, "both"):
-                    sides[side] += f.bytes
+        folder, self.models, checkpoint = pinned_files(REGISTRY_ID, "real", self.spec.config)
+        sides = pinned_side_bytes(REGISTRY_ID, self.spec.config)
         return {
             "weights": "real", "checkpoint": checkpoint, "model_dir": str(folder),
             "encoder_model_bytes": sides["encoder"], "decoder_model_bytes": sides["decoder"],

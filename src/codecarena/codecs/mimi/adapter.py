@@ -6,7 +6,7 @@ The number of quantizers is the rate knob and part of the configuration name (`m
 `model.safetensors` of exactly 384,649,828 bytes, the size the census records for the released file.
 
 Weights load through `MimiModel.from_pretrained`, the real loader, with the checks of
-`transformers_weights`: its `_keys_to_ignore_on_load_unexpected` would silently ignore unexpected keys
+`codecarena.plugin.transformers`: its `_keys_to_ignore_on_load_unexpected` would silently ignore unexpected keys
 under `encoder.`/`decoder.`, so the key set and shapes are checked against the architecture first.
 """
 
@@ -24,7 +24,7 @@ from transformers import MimiConfig, MimiModel
 
 from codecarena.plugin import Decoded, Encoded, Payload
 from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
-from codecarena.codecs.transformers_weights import (
+from codecarena.plugin.transformers import (
     load_pretrained,
     pinned_safetensors,
     synthetic_folder,

@@ -18,9 +18,9 @@ from typing import Any
 import av
 import numpy as np
 
-from codecarena.channel.receive import received
 from codecarena.codecs.opus import libopus
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
+from codecarena.plugin.channel import received
 
 # FFmpeg's libopus wrapper maps these cutoff frequencies to OPUS_SET_MAX_BANDWIDTH.
 _CUTOFF_HZ = {"nb": 4000, "mb": 6000, "wb": 8000, "swb": 12000, "fb": 20000}

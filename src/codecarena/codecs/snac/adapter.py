@@ -25,10 +25,16 @@ import numpy as np
 import torch
 from snac import SNAC
 
-from codecarena.checkpoints import cache_dir
 from codecarena.plugin import CodeStream, Decoded, Encoded, Payload
-from codecarena.plugin.torch import TorchAdapter, Weights, training_audio, weights_only_load
-from codecarena.codecs.torch_weights import generate_once, pinned_files, read_synthetic, save_deterministic
+from codecarena.plugin.checkpoints import generate_once, pinned_files, synthetic_cache
+from codecarena.plugin.torch import (
+    TorchAdapter,
+    Weights,
+    read_synthetic,
+    save_deterministic,
+    training_audio,
+    weights_only_load,
+)
 
 REGISTRY_ID = "snac"
 CONFIG_24KHZ = {
@@ -43,7 +49,7 @@ SYNTHETIC_VERSION = 1
 
 def synthetic_dir(seed: int) -> Path:
     """A folder laid out as SNAC.from_pretrained reads it, generated once per seed."""
-    folder = cache_dir() / "synthetic" / REGISTRY_ID / f"snac_24khz-v{SYNTHETIC_VERSION}-seed{seed}"
+    folder = synthetic_cache(REGISTRY_ID) / f"snac_24khz-v{SYNTHETIC_VERSION}-seed{seed}"
 
     def make() -> None:
         folder.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ with training-only branches (discriminators, losses, the SEANet decoder that the
 replaces) and the old `weight_g`/`weight_v` weight norm. The loader reads it weights-only, drops
 exactly those branches, renames the rest to transformers' names (the renaming transformers' own
 conversion script does, rewritten here for its current module layout) and loads through
-`transformers_weights` (key and shape check, then `from_pretrained`). Synthetic weights are written
+`codecarena.plugin.transformers` (key and shape check, then `from_pretrained`). Synthetic weights are written
 in the released layout and take the same path; their codebook rows are draws of the encoder's
 latents of the smoke set, because the codebook starts at zero (one repeated code otherwise).
 """
@@ -28,7 +28,7 @@ from transformers import WavTokenizerConfig, WavTokenizerModel
 
 from codecarena.plugin import Decoded, Encoded, Payload
 from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded, training_audio
-from codecarena.codecs.transformers_weights import load_pretrained
+from codecarena.plugin.transformers import load_pretrained
 
 REGISTRY_ID = "wavtokenizer_large_speech_75"
 RATE = 24000

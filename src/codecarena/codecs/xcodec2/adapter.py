@@ -11,8 +11,8 @@ parameters. The configuration's sha256 is recorded with every row.
 The feature extractor is upstream's input path: it appends one zero sample and pads to whole
 320-sample hops, so a clip of n samples gives n // 320 + 1 frames (a whole extra frame at exact
 multiples, as with BigCodec's padding). Every frame's code is sent: the decoder renders them all and
-the pipeline trims to the recorded length. Weights load with `transformers_weights`' checks; synthetic
-weights are transformers' own random initialisation, which already spreads the FSQ codes.
+the pipeline trims to the recorded length. Weights load with `codecarena.plugin.transformers`' checks;
+synthetic weights are transformers' own random initialisation, which already spreads the FSQ codes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from transformers import Xcodec2Config, Xcodec2FeatureExtractor, Xcodec2Model
 
 from codecarena.plugin import Decoded, Encoded, Payload
 from codecarena.plugin.torch import TorchAdapter, Weights, rvq_codes, rvq_encoded
-from codecarena.codecs.transformers_weights import (
+from codecarena.plugin.transformers import (
     load_pretrained,
     pinned_safetensors,
     synthetic_folder,

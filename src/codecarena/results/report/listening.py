@@ -137,46 +137,7 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
         versions = [(e, r) for e, r in versions if r is not None]
         if not versions:
             continue
-        cards = []
-        # The reference: once per distinct reference sha256 (runs of one group share the set).
-        refs: dict[str, tuple[lb.RunInfo, Row]] = {}
-        for e, r in versions:
-            refs.setdefault(r.reference_sha256, (board.runs[e["run_index"]], r))
-        top_db: float | None = None
-        for sha, (run, r) in refs.items():
-            path = _audio_file(run, r.reference)
-            if path is None:
-                cards.append(_failed_card("card ref failed", "reference",
-                                          f"reference not found in the run at {r.reference}"))
-                continue
-            db = spectrogram_db(*read_audio(path))
-            top_db = float(db.max()) if top_db is None else top_db
-            cards.append(_card(ctx, "reference", f"{fmt_num(r.duration_s, 2)} s · {esc(language_label(r.language))} · "
-                               f'<span class="mono" title="{esc(sha)}">{esc(sha[:10])}</span>', db, top_db,
-                               path, "ref", _said_html(_reference_texts(run, r))))
-        for e, r in versions:
-            title = e["codec"] + (f" @{e['run_label']}" if multi_run else "")
-            said = verdict(r)
-            # A row whose replay differed has its decoded audio to hear; it is flagged, below.
-            if r.decoded is None or said.kind == "failed":
-                cards.append(_failed_card("card failed", title, f"{said.status}: {said.reason or 'no decoded audio'}"))
-                continue
-            path = _audio_file(board.runs[e["run_index"]], r.decoded)
-            if path is None:
-                cards.append(_failed_card("card failed", title, f"decoded file missing in the run: {r.decoded}"))
-                continue
-            db = spectrogram_db(*read_audio(path))
-            if top_db is None:
-                top_db = float(db.max())
-            flags = []
-            if said.kind == "replay":
-                flags.append('<span class="bad">replay differs</span>')
-            elif said.kind == "checks":
-                flags.append(f'<span class="bad">checks failed: {esc(said.reason)}</span>')
-            meta = _row_metric_line(r) + ("<br>" + " ".join(flags) if flags else "")
-            heard = _asr_texts(r).get("hypothesis")
-            said = _said_html([("recognised", heard)] if heard is not None else [])
-            cards.append(_card(ctx, title, meta, db, top_db, path, "dec", said))
+        cards = _utterance_cards(ctx, versions, multi_run)
         lang = versions[0][1].language
         out.append(f'<div class="utt" data-utterance="{esc(utt)}"><h4>{esc(utt)} '
                    f'<span class="muted">({esc(language_label(lang))}, {fmt_num(versions[0][1].duration_s, 2)} s)'
@@ -186,6 +147,52 @@ def listening_html(ctx: ReportContext, group: lb.Group) -> str:
     if linked:
         out.append(_links_html(ctx, entries, rows, linked))
     return "".join(out)
+
+
+def _utterance_cards(ctx: ReportContext, versions: list[tuple[dict[str, Any], Row]], multi_run: bool) -> list[str]:
+    """One utterance's cards: its reference (once per distinct reference sha256: runs of one group share
+    the set), then each configuration's decoded version, on the reference's colour scale."""
+    board = ctx.board
+    cards = []
+    refs: dict[str, tuple[lb.RunInfo, Row]] = {}
+    for e, r in versions:
+        refs.setdefault(r.reference_sha256, (board.runs[e["run_index"]], r))
+    top_db: float | None = None
+    for sha, (run, r) in refs.items():
+        path = _audio_file(run, r.reference)
+        if path is None:
+            cards.append(_failed_card("card ref failed", "reference",
+                                      f"reference not found in the run at {r.reference}"))
+            continue
+        db = spectrogram_db(*read_audio(path))
+        top_db = float(db.max()) if top_db is None else top_db
+        cards.append(_card(ctx, "reference", f"{fmt_num(r.duration_s, 2)} s · {esc(language_label(r.language))} · "
+                           f'<span class="mono" title="{esc(sha)}">{esc(sha[:10])}</span>', db, top_db,
+                           path, "ref", _said_html(_reference_texts(run, r))))
+    for e, r in versions:
+        title = e["codec"] + (f" @{e['run_label']}" if multi_run else "")
+        said = verdict(r)
+        # A row whose replay differed has its decoded audio to hear; it is flagged, below.
+        if r.decoded is None or said.kind == "failed":
+            cards.append(_failed_card("card failed", title, f"{said.status}: {said.reason or 'no decoded audio'}"))
+            continue
+        path = _audio_file(board.runs[e["run_index"]], r.decoded)
+        if path is None:
+            cards.append(_failed_card("card failed", title, f"decoded file missing in the run: {r.decoded}"))
+            continue
+        db = spectrogram_db(*read_audio(path))
+        if top_db is None:
+            top_db = float(db.max())
+        flags = []
+        if said.kind == "replay":
+            flags.append('<span class="bad">replay differs</span>')
+        elif said.kind == "checks":
+            flags.append(f'<span class="bad">checks failed: {esc(said.reason)}</span>')
+        meta = _row_metric_line(r) + ("<br>" + " ".join(flags) if flags else "")
+        heard = _asr_texts(r).get("hypothesis")
+        said = _said_html([("recognised", heard)] if heard is not None else [])
+        cards.append(_card(ctx, title, meta, db, top_db, path, "dec", said))
+    return cards
 
 
 def _links_html(ctx: ReportContext, entries: list[dict[str, Any]], rows: dict[tuple[int, str, str], Row],

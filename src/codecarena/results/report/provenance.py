@@ -155,15 +155,20 @@ def provenance_html(board: lb.Leaderboard) -> str:
                      '<th class="l">checkpoint identity</th><th class="l">weights</th><th class="l">variant</th>'
                      '<th class="l">runtime</th><th class="l">model facts</th></tr></thead><tbody>'
                      + "".join(codec_rows) + "</tbody></table></div>")
-        decls = r.metrics
-        if decls:
-            mrows = []
-            for d in decls:
-                versions = ", ".join(f"{k} {v}" for k, v in (d.get("versions") or {}).items())
-                files = "".join(_model_file(f) for f in d.get("model_files") or [] if isinstance(f, dict))
-                mrows.append(f'<tr><td class="l">{esc(d.get("name"))}</td><td class="wrap">{esc(", ".join(d.get("outputs") or []))}</td>'
-                             f'<td class="wrap">{esc(versions)}</td><td class="wrap">{esc(d.get("description"))}{files}</td></tr>')
-            parts.append('<h4>Metrics</h4><div class="scroll"><table class="provenance"><thead><tr><th class="l">metric</th>'
-                         '<th class="l">outputs</th><th class="l">versions</th><th class="l">how</th></tr></thead><tbody>'
-                         + "".join(mrows) + "</tbody></table></div>")
+        if r.metrics:
+            parts.append(_metrics_html(r.metrics))
     return "".join(parts)
+
+
+def _metrics_html(decls: list[dict[str, Any]]) -> str:
+    """A run's metric declarations (run.json `metrics`): outputs, versions, how each is computed and its
+    model files."""
+    mrows = []
+    for d in decls:
+        versions = ", ".join(f"{k} {v}" for k, v in (d.get("versions") or {}).items())
+        files = "".join(_model_file(f) for f in d.get("model_files") or [] if isinstance(f, dict))
+        mrows.append(f'<tr><td class="l">{esc(d.get("name"))}</td><td class="wrap">{esc(", ".join(d.get("outputs") or []))}</td>'
+                     f'<td class="wrap">{esc(versions)}</td><td class="wrap">{esc(d.get("description"))}{files}</td></tr>')
+    return ('<h4>Metrics</h4><div class="scroll"><table class="provenance"><thead><tr><th class="l">metric</th>'
+            '<th class="l">outputs</th><th class="l">versions</th><th class="l">how</th></tr></thead><tbody>'
+            + "".join(mrows) + "</tbody></table></div>")

@@ -1,4 +1,6 @@
-"""Weights for the families whose architecture is a transformers model (Mimi, X-Codec 2).
+"""The part of codecarena's public adapter API (version `codecarena.plugin.API_VERSION`) for families
+whose architecture is a transformers model (Mimi, WavTokenizer, X-Codec 2). Importing it imports torch
+and transformers.
 
 Weights load through the model class's `from_pretrained`, the real loader, for synthetic weights
 too, given the family's configuration and the state dict parsed (safetensors: tensors only, no
@@ -21,8 +23,10 @@ from typing import Any, Callable
 import torch
 from transformers.utils import logging as transformers_logging
 
-from codecarena.checkpoints import cache_dir
-from codecarena.codecs.torch_weights import Weights, generate_once, pinned_files, state_mismatch, synthetic_identity
+from codecarena.plugin.checkpoints import generate_once, pinned_files, synthetic_cache
+from codecarena.plugin.torch import Weights, state_mismatch, synthetic_identity
+
+__all__ = ["load_pretrained", "pinned_safetensors", "safetensors_weights", "synthetic_folder", "synthetic_safetensors"]
 
 WEIGHTS_FILE = "model.safetensors"
 # The safetensors format's dtype names.
@@ -98,7 +102,7 @@ def load_pretrained(model_class: Any, config: Any, weights: Weights, expected: d
 def synthetic_folder(registry_id: str, name: str, seed: int, build: Callable[[int], Any]) -> Path:
     """A folder laid out as from_pretrained reads it (config.json + model.safetensors), written once
     per seed by `save_pretrained` of `build(seed)`."""
-    folder = cache_dir() / "synthetic" / registry_id / f"{name}-seed{seed}"
+    folder = synthetic_cache(registry_id) / f"{name}-seed{seed}"
 
     def make() -> None:
         quiet_transformers()

@@ -161,7 +161,7 @@ def _local_problems(entry: Entry, models_dir: Path | None) -> list[str]:
                 problems.append(f"{at} isolated runtime absent (no venv at {venv})")
     command = FAMILIES[entry.codec_family].command if entry.codec_family in FAMILIES else None
     if command is not None:
-        from codecarena.codecs.binaries import BinaryError, verify_command
+        from codecarena.registry.binaries import BinaryError, verify_command
         from codecarena.registry.entries import debian_versions
 
         try:

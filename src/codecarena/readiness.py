@@ -16,11 +16,11 @@ import shlex
 from dataclasses import dataclass
 
 from codecarena.checkpoints import MODELS_ENV, missing_files
-from codecarena.codecs.binaries import BinaryError, verify_command
 from codecarena.registry import user_units
+from codecarena.registry.binaries import BinaryError, verify_command
 from codecarena.registry.catalog import Family
 from codecarena.registry.entries import debian_versions, entry_for_family
-from codecarena.registry.rules import missing_packages, pin_gaps
+from codecarena.registry_rules import missing_packages, pin_gaps
 from codecarena.runtime.venvs import is_built
 
 # What installs the Debian packages (and the harness's own packages) at their pins.
