@@ -173,6 +173,11 @@ def parse_configuration(text: str) -> CodecSpec:
         raise SpecError(f"{text}: {exc}") from None
 
 
+def bare_canonical(configuration: str) -> str:
+    """The codec spec of a canonical configuration without its condition and channel: what its payloads name."""
+    return configuration.partition("@")[0].partition("%")[0]
+
+
 def canonical_condition(text: str) -> str:
     """A condition spec's canonical text (ConditionError when it is not one); a tandem codec is a codec spec."""
     return parse_condition(text, codec=lambda inner: parse_spec(inner).canonical).canonical

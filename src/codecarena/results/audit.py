@@ -26,7 +26,7 @@ from codecarena.registry import user_units
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, StageFiles, UnsafePathError
-from codecarena.specs import parse_configuration
+from codecarena.specs import bare_canonical, parse_configuration
 from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
@@ -120,9 +120,8 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
                                 f"row says {row.variant or 'none'!r}")
             if bits != row.representation_bits:
                 problems.append(f"{where}: payload holds {bits} representation bits, row says {row.representation_bits}")
-            # The payload names the bare configuration: without its condition (%) and channel (@).
-            bare = row.codec.partition("@")[0].partition("%")[0]
-            if payload.codec != bare or payload.num_samples != row.num_samples or payload.sample_rate != row.sample_rate:
+            if payload.codec != bare_canonical(row.codec) or payload.num_samples != row.num_samples or \
+                    payload.sample_rate != row.sample_rate:
                 problems.append(f"{where}: payload is {payload.codec} {payload.num_samples} samples at "
                                 f"{payload.sample_rate} Hz, row says {row.codec} {row.num_samples} at {row.sample_rate}")
             seconds = row.num_samples / row.sample_rate
