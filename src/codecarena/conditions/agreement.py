@@ -1,7 +1,7 @@
 """How much of a payload a re-encode kept: the share of its units equal, at the same position, to those
 of the payload it was coded from (a generation and the one before it). The units are the stream's own:
-packets (Opus, Lyra: equal bytes), frame codes (Codec 2) or tokens (a neural codec's codebooks, each
-position of each codebook). Streams are compared in order, over the length both have."""
+packets (Opus, Lyra: equal bytes), the codes of a one-dimensional code stream (a Codec 2 frame, a PCM
+sample) or tokens (a neural codec's codebooks, each position of each codebook). Streams are compared in order, over the length both have."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def agreement(earlier: Payload, later: Payload) -> dict[str, Any]:
             theirs = np.asarray(b.values, dtype=np.int64).reshape(-1, b.shape[-1])[:, :frames]
             compared += mine.size
             equal += int(np.count_nonzero(mine == theirs))
-            units.add("frame code" if len(a.shape) == 1 else "token")
+            units.add("code" if len(a.shape) == 1 else "token")
         else:
             raise ValueError(f"streams {a.name} and {b.name} differ in kind or codebooks")
     return {"unit": "/".join(sorted(units)), "compared": compared, "equal": equal,
