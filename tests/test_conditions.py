@@ -321,3 +321,40 @@ def test_a_plan_without_condition_sets_hashes_as_before_and_a_version_7_record_r
 
     with pytest.raises(SchemaError, match="file_sets"):
         parse_run_record({**record, "plan": {**record["plan"], "file_sets": []}})
+
+
+# Refusals before any row ---------------------------------------------------------------------------
+
+
+def _folder_of_noise(tmp_path: Path, seconds: float) -> Path:
+    folder = tmp_path / "street"
+    folder.mkdir(parents=True)
+    _write(folder / "street.wav", 0.1 * np.random.default_rng(1).standard_normal(int(seconds * RATE)))
+    return folder
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--condition", "noise=white,snr=99"], "--condition: condition 'noise=white,snr=99': snr=99 is above 60 dB"),
+    (["--condition", "rt60=0.5,depth=3"], "unknown key 'depth' for rt60"),
+    (["--condition", "tandem=nope:1"], "unknown codec family 'nope'"),
+    (["--condition", "noise=babble,snr=5"], "its speaker is unknown"),
+    (["--condition", "noise=street,snr=5"], "no --noise-dir names a set 'street'"),
+    (["--condition", "noise=white,snr=5", "--noise-dir", "NOISE"], "--noise-dir street: no condition uses this set"),
+    (["--condition", "noise=street,snr=5", "--noise-dir", "SHORT"], "street.wav: 8000 samples, too short"),
+    (["--condition", "rir=halls"], "no --rir-dir names a set 'halls'"),
+])
+def test_bad_conditions_and_sets_are_refused_in_one_line_before_any_row(args: list[str], message: str,
+                                                                        tmp_path: Path) -> None:
+    from conftest import SHORT_CLIPS, codecarena
+
+    clips = tmp_path / "in"
+    clips.mkdir()
+    for name in SHORT_CLIPS:
+        (clips / name).write_bytes((need_mirror() / name).read_bytes())
+    noise = _folder_of_noise(tmp_path / "long", 3.0) if "NOISE" in args else None
+    short = _folder_of_noise(tmp_path / "short", 0.5) if "SHORT" in args else None
+    given = [str(noise) if a == "NOISE" else str(short) if a == "SHORT" else a for a in args]
+    result = codecarena("run", "--input", clips, "--codec", "pcm:16", *given, "--out", tmp_path / "run")
+    assert result.returncode == 2 and not (tmp_path / "run").exists(), result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
