@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from codecarena.channel.spec import ChannelError, parse_channel
-from codecarena.conditions.spec import ConditionError, parse_condition
+from codecarena.conditions.spec import Condition, ConditionError, parse_condition
 from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS, Family, Option
 
 
@@ -74,6 +74,23 @@ class CodecSpec:
         if not self.channel:
             return bare
         return f"{bare}@" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.channel.replace("%", "pct").replace(",", "__"))
+
+    @property
+    def conditioned(self) -> Condition | None:
+        """The configuration's condition, parsed (None without one)."""
+        return parse_condition(self.condition, codec=lambda inner: parse_spec(inner).canonical) if self.condition \
+            else None
+
+    def hops(self) -> list[CodecSpec]:
+        """The codec stages the input goes through before the configuration's own encode: a tandem's codec,
+        or the configuration itself once per earlier generation; none for other conditions (docs/conditions.md)."""
+        condition = self.conditioned
+        if condition is not None and condition.model == "tandem":
+            return [parse_spec(condition.tandem)]
+        if condition is not None and condition.model == "gen":
+            assert condition.gen is not None
+            return [self.bare] * (condition.gen - 1)
+        return []
 
     def options(self) -> dict[str, OptionValue]:
         return dict(self.resolved)

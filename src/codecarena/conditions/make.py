@@ -18,6 +18,7 @@ and library versions that made it, and the audit compares the bytes.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -135,8 +136,6 @@ def _noise(condition: Condition, clean: np.ndarray, speech_db: float, utterance:
 
 def _reverberant(condition: Condition, clean: np.ndarray, speech_db: float, utterance: str,
                  sources: Sources) -> tuple[np.ndarray, dict[str, Any]]:
-    import hashlib
-
     if condition.model == "rt60":
         assert condition.rt60 is not None
         made = reverb.response(condition.rt60, condition.seed, condition.room, ARENA_RATE)
@@ -191,8 +190,6 @@ def make(condition: Condition, utterance: str, speaker: str, reference: Path, re
          sources: Sources) -> tuple[np.ndarray, dict[str, Any]]:
     """The conditioned input (16-bit samples) and its trace, for a noise, rt60, rir or level condition;
     ConditionInputError in one line when it cannot be made."""
-    import hashlib
-
     clean = read_pcm(reference)
     try:
         speech = active_level(clean, ARENA_RATE)
@@ -244,3 +241,23 @@ def babble_talkers(condition: Condition, utterance: str, speaker: str,
     """The utterances a babble of this condition takes for an utterance (noises.BabbleError when too few)."""
     assert condition.talkers is not None
     return [t.utterance for t in noises.talkers(utterance, speaker, utterances, condition.talkers, condition.seed)]
+
+
+def hop_trace(condition: Condition, utterance: str, reference: Path, reference_rel: str, conditioned: Path,
+              entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The trace of a tandem or generation: the hops (pipeline/conditioned.py runs them), and the levels and
+    clipping of the input they made."""
+    clean, made = read_pcm(reference), read_pcm(conditioned)
+    pcm, _ = sf.read(conditioned, dtype="int16")
+    speech = active_level(clean, ARENA_RATE)
+    try:
+        made_level: float | None = active_level(made, ARENA_RATE).level_db
+    except LevelError:
+        made_level = None
+    return {"version": TRACE_VERSION, "condition": condition.canonical, "model": condition.model,
+            "parameters": condition.parameters(), "seed": 0, "utterance": utterance, "reference": reference_rel,
+            "reference_sha256": hashlib.sha256(reference.read_bytes()).hexdigest(), "sample_rate": ARENA_RATE,
+            "samples": int(made.size), "speech_level_dbov": speech.level_db, "speech_activity": speech.activity,
+            "input_level_dbov": made_level,
+            "clipped_samples": int(np.count_nonzero((pcm == 32767) | (pcm == -32768))),
+            "hops": entries, "input_sha256": hashlib.sha256(conditioned.read_bytes()).hexdigest()}

@@ -10,20 +10,17 @@ conditioned input, and the trace lists every hop with its payload's bits and bit
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import soundfile as sf
 
 from codecarena.arena import ARENA_RATE
 from codecarena.conditions import record as condition_record
-from codecarena.conditions import selected
-from codecarena.conditions.make import TRACE_VERSION, ConditionInputError, Sources, make, read_pcm
+from codecarena.conditions.make import ConditionInputError, Sources, hop_trace, make
 from codecarena.conditions.noise import BabbleError, Source
-from codecarena.conditions.p56 import LevelError, active_level
+from codecarena.conditions.p56 import LevelError
 from codecarena.conditions.reverb import RoomError
 from codecarena.conditions.sets import SetError
 from codecarena.conditions.spec import Condition
@@ -57,7 +54,7 @@ def sources(plan: RunPlan, talkers: tuple[Reference, ...]) -> Sources:
 def make_input(spec: CodecSpec, ref: Reference, talkers: tuple[Reference, ...], plan: RunPlan, files: RowFiles,
                run_stage: RunStage) -> tuple[str, Path, dict[str, Any] | None]:
     """("" or why the row fails, the file its encoder gets, the row's condition record)."""
-    condition = selected.condition_of(spec)
+    condition = spec.conditioned
     if condition is None:
         return "", ref.path, None
     utt = ref.utterance
@@ -82,7 +79,7 @@ def _hops(condition: Condition, spec: CodecSpec, ref: Reference, plan: RunPlan, 
           run_stage: RunStage) -> tuple[str, dict[str, Any]]:
     """Every hop of a tandem or generation in fresh processes; ("" or why it failed, the trace)."""
     utt, run = ref.utterance, plan.run
-    hops = selected.hops(spec)
+    hops = spec.hops()
     source = ref.path
     entries: list[dict[str, Any]] = []
     seconds = ref.num_samples / ARENA_RATE
@@ -117,22 +114,3 @@ def _hops(condition: Condition, spec: CodecSpec, ref: Reference, plan: RunPlan, 
                         "decoded_sha256": sha256_file(decoded), "device": device})
         source = decoded
     return "", hop_trace(condition, utt.id, ref.path, run.relative(ref.path), files.condition_input, entries)
-
-
-def hop_trace(condition: Condition, utterance: str, reference: Path, reference_rel: str, conditioned: Path,
-              entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The trace of a tandem or generation: the hops, and the levels and clipping of the input they made."""
-    clean, made = read_pcm(reference), read_pcm(conditioned)
-    pcm, _ = sf.read(conditioned, dtype="int16")
-    speech = active_level(clean, ARENA_RATE)
-    try:
-        made_level: float | None = active_level(made, ARENA_RATE).level_db
-    except LevelError:
-        made_level = None
-    return {"version": TRACE_VERSION, "condition": condition.canonical, "model": condition.model,
-            "parameters": condition.parameters(), "seed": 0, "utterance": utterance, "reference": reference_rel,
-            "reference_sha256": hashlib.sha256(reference.read_bytes()).hexdigest(), "sample_rate": ARENA_RATE,
-            "samples": int(made.size), "speech_level_dbov": speech.level_db, "speech_activity": speech.activity,
-            "input_level_dbov": made_level,
-            "clipped_samples": int(np.count_nonzero((pcm == 32767) | (pcm == -32768))),
-            "hops": entries, "input_sha256": sha256_file(conditioned)}

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Generator, Iterable
 from typing import Any, Protocol
 
-from codecarena.conditions import selected
+from codecarena.pipeline import condition_plan as selected
 from codecarena.conditions.make import babble_talkers
 from codecarena.conditions.noise import Source
 from codecarena.datasets import Utterance
@@ -50,7 +50,7 @@ def plan_tasks(plan: RunPlan, skip: Iterable[tuple[str, str]],
     candidates = [Source(u.id, u.speaker) for u in plan.evalset.utterances]
     tasks = []
     for spec in plan.codecs:
-        condition = selected.condition_of(spec)
+        condition = spec.conditioned
         for index, utt in enumerate(plan.evalset.utterances):
             if (spec.canonical, utt.id) in done:
                 continue

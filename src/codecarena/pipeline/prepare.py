@@ -21,7 +21,7 @@ from pathlib import Path
 
 from codecarena import selection as resolve
 from codecarena.arena import ARENA_RATE
-from codecarena.conditions import selected as conditions
+from codecarena.pipeline import condition_plan as conditions
 from codecarena.conditions.sets import FileSet
 from codecarena.datasets import EvalSet
 from codecarena.choices import CHANNEL_CHOICES, DEFAULT_CODECS
@@ -106,7 +106,7 @@ def prepare(chosen: Selection) -> RunPlan:
     if chosen.warm_repeats < 0:
         raise SelectionError("--warm-repeats must be >= 0")
     file_sets, set_folders = _condition_sets(chosen, specs, evalset)
-    hops = tuple(dict.fromkeys(h for spec in specs for h in conditions.hops(spec)))
+    hops = tuple(dict.fromkeys(h for spec in specs for h in spec.hops()))
     languages = sorted({u.language for u in evalset.utterances if u.language})
     scorer = resolve.scorer(chosen.metrics, chosen.asr_models, languages, metric_device)
     resolve.check_metric_device(scorer)

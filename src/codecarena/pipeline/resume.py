@@ -151,20 +151,12 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
     return channel_stage.files_verify(row.channel, run) and condition_record.files_verify(row.condition, run)
 
 
-def row_reliances(row: Row) -> set[Any]:
-    """The reference-side results a row's metrics relied on: of its clean reference, and of its conditioned
-    input for the metrics scored against it."""
-    found = reliances(row.reference_sha256, row.metrics)
-    if row.condition is not None and row.input_metrics:
-        found |= reliances(str(row.condition.get("input_sha256")), row.input_metrics)
-    return found
-
-
 def rows_to_rebuild_reference_results(kept: dict[tuple[str, str], Row], plan: Plan, run: RunDir) -> list[tuple[str, str]]:
     """Per reference whose reference-side results some kept row relied on but the run no longer holds
     (a deleted `reference_results/`), the first such row in plan order: computing it again stores them
     again, which the kept rows of that reference then agree with (the audit checks that they do)."""
-    relied = {key: row_reliances(row) for key, row in kept.items()}
+    relied = {key: set().union(*(reliances(sha, metrics) for sha, metrics in row.scored_against))
+              for key, row in kept.items()}
     lost = missing(run.reference_results(), set().union(*relied.values()))
     chosen: dict[str, tuple[str, str]] = {}
     for key in plan.keys():

@@ -19,7 +19,7 @@ import soundfile as sf
 from codecarena.arena import ARENA_RATE
 from codecarena.channel import stage as channel_stage
 from codecarena.channel.spec import ChannelError
-from codecarena.conditions import selected
+from codecarena.pipeline import condition_plan as selected
 from codecarena.files import sha256_file
 from codecarena.conditions.agreement import agreement
 from codecarena.metrics.declarations import against_input
@@ -271,7 +271,7 @@ def _condition_outputs(task: Task, plan: RunPlan, files: RowFiles) -> dict[str, 
     """Where a row's condition writes: its conditioned input, trace and hops' files."""
     if not task.spec.condition:
         return {}
-    hops = {f"hop {k} {what}": path for k in range(1, len(selected.hops(task.spec)) + 1)
+    hops = {f"hop {k} {what}": path for k in range(1, len(task.spec.hops()) + 1)
             for what, path in zip(("payload", "audio"), plan.run.hop(task.spec.slug, task.ref.utterance.id, k))}
     return {"conditioned input": files.condition_input, "condition trace": files.condition_trace, **hops}
 

@@ -20,8 +20,8 @@ import soundfile as sf
 from codecarena.pcm16 import to_int16
 from codecarena.files import json_differences, sha256_file
 from codecarena.metrics import outputs
-from codecarena.metrics.reference_results import Entry, ReferenceResultError, entries, parse_entry, value_sha256
-from codecarena.pipeline.resume import row_reliances
+from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
+                                                   value_sha256)
 from codecarena.registry import user_units
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
@@ -33,8 +33,7 @@ from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.sandbox import for_family
 from codecarena.results.channel_audit import channel_problems, decoder_input
-from codecarena.results.condition_audit import (condition_problems, conditioned_input, hop_replay_problems,
-                                                 reference_shas)
+from codecarena.results.condition_audit import condition_problems, conditioned_input, hop_replay_problems
 from codecarena.results.ledger import ledger_problems
 from codecarena.results.record import Plan, PlanUserCodec, RunLoadError, RunRecord
 from codecarena.results.rescore import Sample, rescore_problems
@@ -289,7 +288,7 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
     recorded, so no row was scored against another transcript or embedding than the run keeps."""
     problems: list[str] = []
     stored: dict[tuple[str, str, str], Entry] = {}
-    references = set().union(*(reference_shas(row) for row in rows))
+    references = {sha for row in rows for sha, _ in row.scored_against}
     root = run.reference_results()
     for path in entries(root):
         try:
@@ -303,7 +302,8 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
     what = {"asr_transcript": "reference transcript", "speaker_embedding": "reference's speaker embedding"}
     for row in rows:
         where = f"{row.codec} {row.utterance}"
-        for need in sorted(row_reliances(row), key=lambda r: r.kind):
+        relied = set().union(*(reliances(sha, metrics) for sha, metrics in row.scored_against))
+        for need in sorted(relied, key=lambda r: r.kind):
             entry = stored.get((need.kind, need.reference_sha256, need.identity_sha256))
             if entry is None:
                 problems.append(f"{where}: its {what[need.kind]} is not in {root}")

@@ -16,9 +16,8 @@ from pathlib import Path
 
 from codecarena.arena import ARENA_RATE
 from codecarena.conditions import record as condition_record
-from codecarena.conditions import selected
 from codecarena.conditions.agreement import agreement
-from codecarena.conditions.make import ConditionInputError, Sources, make, realised, wav_bytes
+from codecarena.conditions.make import ConditionInputError, Sources, hop_trace, make, realised, wav_bytes
 from codecarena.conditions.noise import BabbleError, Source
 from codecarena.conditions.p56 import LevelError
 from codecarena.conditions.reverb import RoomError
@@ -27,7 +26,6 @@ from codecarena.conditions.spec import ConditionError
 from codecarena.files import JSONFileError, json_differences, read_json, sha256_file
 from codecarena.metrics.declarations import BY_NAME, against_input
 from codecarena.payload import PayloadError, read_payload
-from codecarena.pipeline.conditioned import hop_trace
 from codecarena.registry.catalog import FAMILIES
 from codecarena.results.record import Plan
 from codecarena.results.schema import Row
@@ -113,7 +111,7 @@ def _input_metric_problems(row: Row, plan: Plan, where: str) -> list[str]:
 def _rederived(row: Row, run: RunDir, plan: Plan, references: dict[str, str], where: str) -> list[str]:
     record = row.condition
     assert record is not None
-    condition = selected.condition_of(parse_configuration(row.codec))
+    condition = parse_configuration(row.codec).conditioned
     assert condition is not None
     trace_path, input_path = run.resolve(record["trace"]), run.resolve(record["input"])
     stored = read_json(trace_path)
@@ -152,7 +150,7 @@ def _hop_problems(row: Row, run: RunDir, where: str) -> list[str]:
     and the last one decoded into the conditioned input."""
     record = row.condition
     assert record is not None
-    expected = selected.hops(parse_configuration(row.codec))
+    expected = parse_configuration(row.codec).hops()
     hops = record["hops"]
     if len(hops) != len(expected):
         return [f"{where}: {len(hops)} hops recorded, the condition has {len(expected)}"]
@@ -203,11 +201,3 @@ def hop_replay_problems(rows: list[Row], run: RunDir, python: str, interpreters:
                 elif sha256_file(out) != hop["decoded_sha256"]:
                     problems.append(f"{where}: a fresh decode of {hop['payload']} differs from {hop['decoded']}")
     return problems
-
-
-def reference_shas(row: Row) -> set[str]:
-    """The references a row's metrics were scored against: the clean one, and a conditioned input."""
-    found = {row.reference_sha256}
-    if row.condition is not None and isinstance(row.condition.get("input_sha256"), str):
-        found.add(row.condition["input_sha256"])
-    return found

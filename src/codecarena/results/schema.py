@@ -138,6 +138,15 @@ class Row:
         return source[:12] if isinstance(source, str) else "command line" if isinstance(label, dict) else "?"
 
     @property
+    def scored_against(self) -> list[tuple[str, dict[str, Any]]]:
+        """(the sha256 of a reference, the metric records scored against it): the clean reference and its
+        `metrics`, and for a row with a condition its conditioned input and `input_metrics`."""
+        found = [(self.reference_sha256, self.metrics)]
+        if self.condition is not None and self.input_metrics is not None:
+            found.append((str(self.condition.get("input_sha256")), self.input_metrics))
+        return found
+
+    @property
     def ran_on(self) -> str:
         """The device the row's stages ran on (`cpu` for a row before version 7: there was no other then)."""
         return str(self.device.get("device")) if self.device is not None else "cpu"

@@ -1,7 +1,7 @@
 """What a run's conditions need before any row: the sets they draw from, loaded and pinned; every
 condition checked against the evaluation set (enough other speakers for each babble, a room for each
-RT60, each set named by a --noise-dir or --rir-dir); and the codec stages of a tandem or a generation
-(its hops), whose families must be runnable here like the run's own."""
+RT60, each set named by a --noise-dir or --rir-dir); and which set file a row draws, which the run copies
+before its rows."""
 
 from __future__ import annotations
 
@@ -11,26 +11,8 @@ from pathlib import Path
 from codecarena.conditions import noise as noises
 from codecarena.conditions import reverb
 from codecarena.conditions.sets import KINDS, OPTION, FileSet, SetError, load
-from codecarena.conditions.spec import Condition, ConditionError, parse_condition
-from codecarena.specs import CodecSpec, parse_spec
-
-
-def condition_of(spec: CodecSpec) -> Condition | None:
-    return parse_condition(spec.condition, codec=lambda inner: parse_spec(inner).canonical) if spec.condition else None
-
-
-def hops(spec: CodecSpec) -> list[CodecSpec]:
-    """The codec stages the input goes through before the row's own encode: the tandem codec, or the
-    configuration itself once per earlier generation; none for other conditions."""
-    condition = condition_of(spec)
-    if condition is None:
-        return []
-    if condition.model == "tandem":
-        return [parse_spec(condition.tandem)]
-    if condition.model == "gen":
-        assert condition.gen is not None
-        return [spec.bare] * (condition.gen - 1)
-    return []
+from codecarena.conditions.spec import Condition, ConditionError
+from codecarena.specs import CodecSpec
 
 
 def load_sets(folders: dict[str, Sequence[str]], longest: int) -> tuple[list[FileSet], list[tuple[str, str, Path]]]:
@@ -61,7 +43,7 @@ def check(specs: Iterable[CodecSpec], utterances: Sequence[noises.Source], sets:
     used: set[tuple[str, str]] = set()
     seen: set[str] = set()
     for spec in specs:
-        condition = condition_of(spec)
+        condition = spec.conditioned
         if condition is None or condition.canonical in seen:
             continue
         seen.add(condition.canonical)
@@ -99,7 +81,7 @@ def check(specs: Iterable[CodecSpec], utterances: Sequence[noises.Source], sets:
 
 def used_files(spec: CodecSpec, utterance: str, samples: int, sets: Sequence[FileSet]) -> list[tuple[str, str, str]]:
     """(kind, set, file) of the set file a row of this configuration and utterance draws."""
-    condition = condition_of(spec)
+    condition = spec.conditioned
     wanted = _set_of(condition) if condition is not None else None
     if condition is None or wanted is None:
         return []
