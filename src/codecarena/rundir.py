@@ -69,6 +69,8 @@ class RowFiles:
     replay: Path  # work/<codec>/<utt>/replay.wav, removed once compared
     impaired: Path  # channel/<codec>/<utt>.ccap: the payload as a channel delivers it
     trace: Path  # channel/<codec>/<utt>.trace.json
+    condition_input: Path  # conditions/<codec>/<utt>.wav: the conditioned input the encoder gets
+    condition_trace: Path  # conditions/<codec>/<utt>.trace.json
 
 
 class RunLockError(ValueError):
@@ -221,7 +223,25 @@ class RunDir:
         return RowFiles(work=self.work(codec_slug, utt), payload=self.payload(codec_slug, utt),
                         decoded=self.decoded(codec_slug, utt), replay=self.path("work", codec_slug, utt, "replay.wav"),
                         impaired=self.path("channel", codec_slug, f"{utt}.ccap"),
-                        trace=self.path("channel", codec_slug, f"{utt}.trace.json"))
+                        trace=self.path("channel", codec_slug, f"{utt}.trace.json"),
+                        condition_input=self.path("conditions", codec_slug, f"{utt}.wav"),
+                        condition_trace=self.path("conditions", codec_slug, f"{utt}.trace.json"))
+
+    def hop(self, codec_slug: str, utterance: str, hop: int) -> tuple[Path, Path]:
+        """The payload and decoded audio of hop `hop` (1, 2, ...) of a tandem or generations condition:
+        `conditions/<codec>/<utt>.hop<k>.ccap` and `.hop<k>.wav` (the last hop decodes into the row's
+        conditioned input instead)."""
+        utt = self._id(utterance)
+        if int(hop) < 1:
+            raise UnsafePathError(f"{self.root}: hop {hop!r} is not a positive number")
+        return (self.path("conditions", codec_slug, f"{utt}.hop{int(hop)}.ccap"),
+                self.path("conditions", codec_slug, f"{utt}.hop{int(hop)}.wav"))
+
+    def set_file(self, kind: str, set_name: str, file_name: str) -> Path:
+        """The run's copy of a file of a --noise-dir or --rir-dir set: `conditions/sets/<kind>/<set>/<file>`."""
+        if kind not in ("noise", "rir"):
+            raise UnsafePathError(f"{self.root}: set kind {kind!r} is not noise or rir")
+        return self.path("conditions", "sets", kind, _safe_name(set_name, self.root), _safe_name(file_name, self.root))
 
     def stage(self, codec_slug: str, utterance: str, stage: str) -> StageFiles:
         """The files of a row's stage (encode, decode, replay, or an extra encode of the ledger's stability

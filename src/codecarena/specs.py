@@ -1,5 +1,6 @@
 """Codec specs: `FAMILY[:CONFIG][,key=value...]`, parsed strictly against the catalog; a run's codec
-configurations may add `@CHANNEL`, the channel their payloads cross (docs/channel.md)."""
+configurations may add `%CONDITION`, the condition their input is put through (docs/conditions.md), and
+`@CHANNEL`, the channel their payloads cross (docs/channel.md): `SPEC[%CONDITION][@CHANNEL]`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from codecarena.channel.spec import ChannelError, parse_channel
+from codecarena.conditions.spec import Condition, ConditionError, parse_condition
 from codecarena.registry.catalog import FAMILIES, USER_PROBLEMS, Family, Option
 
 
@@ -33,6 +35,8 @@ class CodecSpec:
     # The canonical channel spec the payloads cross ("": none, the perfect channel). Not the codec's:
     # the encoder runs `bare`, and the payload's codec is the bare canonical spec.
     channel: str = ""
+    # The canonical condition spec the input goes through before the encoder gets it ("": the clean input).
+    condition: str = ""
 
     def __post_init__(self) -> None:
         # Here, not in a parser: a configuration is also built from a codec spec and a --channel.
@@ -40,12 +44,13 @@ class CodecSpec:
         if len(slug) > MAX_SLUG:
             shown = self.canonical if len(self.canonical) <= 80 else self.canonical[:77] + "..."
             raise SpecError(f"{shown}: its folder name would be {len(slug)} characters, more than the {MAX_SLUG} a "
-                            "file name can hold; write the channel's numbers with fewer digits (loss=0.001%, not "
-                            "a long run of zeros) or its options' values shorter")
+                            "file name can hold; write the channel's or condition's numbers with fewer digits "
+                            "(loss=0.001%, not a long run of zeros) or its options' values shorter")
 
     @property
     def canonical(self) -> str:
-        return self._bare_canonical + (f"@{self.channel}" if self.channel else "")
+        return (self._bare_canonical + (f"%{self.condition}" if self.condition else "")
+                + (f"@{self.channel}" if self.channel else ""))
 
     @property
     def _bare_canonical(self) -> str:
@@ -56,16 +61,36 @@ class CodecSpec:
 
     @property
     def bare(self) -> CodecSpec:
-        """The codec configuration without its channel: what the encoder runs and the payload names."""
-        return dataclasses.replace(self, channel="")
+        """The codec configuration without its condition and channel: what the encoder runs and the
+        payload names."""
+        return dataclasses.replace(self, channel="", condition="")
 
     @property
     def slug(self) -> str:
         """File-system safe name of the canonical spec (for payload/decoded folders)."""
         bare = re.sub(r"[^A-Za-z0-9._-]+", "_", self._bare_canonical.replace(":", "_").replace(",", "__"))
+        if self.condition:
+            bare += "+" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.condition.replace(",", "__"))
         if not self.channel:
             return bare
         return f"{bare}@" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.channel.replace("%", "pct").replace(",", "__"))
+
+    @property
+    def conditioned(self) -> Condition | None:
+        """The configuration's condition, parsed (None without one)."""
+        return parse_condition(self.condition, codec=lambda inner: parse_spec(inner).canonical) if self.condition \
+            else None
+
+    def hops(self) -> list[CodecSpec]:
+        """The codec stages the input goes through before the configuration's own encode: a tandem's codec,
+        or the configuration itself once per earlier generation; none for other conditions (docs/conditions.md)."""
+        condition = self.conditioned
+        if condition is not None and condition.model == "tandem":
+            return [parse_spec(condition.tandem)]
+        if condition is not None and condition.model == "gen":
+            assert condition.gen is not None
+            return [self.bare] * (condition.gen - 1)
+        return []
 
     def options(self) -> dict[str, OptionValue]:
         return dict(self.resolved)
@@ -153,12 +178,23 @@ def parse_spec(spec: str) -> CodecSpec:
 
 
 def parse_configuration(text: str) -> CodecSpec:
-    """`SPEC[@CHANNEL]`: a codec spec and, after `@`, the channel its payloads cross."""
+    """`SPEC[%CONDITION][@CHANNEL]`: a codec spec, after `%` the condition its input goes through, after
+    `@` the channel its payloads cross."""
     head, at, channel = text.strip().partition("@")
-    spec = parse_spec(head)
-    if not at:
-        return spec
+    codec, percent, condition = head.partition("%")
+    spec = parse_spec(codec)
     try:
-        return dataclasses.replace(spec, channel=parse_channel(channel).canonical)
-    except ChannelError as exc:
+        return dataclasses.replace(spec, condition=canonical_condition(condition) if percent else "",
+                                   channel=parse_channel(channel).canonical if at else "")
+    except (ChannelError, ConditionError) as exc:
         raise SpecError(f"{text}: {exc}") from None
+
+
+def bare_canonical(configuration: str) -> str:
+    """The codec spec of a canonical configuration without its condition and channel: what its payloads name."""
+    return configuration.partition("@")[0].partition("%")[0]
+
+
+def canonical_condition(text: str) -> str:
+    """A condition spec's canonical text (ConditionError when it is not one); a tandem codec is a codec spec."""
+    return parse_condition(text, codec=lambda inner: parse_spec(inner).canonical).canonical

@@ -223,12 +223,17 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
         if len(languages) > 1:
             sections = [(lang, f"language {language_label(lang)}") for lang in languages]
             sections.append((None, f"all {len(languages)} languages pooled"))
-        sections = [(language, what, False) for language, what in sections]
+        sections = [(language, what, "clean") for language, what in sections]
         # Configurations through a channel last, in a table of their own: their rates and costs are their
-        # clean configuration's, so only their quality and checks are shown.
-        sections.append((None, "through a channel (SPEC@CHANNEL; rates and costs: the clean configuration's)", True))
-        for language, what, channel in sections:
-            entries = ranked(board.group_entries(group.id, language, channel), sort)
+        # clean configuration's, so only their quality and checks are shown. Configurations whose input went
+        # through a condition rank apart too: their quality is of another input.
+        sections.append((None, "through a channel (SPEC@CHANNEL; rates and costs: the clean configuration's)",
+                         "channel"))
+        sections.append((None, "with an input condition (SPEC%CONDITION; quality against the clean reference, "
+                               "docs/conditions.md)", "condition"))
+        for language, what, kind in sections:
+            channel = kind == "channel"
+            entries = ranked(board.group_entries(group.id, language, channel, kind == "condition"), sort)
             if not entries:
                 continue
             heading = Text.assemble((group.id, "bold"), f": {group.title}" + (f" - {what}" if what else ""),

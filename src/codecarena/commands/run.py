@@ -82,9 +82,24 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="rows in flight at once (default: local, one per CPU core; ray, one per cluster CPU)")
     run.add_argument("--ray-address", default=None,
                      help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
+    _add_condition_args(run)
     add_device_arg(run)
     add_metric_args(run)
     add_runtime_python_arg(run)
+
+
+def _add_condition_args(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--condition", action="append", dest="condition_specs", metavar="CONDITION",
+                     help="also run every codec configuration on its input put through this condition, repeatable: "
+                          "noise=white|pink|brown|babble|SET,snr=DB; rt60=SECONDS[,room=LxWxH]; rir=SET; level=DB; "
+                          "tandem=CODEC_SPEC; gen=K, or generations=N for gen=2..N; noise, rt60 and rir take seed=N. "
+                          "Each is a configuration SPEC%%CONDITION beside the clean one (docs/conditions.md)")
+    run.add_argument("--noise-dir", action="append", dest="noise_dirs", default=[], metavar="[NAME=]DIR",
+                     help="a folder of noise recordings (mono, 16 kHz) that noise=NAME draws from (NAME: the "
+                          "folder's name unless given), every file pinned by sha256 in the plan; repeatable")
+    run.add_argument("--rir-dir", action="append", dest="rir_dirs", default=[], metavar="[NAME=]DIR",
+                     help="a folder of measured room impulse responses (mono, 16 kHz) that rir=NAME draws from, "
+                          "pinned like --noise-dir; repeatable")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.pipeline.prepare import Selection, prepare
 
     plan = prepare(Selection(
-        codecs=tuple(args.codecs or ()), channel_specs=tuple(args.channel_specs or ()), input=args.input,
+        codecs=tuple(args.codecs or ()), channel_specs=tuple(args.channel_specs or ()),
+        condition_specs=tuple(args.condition_specs or ()), noise_dirs=tuple(args.noise_dirs),
+        rir_dirs=tuple(args.rir_dirs), input=args.input,
         corpus=args.corpus, language=args.language, language_from_folders=args.language_from_folders,
         channels=args.channels, data_dir=args.data_dir, download=not args.no_download, limit=args.limit,
         limit_per_language=args.limit_per_language, shard=args.shard, weights=args.weights, variant=args.variant,

@@ -167,6 +167,11 @@ def closing(plan: RunPlan, rows: list[Row], resumed: int) -> int:
 
         for line in text_lines(summary["channels"]):
             console.print(line, soft_wrap=True, markup=False)
+    if "conditions" in summary:
+        from codecarena.results.condition_curves import text_lines as condition_lines
+
+        for line in condition_lines(summary["conditions"]):
+            console.print(line, soft_wrap=True, markup=False)
     failed = [r for r in rows if verdict(r).kind]
     console.print(f"run directory: {plan.out}")
     if failed:

@@ -367,6 +367,14 @@ METRICS: tuple[MetricSpec, ...] = (
 )
 BY_NAME = {m.name: m for m in METRICS}
 
+
+def against_input(metrics: tuple[str, ...]) -> tuple[str, ...]:
+    """Of `metrics`, those a conditioned row also scores against its conditioned input (docs/conditions.md):
+    the ones that compare the decoded audio with a reference signal. The ASR metrics score content against
+    the transcript (and the clean reference's ASR), and the no-reference ones read the decoded audio alone,
+    so they are scored once, with the clean reference."""
+    return tuple(name for name in metrics if Need.REFERENCE in BY_NAME[name].needs and name != "asr")
+
 # Metrics codec papers report that codecarena cannot run offline here, and why (docs/metrics.md): none
 # at present (WARP-Q, listed here before, runs since issue 41).
 UNAVAILABLE: dict[str, str] = {}

@@ -163,11 +163,13 @@ class GuardedScorer:
         # The scoring process's Scorer computes each metric there, or fails it (never on another device).
         return devices_of(self.metrics, self.metric_device)
 
-    def failed_all(self, reason: str) -> dict[str, dict[str, Any]]:
-        return failed_records(self.metrics, reason)
+    def failed_all(self, reason: str, only: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
+        return failed_records(self.metrics if only is None else only, reason)
 
-    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> dict[str, dict[str, Any]]:
-        remaining = list(scoring_order(self.metrics))
+    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path,
+                    only: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
+        """Every metric the scorer holds, or `only` those of them."""
+        remaining = list(scoring_order(self.metrics if only is None else only))
         scores: dict[str, dict[str, Any]] = {}
         while remaining:
             scores.update(self._attempt(ScoreRequest(str(reference), str(decoded), utt, tuple(remaining)), remaining))

@@ -91,9 +91,10 @@ class RowScorer(Protocol):
     @property
     def devices(self) -> dict[str, str]: ...
 
-    def failed_all(self, reason: str) -> Records: ...
+    def failed_all(self, reason: str, only: tuple[str, ...] | None = None) -> Records: ...
 
-    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> Records: ...
+    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path,
+                    only: tuple[str, ...] | None = None) -> Records: ...
 
 
 def reference_sha256_of(samples: np.ndarray) -> str:
@@ -166,25 +167,27 @@ class Scorer:
         """metric -> the device its values are computed on (rows record it as `metric_devices`)."""
         return engines.devices_of(self.metrics, self.metric_device)
 
-    def failed_all(self, reason: str) -> Records:
-        return failed_records(self.metrics, reason)
+    def failed_all(self, reason: str, only: tuple[str, ...] | None = None) -> Records:
+        return failed_records(self.metrics if only is None else only, reason)
 
     def score(self, utt: UtteranceInfo, reference: np.ndarray, decoded: np.ndarray, sample_rate: int,
-              reference_sha256: str | None = None) -> Records:
+              reference_sha256: str | None = None, only: tuple[str, ...] | None = None) -> Records:
+        """Every selected metric, or `only` those of them."""
         from codecarena.metrics.signal import SignalPair
 
         pair = SignalPair(reference, decoded)
         key = reference_sha256 or reference_sha256_of(pair.reference)
         scores: Records = {}
-        for name in scoring_order(self.metrics):
+        for name in scoring_order(self.metrics if only is None else only):
             scores.update(self.score_metric(name, utt, pair, sample_rate, key))
         return scores
 
-    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path) -> Records:
+    def score_files(self, utt: UtteranceInfo, reference: Path, decoded: Path,
+                    only: tuple[str, ...] | None = None) -> Records:
         """Scores of two wav files, read as float64 (the decoded file's rate is the one scored)."""
         ref_audio, ref_sha256 = read_hashed(reference)
         dec_audio, rate = sf.read(decoded, dtype="float64")
-        return self.score(utt, ref_audio, dec_audio, rate, ref_sha256)
+        return self.score(utt, ref_audio, dec_audio, rate, ref_sha256, only)
 
     def score_metric(self, name: str, utt: UtteranceInfo, pair: SignalPair, sample_rate: int,
                      reference_sha256: str) -> Records:

@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable, Generator, Iterable
 from typing import Any, Protocol
 
+from codecarena.pipeline import condition_plan as selected
+from codecarena.conditions.make import babble_talkers
+from codecarena.conditions.noise import Source
 from codecarena.datasets import Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, row_bytes
-from codecarena.files import write_json
+from codecarena.files import copy_verified, sha256_file, write_json
 from codecarena.metrics.guarded import THREAD_SETTINGS
 from codecarena.pipeline.plan import RunError, RunPlan
 from codecarena.pipeline.resume import changed_binaries, follow, kept_rows
@@ -39,18 +42,45 @@ class Executor(Protocol):
 def plan_tasks(plan: RunPlan, skip: Iterable[tuple[str, str]],
                reference: Callable[[Utterance], Reference]) -> list[Task]:
     """The rows still to compute, in plan order. Sample membership depends only on the row's index
-    within its codec configuration, so a resumed run samples the same rows."""
+    within its codec configuration, so a resumed run samples the same rows. A row whose condition draws
+    from other utterances (a babble) gets their references too."""
     done = set(skip)
     mode, cold_sample, replay_sample = plan.plan.mode, plan.plan.cold_sample or 0, plan.plan.replay_sample
+    by_id = {u.id: u for u in plan.evalset.utterances}
+    candidates = [Source(u.id, u.speaker) for u in plan.evalset.utterances]
     tasks = []
     for spec in plan.codecs:
+        condition = spec.conditioned
         for index, utt in enumerate(plan.evalset.utterances):
             if (spec.canonical, utt.id) in done:
                 continue
             row_mode = "warm" if mode == "warm" and index >= cold_sample else "cold"
             replay = replay_sample is None or index < replay_sample
-            tasks.append(Task(spec, reference(utt), row_mode, replay))
+            talkers = (babble_talkers(condition, utt.id, utt.speaker, candidates)
+                       if condition is not None and condition.noise == "babble" else [])
+            tasks.append(Task(spec, reference(utt), row_mode, replay, tuple(reference(by_id[t]) for t in talkers)))
     return tasks
+
+
+def copy_set_files(plan: RunPlan, tasks: Iterable[Task]) -> None:
+    """The run's copy of every --noise-dir and --rir-dir file a row to compute draws, checked against the
+    plan's pin (RunError when a file changed since the run was prepared)."""
+    folders = {(kind, name): folder for kind, name, folder in plan.set_folders}
+    for task in tasks:
+        for kind, name, file_name in selected.used_files(task.spec, task.ref.utterance.id, task.ref.num_samples,
+                                                          plan.file_sets):
+            target = plan.run.set_file(kind, name, file_name)
+            pinned = next(f.sha256 for s in plan.file_sets if (s.kind, s.name) == (kind, name) for f in s.files
+                          if f.name == file_name)
+            if target.is_file() and sha256_file(target) == pinned:
+                continue
+            if (kind, name) not in folders:
+                raise RunError(f"{plan.run.relative(target)}: the run's copy is missing and no {kind} folder named "
+                               f"{name} was given (rerun with the same --{kind}-dir)")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not copy_verified(folders[(kind, name)] / file_name, target, pinned):
+                raise RunError(f"{folders[(kind, name)] / file_name}: sha256 is not the plan's {pinned[:12]} "
+                               "(did it change since the run started?)")
 
 
 def execute(plan: RunPlan, executor: Executor, on_row: Callable[[Row, bool], None] | None = None) -> list[Row]:
@@ -88,6 +118,7 @@ def _execute_locked(plan: RunPlan, executor: Executor, on_row: Callable[[Row, bo
             on_row(row, True)
 
     tasks = plan_tasks(plan, kept, _references(plan))
+    copy_set_files(plan, tasks)
     needed = [row_bytes(task.ref.num_samples) for task in tasks]
     if needed and free_bytes(run.root) < max(needed):
         raise DiskFullError(run.root, sum(needed))

@@ -3,8 +3,8 @@ part of the run (`execute`, the executors, each row).
 
 A `RunPlan` holds the run record this invocation starts run.json with, whose `plan` (results/record.py)
 is the one home of everything that determines the rows (set, codecs, weights, variant, devices,
-mode and samples, metrics, runtimes, references and pins); beside it only what does not: the
-utterances' files, the run directory (`RunDir`, which names every file of the run), the stage limits
+mode and samples, metrics, runtimes, references and pins, the condition sets); beside it only what does
+not: the utterances' files and the folders of the condition sets, the run directory (`RunDir`, which names every file of the run), the stage limits
 (rows record them), the interpreter of families without a runtime record, what rows of an external
 runtime record, who runs the rows and whether this invocation adds codec configurations to a run.
 `pipeline/prepare.py` makes one from what the user selected; `assemble` makes one from values
@@ -22,12 +22,13 @@ from typing import Any
 
 from codecarena import variants
 from codecarena.arena import ARENA_RATE
+from codecarena.conditions.sets import FileSet
 from codecarena.datasets import EvalSet
 from codecarena.machine import describe
 from codecarena.references import planned_reference_sha256
 from codecarena.registry import user_pins, user_units
 from codecarena.registry.catalog import FAMILIES
-from codecarena.results.record import RUN_VERSION, Plan, RunRecord, plan_from_dict
+from codecarena.results.record import RUN_VERSION, Plan, PlanFileSet, RunRecord, plan_from_dict
 from codecarena.rundir import RunDir
 from codecarena.runtime.external import ExternalRuntime
 from codecarena.runtime.limits import StageLimits
@@ -60,6 +61,8 @@ class RunPlan:
     # The codec configurations of the run already in the directory, which this invocation continues
     # (as `prepare` found them; `execute` checks the directory again under its lock).
     continued: tuple[str, ...] = ()
+    # Where each --noise-dir and --rir-dir set was read from: (kind, name, folder); the plan pins the files.
+    set_folders: tuple[tuple[str, str, Path], ...] = ()
 
     @property
     def plan(self) -> Plan:
@@ -69,6 +72,11 @@ class RunPlan:
     def codecs(self) -> tuple[CodecSpec, ...]:
         """The plan's codec configurations, in order."""
         return tuple(parse_configuration(c.codec) for c in self.plan.codecs)
+
+    @cached_property
+    def file_sets(self) -> tuple[FileSet, ...]:
+        """The sets the plan's conditions draw from, as the plan pins them."""
+        return tuple(found.as_set() for found in self.plan.file_sets or ())
 
     @property
     def variant(self) -> str:
@@ -99,7 +107,7 @@ class RunPlan:
     def start(cls, plan: Plan, evalset: EvalSet, out: Path, limits: StageLimits, *,
               invocation: Mapping[str, Any] | None = None, python: str = sys.executable,
               external: Sequence[ExternalRuntime] = (), execution: Execution = Execution(),
-              add: bool = False) -> RunPlan:
+              add: bool = False, set_folders: Sequence[tuple[str, str, Path]] = ()) -> RunPlan:
         """The run of `plan` into `out` (the one place a run's directory becomes its RunDir), its record
         as run.json starts: `invocation` (codecarena, git, command, created_at, environment, the metrics'
         declarations and the runtime records; default: this machine and process, no metric, no runtime
@@ -110,7 +118,7 @@ class RunPlan:
                            skipped_inputs=[{"file": name, "reason": reason} for name, reason in evalset.skipped],
                            execution={}, finished=False)
         return cls(record=record, evalset=evalset, out=out, run=RunDir(out), limits=limits, python=python,
-                   external=tuple(external), execution=execution, add=add)
+                   external=tuple(external), execution=execution, add=add, set_folders=tuple(set_folders))
 
     def with_codecs(self, codecs: Sequence[CodecSpec], runtimes: Iterable[Sequence[str]]) -> RunPlan:
         """The same run with other codec configurations and runtimes (--add): what the plan derives from
@@ -123,7 +131,7 @@ def plan_of(evalset: EvalSet, codecs: Sequence[CodecSpec], *, weights: str = "re
             warm_repeats: int = 2, device: str = "cpu", metric_device: str = "cpu", mode: str = "cold",
             cold_sample: int = 1, replay_sample: int | None = None, metrics: Iterable[str] = (),
             runtimes: Iterable[Sequence[str]] = (), asr_models: Iterable[tuple[str, str]] = (),
-            python: str = sys.executable) -> Plan:
+            file_sets: Sequence[FileSet] = (), python: str = sys.executable) -> Plan:
     """What determines the rows; a rerun into the same directory must have the same plan. Resource
     limits are not in it: they decide whether a stage may finish, not what it computes (rows record them)."""
     return plan_from_dict({
@@ -145,6 +153,8 @@ def plan_of(evalset: EvalSet, codecs: Sequence[CodecSpec], *, weights: str = "re
                         "speaker": u.speaker, "transcript": u.transcript, "critical": [list(c) for c in u.critical]}
                        for u in evalset.utterances],
         **_codec_parts(codecs, runtimes, weights, python),
+        # Only a plan whose conditions draw from sets has the key: every other plan hashes as before.
+        **({"file_sets": [PlanFileSet.of(found) for found in file_sets]} if file_sets else {}),
     })
 
 
@@ -191,8 +201,8 @@ def default_directory(evalset: EvalSet, plan: Plan) -> Path:
 def assemble(evalset: EvalSet, codecs: Sequence[CodecSpec], out: Path, limits: StageLimits, *,
              invocation: Mapping[str, Any] | None = None, python: str = sys.executable,
              external: Sequence[ExternalRuntime] = (), execution: Execution = Execution(), add: bool = False,
-             **plan: Any) -> RunPlan:
+             set_folders: Sequence[tuple[str, str, Path]] = (), **plan: Any) -> RunPlan:
     """A RunPlan of values already resolved (`plan` takes plan_of's keywords); nothing is checked
     against this machine (pipeline/prepare.py does that from a user's selection)."""
     return RunPlan.start(plan_of(evalset, codecs, python=python, **plan), evalset, out, limits, invocation=invocation,
-                         python=python, external=external, execution=execution, add=add)
+                         python=python, external=external, execution=execution, add=add, set_folders=set_folders)

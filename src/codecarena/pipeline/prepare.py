@@ -3,7 +3,8 @@
 A `Selection` is what a user asks for, as given (the options of `codecarena run`, or the arguments of
 a Python call); `prepare` checks every part of it before any work and resolves it against this
 machine: the limits, the devices (asked of every runtime that would use one), the codec
-configurations and the channels they cross, the evaluation set and its subset, the metrics and ASR
+configurations with the conditions their input goes through and the channels they cross, the
+condition sets (--noise-dir, --rir-dir), the evaluation set and its subset, the metrics and ASR
 models, the weights and their pins, each family's runtime, the variant, the executor; then the plan,
 its hash and default directory, the replay default, the record run.json starts with, and whether the
 directory can hold this run (the run already there is continued as `pipeline/resume.py` says). A
@@ -19,6 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codecarena import selection as resolve
+from codecarena.arena import ARENA_RATE
+from codecarena.pipeline import condition_plan as conditions
+from codecarena.conditions.sets import FileSet
+from codecarena.datasets import EvalSet
 from codecarena.choices import CHANNEL_CHOICES, DEFAULT_CODECS
 from codecarena.devices import DeviceError, parse_device
 from codecarena.machine import describe
@@ -36,6 +41,9 @@ class Selection:
     `codecarena run`'s."""
     codecs: tuple[str, ...] = ()  # codec specs (none: choices.DEFAULT_CODECS)
     channel_specs: tuple[str, ...] = ()  # --channel: channels every configuration also crosses
+    condition_specs: tuple[str, ...] = ()  # --condition: conditions every configuration's input also goes through
+    noise_dirs: tuple[str, ...] = ()  # --noise-dir [NAME=]DIR: noise recordings a condition may draw from
+    rir_dirs: tuple[str, ...] = ()  # --rir-dir [NAME=]DIR: measured room impulse responses
     input: Path | None = None  # a folder or file of the user's audio; None: the smoke set
     corpus: str = "auto"  # the layout of `input`
     language: str = ""  # the language of input files that declare none
@@ -76,8 +84,8 @@ def prepare(chosen: Selection) -> RunPlan:
     device = _device(chosen.device, "--device")
     metric_device = _device(chosen.metric_device or device, "--metric-device")
     named = named_out(chosen.out) if chosen.out is not None else None
-    specs = with_channels(tuple(parse_configuration(s) for s in (chosen.codecs or DEFAULT_CODECS)),
-                          chosen.channel_specs)
+    specs = with_channels(with_conditions(tuple(parse_configuration(s) for s in (chosen.codecs or DEFAULT_CODECS)),
+                                          chosen.condition_specs), chosen.channel_specs)
     canon = [s.canonical for s in specs]
     if len(set(canon)) != len(canon):
         raise SelectionError(f"the same codec configuration is given twice: {canon}")
@@ -97,25 +105,29 @@ def prepare(chosen: Selection) -> RunPlan:
         raise SelectionError("--ray-address needs --executor ray")
     if chosen.warm_repeats < 0:
         raise SelectionError("--warm-repeats must be >= 0")
+    file_sets, set_folders = _condition_sets(chosen, specs, evalset)
+    hops = tuple(dict.fromkeys(h for spec in specs for h in spec.hops()))
     languages = sorted({u.language for u in evalset.utterances if u.language})
     scorer = resolve.scorer(chosen.metrics, chosen.asr_models, languages, metric_device)
     resolve.check_metric_device(scorer)
     weights = resolve.canonical_weights(chosen.weights)
-    runtimes = resolve.runtimes(specs, weights, chosen.runtime_python)
+    # A tandem's or generation's codec stages run like the row's own: their families need runtimes,
+    # pins and devices as well.
+    runtimes = resolve.runtimes(specs + hops, weights, chosen.runtime_python)
     # Every runtime that would run on the device is asked before anything is written: a device that is
     # not there fails the command, never a row.
-    for registry_id, info in resolve.probe_devices(specs, runtimes, device).items():
+    for registry_id, info in resolve.probe_devices(specs + hops, runtimes, device).items():
         for rec in runtimes.values():
             if rec["registry"] == registry_id:
                 rec["device"] = info
-    resolve.pinned_checkpoints(specs, weights, allow_download=chosen.download)
-    plan = plan_of(evalset, specs, weights=weights, variant=resolve.check_variant(chosen.variant, specs),
+    resolve.pinned_checkpoints(specs + hops, weights, allow_download=chosen.download)
+    plan = plan_of(evalset, specs, weights=weights, variant=resolve.check_variant(chosen.variant, specs + hops),
                    warm_repeats=chosen.warm_repeats, device=device, metric_device=metric_device, mode=chosen.mode,
                    cold_sample=chosen.cold_sample, replay_sample=replay_sample,
                    metrics=scorer.metrics if scorer else (),
                    runtimes=[(family, rec["registry"], rec["interpreter"], *external_mark(rec))
                              for family, rec in runtimes.items()],
-                   asr_models=sorted(scorer.asr_models.items()) if scorer else ())
+                   asr_models=sorted(scorer.asr_models.items()) if scorer else (), file_sets=file_sets)
     out = named if named is not None else default_directory(evalset, plan)
     if named is None:
         check_run_dir(out, f"run directory {out}")
@@ -124,7 +136,8 @@ def prepare(chosen: Selection) -> RunPlan:
     prepared = RunPlan.start(plan, evalset, out, limits, invocation=invocation,
                              external=[ExternalRuntime.of(family, rec) for family, rec in runtimes.items()
                                        if external_mark(rec)],
-                             execution=Execution(chosen.executor, chosen.workers, chosen.ray_address), add=chosen.add)
+                             execution=Execution(chosen.executor, chosen.workers, chosen.ray_address), add=chosen.add,
+                             set_folders=set_folders)
     # The directory's run is checked before anything is said about it (execute checks it again, locked).
     followed, earlier = follow(prepared)
     try:
@@ -139,6 +152,42 @@ def _device(text: str, option: str) -> str:
         return parse_device(text, option)
     except DeviceError as exc:
         raise SelectionError(str(exc)) from None
+
+
+def with_conditions(specs: tuple[CodecSpec, ...], conditions_given: tuple[str, ...]) -> tuple[CodecSpec, ...]:
+    """Each configuration followed by itself through each --condition (`generations=N` standing for gen=2 ...
+    gen=N); SelectionError in one line for a condition that does not parse."""
+    from codecarena.conditions.spec import ConditionError, expand
+    from codecarena.specs import SpecError, canonical_condition
+
+    try:
+        parsed = [canonical_condition(text) for given in conditions_given for text in expand(given)]
+    except (ConditionError, SpecError) as exc:
+        raise SelectionError(f"--condition: {exc}") from None
+    out: list[CodecSpec] = []
+    for spec in specs:
+        out.append(spec)
+        out += [dataclasses.replace(spec, condition=condition) for condition in parsed
+                if not spec.condition and not spec.channel]
+    return tuple(out)
+
+
+def _condition_sets(chosen: Selection, specs: tuple[CodecSpec, ...],
+                    evalset: EvalSet) -> tuple[list[FileSet], list[tuple[str, str, Path]]]:
+    """The --noise-dir and --rir-dir sets, loaded and pinned, and every condition checked against the set;
+    SelectionError in one line naming the option, file or condition."""
+    from codecarena.conditions import noise as noises
+    from codecarena.conditions.sets import SetError
+    from codecarena.conditions.spec import ConditionError
+
+    try:
+        # In arena samples: a reference resampled from another rate is about this long (one more for rounding).
+        longest = max((-(-u.num_samples * ARENA_RATE // u.sample_rate) + 1 for u in evalset.utterances), default=0)
+        found, folders = conditions.load_sets({"noise": chosen.noise_dirs, "rir": chosen.rir_dirs}, longest)
+        conditions.check(specs, [noises.Source(u.id, u.speaker) for u in evalset.utterances], found)
+    except (SetError, ConditionError) as exc:
+        raise SelectionError(str(exc)) from None
+    return found, folders
 
 
 def with_channels(specs: tuple[CodecSpec, ...], channels: tuple[str, ...] | list[str]) -> tuple[CodecSpec, ...]:

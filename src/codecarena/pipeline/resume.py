@@ -4,8 +4,9 @@ plan, and which of its rows are kept.
 Resume keys on (codec, utterance). A directory whose plan differs is refused, saying what to do; with
 --add the new codec configurations join the run's, every other part of the plan the same. A row is
 kept only if its status is ok and its verdict agrees, its content still hashes to its `row_sha256`,
-its payload, decoded and reference files still have the recorded sha256, and it agrees with what the
-plan pins (reference, transcript, checkpoints, devices); failed rows are computed again.
+its payload, decoded and reference files (and a channel's or condition's files) still have the recorded
+sha256, and it agrees with what the plan pins (reference, transcript, checkpoints, devices); failed rows
+are computed again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from codecarena.channel import stage as channel_stage
+from codecarena.conditions import record as condition_record
 from codecarena.files import sha256_file
 from codecarena.metrics.reference_results import missing, reliances
 from codecarena.pipeline.plan import RunError, RunPlan
@@ -146,14 +148,15 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
             return False
         if not path.is_file() or sha256_file(path) != digest:
             return False
-    return channel_stage.files_verify(row.channel, run)
+    return channel_stage.files_verify(row.channel, run) and condition_record.files_verify(row.condition, run)
 
 
 def rows_to_rebuild_reference_results(kept: dict[tuple[str, str], Row], plan: Plan, run: RunDir) -> list[tuple[str, str]]:
     """Per reference whose reference-side results some kept row relied on but the run no longer holds
     (a deleted `reference_results/`), the first such row in plan order: computing it again stores them
     again, which the kept rows of that reference then agree with (the audit checks that they do)."""
-    relied = {key: reliances(row.reference_sha256, row.metrics) for key, row in kept.items()}
+    relied = {key: set().union(*(reliances(sha, metrics) for sha, metrics in row.scored_against))
+              for key, row in kept.items()}
     lost = missing(run.reference_results(), set().union(*relied.values()))
     chosen: dict[str, tuple[str, str]] = {}
     for key in plan.keys():

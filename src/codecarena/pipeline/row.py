@@ -19,9 +19,13 @@ import soundfile as sf
 from codecarena.arena import ARENA_RATE
 from codecarena.channel import stage as channel_stage
 from codecarena.channel.spec import ChannelError
+from codecarena.pipeline import condition_plan as selected
 from codecarena.files import sha256_file
+from codecarena.conditions.agreement import agreement
+from codecarena.metrics.declarations import against_input
 from codecarena.metrics.scorer import RowScorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
+from codecarena.pipeline import conditioned
 from codecarena.pipeline.plan import RunPlan
 from codecarena.references import Reference
 from codecarena.registry.catalog import FAMILIES
@@ -49,6 +53,8 @@ class Task:
     ref: Reference
     mode: str  # "cold" or "warm"
     replay: bool  # in the replay sample
+    # The references of the other utterances the row's condition draws from (a babble's talkers).
+    talkers: tuple[Reference, ...] = ()
 
 
 def row_device(plan: RunPlan, family: str, reports: dict[str, StageReport | None]) -> dict[str, Any]:
@@ -69,16 +75,20 @@ def _device_problem(name: str, report: StageReport | None, device: str) -> str:
     return f"{name} worker ran on {report.device.get('device')}, the row's device is {device}"
 
 
-def _score(scorer: RowScorer | None, ref: Reference, decoded_path: Path | None, failure: str) -> dict[str, Any]:
-    """The row's metric records. A RowRunner's scorer is a GuardedScorer: the metrics run in its
-    scoring process, so none of them can kill this one."""
+def _score(scorer: RowScorer | None, ref: Reference, decoded_path: Path | None, failure: str,
+           against: Path | None = None) -> dict[str, Any]:
+    """The row's metric records: every metric against the clean reference and the transcript, or with
+    `against` (a conditioned input) the metrics that compare with a reference signal against that file. A
+    RowRunner's scorer is a GuardedScorer: the metrics run in its scoring process, so none of them can
+    kill this one."""
     if scorer is None:
         return {}
+    only = against_input(scorer.metrics) if against is not None else None
     if failure or decoded_path is None:
-        return scorer.failed_all(f"no decoded audio to score: {failure}")
+        return scorer.failed_all(f"no decoded audio to score: {failure}", only)
     utt = ref.utterance
     info = UtteranceInfo(utt.id, utt.language, utt.transcript, utt.critical)
-    return scorer.score_files(info, ref.path, decoded_path)
+    return scorer.score_files(info, against or ref.path, decoded_path, only)
 
 
 class _Stages:
@@ -95,12 +105,14 @@ class _Stages:
         """Where the stage `name` reports."""
         return self.plan.run.stage(self.task.spec.slug, self.task.ref.utterance.id, name).report
 
-    def run(self, name: str, job: Job) -> tuple[Stage, StageReport | None]:
+    def run(self, name: str, job: Job, codec: CodecSpec | None = None) -> tuple[Stage, StageReport | None]:
         """The stage, warm (a persistent worker) or cold (a fresh process in its private folder, a user
-        codec's in its sandbox); "" or why it failed, its worker's device included."""
-        spec, python = self.task.spec, self.plan.runtime_of(self.task.spec.family)[1]
-        files = self.plan.run.stage(spec.slug, self.task.ref.utterance.id, name)
-        warm = self.task.mode == "warm" and name != "replay" and not (
+        codec's in its sandbox); "" or why it failed, its worker's device included. `codec` runs a
+        condition's hop (another codec's, or an earlier generation's): always cold."""
+        spec = codec or self.task.spec
+        python = self.plan.runtime_of(spec.family)[1]
+        files = self.plan.run.stage(self.task.spec.slug, self.task.ref.utterance.id, name)
+        warm = self.task.mode == "warm" and name in ("encode", "decode") and not (
             name == "decode" and FAMILIES[spec.family].fresh_process_decode)
         if warm:
             assert self.workers is not None
@@ -110,6 +122,11 @@ class _Stages:
         self.records.append(stage)
         self.reports[name] = report
         return stage, report
+
+    def hop(self, name: str, job: Job, codec: CodecSpec) -> str:
+        """A condition's hop stage (pipeline/conditioned.py): "" or why it failed."""
+        stage, report = self.run(name, job, codec)
+        return stage.error or _device_problem(name, report, self.plan.stage_device(codec.family))
 
     def error(self, name: str, stage: Stage, report: StageReport | None) -> str:
         return stage.error or _device_problem(name, report, self.device)
@@ -125,13 +142,23 @@ def run_row(task: Task, plan: RunPlan, scorer: RowScorer | None = None, workers:
     files.work.mkdir(parents=True, exist_ok=True)
     blocked = _clear_outputs(run, {"payload": files.payload, "decoded audio": files.decoded, "replay": files.replay,
                                    **({"impaired payload": files.impaired, "channel trace": files.trace}
-                                      if spec.channel else {})})
+                                      if spec.channel else {}), **_condition_outputs(task, plan, files)})
     if blocked:
         return failed_row(task, plan, blocked)
     stages = _Stages(task, plan, files, workers)
     fields: dict[str, Any] = {}
-    error, encoded = _encode(stages, fields)
+    # The encoder gets the conditioned input when the configuration has a condition (docs/conditions.md).
+    error, source, condition = conditioned.make_input(spec, ref, task.talkers, plan, files, stages.hop)
+    encoded: tuple[dict[str, Any], ...] = ({}, {}, {}, {})
+    if not error:
+        error, encoded = _encode(stages, fields, source)
     model, runtime, codec_facts, checkpoint = encoded
+    if not error and condition is not None and condition["model"] == "gen":
+        try:
+            condition["agreement"] = agreement(read_payload(run.resolve(condition["hops"][-1]["payload"])),
+                                               read_payload(files.payload))
+        except (PayloadError, ValueError) as exc:
+            error = f"condition {spec.condition}: the payload cannot be compared with the last generation's: {exc}"
     # The decoder gets the payload as the row's channel delivers it (docs/channel.md).
     received, channel = files.payload, None
     if not error and spec.channel:
@@ -146,6 +173,8 @@ def run_row(task: Task, plan: RunPlan, scorer: RowScorer | None = None, workers:
 
     scoring_start = time.perf_counter()
     metrics = _score(scorer, ref, files.decoded if not error else None, error)
+    input_metrics = (_score(scorer, ref, files.decoded if not error else None, error, source)
+                     if condition is not None and scorer is not None else None)
     scoring_s = time.perf_counter() - scoring_start if scorer is not None else None
     status, checks_passed, error = settle(error, fields)
     return _row(task, plan, fields, checkpoint=checkpoint, runtime=runtime,
@@ -154,19 +183,21 @@ def run_row(task: Task, plan: RunPlan, scorer: RowScorer | None = None, workers:
                 metrics_code_sha256=scorer.code_sha256 if scorer is not None else None,
                 model=model, stages=stages.records, status=status, error=error, channel=channel,
                 device=row_device(plan, spec.family, stages.reports),
-                metric_devices=scorer.devices if scorer is not None and metrics else {})
+                metric_devices=scorer.devices if scorer is not None and metrics else {},
+                condition=condition, input_metrics=input_metrics)
 
 
-def _encode(stages: _Stages, fields: dict[str, Any]) -> tuple[str, tuple[dict[str, Any], ...]]:
-    """The encode stage and what it wrote: "" or why the row fails, and the model, runtime, codec facts
-    and checkpoint identity the worker and its payload report."""
+def _encode(stages: _Stages, fields: dict[str, Any], source: Path) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """The encode stage of `source` (the reference, or the row's conditioned input) and what it wrote: ""
+    or why the row fails, and the model, runtime, codec facts and checkpoint identity the worker and its
+    payload report."""
     task, plan, files = stages.task, stages.plan, stages.files
     spec, ref = task.spec, task.ref
     model: dict[str, Any] = {}
     runtime: dict[str, Any] = {}
     codec_facts: dict[str, Any] = {}
     checkpoint: dict[str, Any] = {}
-    stage, report = stages.run("encode", Job.encode(ref.path, files.payload, stages.report("encode"),
+    stage, report = stages.run("encode", Job.encode(source, files.payload, stages.report("encode"),
                                                     spec.bare.canonical, warm_repeats=stages.repeats,
                                                     weights=plan.plan.weights, variant=plan.variant,
                                                     device=stages.device))
@@ -236,6 +267,15 @@ def _replay(stages: _Stages, received: Path, fields: dict[str, Any]) -> str:
     return replay_failure(fields["decoded_sha256"], fields["replay_sha256"])
 
 
+def _condition_outputs(task: Task, plan: RunPlan, files: RowFiles) -> dict[str, Path]:
+    """Where a row's condition writes: its conditioned input, trace and hops' files."""
+    if not task.spec.condition:
+        return {}
+    hops = {f"hop {k} {what}": path for k in range(1, len(task.spec.hops()) + 1)
+            for what, path in zip(("payload", "audio"), plan.run.hop(task.spec.slug, task.ref.utterance.id, k))}
+    return {"conditioned input": files.condition_input, "condition trace": files.condition_trace, **hops}
+
+
 def _clear_outputs(run: RunDir, outputs: dict[str, Path]) -> str:
     """Remove what an earlier attempt left where a row writes; "" when every path is clear. Only a
     file or a link is removed: anything else there (a directory, a FIFO) was not written by
@@ -257,7 +297,8 @@ def failed_row(task: Task, plan: RunPlan, error: str) -> Row:
     # weights "none" as for any row whose worker reported no model (the plan holds the run's weights).
     return _row(task, plan, {}, checkpoint={}, runtime={}, weights="none", checks_passed=False, codec_facts={},
                 metrics={}, scoring_s=None, metrics_code_sha256=None, model={}, stages=[], status="failed",
-                error=error, channel=None, device=row_device(plan, task.spec.family, {}), metric_devices={})
+                error=error, channel=None, device=row_device(plan, task.spec.family, {}), metric_devices={},
+                condition=None, input_metrics=None)
 
 
 def _row(task: Task, plan: RunPlan, fields: dict[str, Any], **rest: Any) -> Row:

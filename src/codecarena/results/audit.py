@@ -26,13 +26,14 @@ from codecarena.registry import user_units
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, StageFiles, UnsafePathError
-from codecarena.specs import parse_configuration
+from codecarena.specs import bare_canonical, parse_configuration
 from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.sandbox import for_family
 from codecarena.results.channel_audit import channel_problems, decoder_input
+from codecarena.results.condition_audit import condition_problems, conditioned_input, hop_replay_problems
 from codecarena.results.ledger import ledger_problems
 from codecarena.results.record import Plan, PlanUserCodec, RunLoadError, RunRecord
 from codecarena.results.rescore import Sample, rescore_problems
@@ -118,7 +119,8 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
                                 f"row says {row.variant or 'none'!r}")
             if bits != row.representation_bits:
                 problems.append(f"{where}: payload holds {bits} representation bits, row says {row.representation_bits}")
-            if payload.codec != row.codec.partition("@")[0] or payload.num_samples != row.num_samples or payload.sample_rate != row.sample_rate:
+            if payload.codec != bare_canonical(row.codec) or payload.num_samples != row.num_samples or \
+                    payload.sample_rate != row.sample_rate:
                 problems.append(f"{where}: payload is {payload.codec} {payload.num_samples} samples at "
                                 f"{payload.sample_rate} Hz, row says {row.codec} {row.num_samples} at {row.sample_rate}")
             seconds = row.num_samples / row.sample_rate
@@ -155,13 +157,15 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
     elif sha256_file(reference) != row.reference_sha256:
         problems.append(f"{where}: reference {row.reference} sha256 differs from the row")
     elif row.family == "pcm" and decoded_path.is_file():
-        problems += _pcm_problems(reference, decoded_path, where)
+        given = conditioned_input(row, run)
+        problems += _pcm_problems(given if given is not None else reference, decoded_path, where)
     return problems
 
 
 def _pcm_problems(reference: Path, decoded: Path, where: str) -> list[str]:
-    """The lossless control decodes to its reference quantised to 16 bits, sample for sample (the
-    quantiser its encoder uses): anything else is not PCM, whatever its hashes say."""
+    """The lossless control decodes to what its encoder got (its reference, or its conditioned input)
+    quantised to 16 bits, sample for sample (the quantiser its encoder uses): anything else is not PCM,
+    whatever its hashes say."""
     try:
         original, _ = sf.read(reference, dtype="float64")
         pcm, _ = sf.read(decoded, dtype="int16")
@@ -284,7 +288,7 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
     recorded, so no row was scored against another transcript or embedding than the run keeps."""
     problems: list[str] = []
     stored: dict[tuple[str, str, str], Entry] = {}
-    references = {row.reference_sha256 for row in rows}
+    references = {sha for row in rows for sha, _ in row.scored_against}
     root = run.reference_results()
     for path in entries(root):
         try:
@@ -298,7 +302,8 @@ def reference_result_problems(rows: list[Row], run: RunDir) -> list[str]:
     what = {"asr_transcript": "reference transcript", "speaker_embedding": "reference's speaker embedding"}
     for row in rows:
         where = f"{row.codec} {row.utterance}"
-        for need in sorted(reliances(row.reference_sha256, row.metrics), key=lambda r: r.kind):
+        relied = set().union(*(reliances(sha, metrics) for sha, metrics in row.scored_against))
+        for need in sorted(relied, key=lambda r: r.kind):
             entry = stored.get((need.kind, need.reference_sha256, need.identity_sha256))
             if entry is None:
                 problems.append(f"{where}: its {what[need.kind]} is not in {root}")
@@ -429,10 +434,12 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
                     if rec.get("environment") in ("isolated", "external")}
     targets = replay_targets(rows, run_dir, python or sys.executable, interpreters, replay_device) if replay else {}
     problems = _record_problems(run)
+    references = {row.utterance: row.reference for row in rows}
     for row in rows:
         where = f"{row.codec} {row.utterance}"
         try:
             problems += _audit_row(row, run.dir, where)
+            problems += condition_problems(row, run.dir, record.plan, references, where)
             problems += [f"{where}: {problem}" for problem in record.plan.row_problems(row)]
             if record.plan.references is not None and not row.intact:
                 problems.append(f"{where}: {_digest_problem(row)}")
@@ -448,6 +455,9 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
             if record.runtimes[rid].get("environment") == "isolated":
                 sync_interpreter(interpreter)
         problems += replay_problems(run, python or sys.executable, interpreters, targets, notes)
+        by_family = {family: interpreters.get(registry_id, python or sys.executable)
+                     for family, registry_id, *_ in record.plan.runtimes}
+        problems += hop_replay_problems(rows, run.dir, python or sys.executable, by_family)
     if rescore is not None:
         problems += rescore_problems(run, rescore)
     if not problems and notes is not None:

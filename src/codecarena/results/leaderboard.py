@@ -51,6 +51,12 @@ def through_channel(codec: str) -> bool:
     return "@" in codec
 
 
+def conditioned(codec: str) -> bool:
+    """Whether a configuration's input went through a condition (`SPEC%CONDITION`, and no channel): its
+    quality is of another input than the clean configurations', so it ranks apart (docs/conditions.md)."""
+    return "%" in codec and not through_channel(codec)
+
+
 def metric_label(name: str) -> str:
     return METRIC_LABELS.get(name, name)
 
@@ -383,11 +389,18 @@ class Leaderboard:
         return [e for e in self.entries if e["language"] is None]
 
     def group_entries(self, group_id: str, language: str | None = None,
-                      channel: bool | None = None) -> list[dict[str, Any]]:
+                      channel: bool | None = None, condition: bool = False) -> list[dict[str, Any]]:
         """A group's entries over one language (None: pooled); `channel` False keeps the clean
-        configurations, True those through a channel (`SPEC@CHANNEL`), None both."""
-        return [e for e in self.entries if e["group"] == group_id and e["language"] == language
-                and (channel is None or through_channel(e["codec"]) == channel)]
+        configurations, True those through a channel (`SPEC@CHANNEL`), None every one; `condition` keeps
+        only those whose input went through a condition (`SPEC%CONDITION`)."""
+        def kept(codec: str) -> bool:
+            if condition:
+                return conditioned(codec)
+            if channel is None:
+                return True
+            return through_channel(codec) if channel else not through_channel(codec) and not conditioned(codec)
+
+        return [e for e in self.entries if e["group"] == group_id and e["language"] == language and kept(e["codec"])]
 
     def group_languages(self, group_id: str) -> list[str]:
         """The languages with entries of their own in a group (sorted; "" is undeclared); none without

@@ -38,7 +38,7 @@ from codecarena.results.claimed import claim_check, claim_for, variable_rate
 from codecarena.results.coder import CODER, Encoder
 from codecarena.results.schema import Row
 from codecarena.rundir import RunDir, UnsafePathError
-from codecarena.specs import SpecError, parse_spec
+from codecarena.specs import SpecError, bare_canonical, parse_configuration
 
 # 2: a claim on a configuration in its family's variable-rate mode (registry/claims.py, VariableRate) is a
 # target, checked with the declared tolerance (`claim_check.variable`; results/claimed.py). `build` derives
@@ -316,7 +316,7 @@ def parse_stability(path: Path) -> StabilityRecord:
 
 def stability_paths(run: RunDir, row: Row) -> dict[str, Path]:
     """The record and the two extra payloads of a row's stability measurement."""
-    slug = parse_spec(row.codec).slug
+    slug = parse_configuration(row.codec).slug
     return {"record": run.stability(slug, row.utterance, "json"),
             **{part: run.stability(slug, row.utterance, f"{part}.ccap") for part in STABILITY_PARTS}}
 
@@ -329,7 +329,8 @@ def _part_payload(path: Path, sha256: str, row: Row, samples: int, layout: tuple
     if sha256_file(path) != sha256:
         raise ValueError(f"{path.name}: its sha256 differs from the record's")
     payload = read_payload(path)
-    if payload.codec != row.codec or dict(payload.checkpoint) != row.checkpoint or payload.variant != row.variant:
+    if payload.codec != bare_canonical(row.codec) or dict(payload.checkpoint) != row.checkpoint or \
+            payload.variant != row.variant:
         raise ValueError(f"{path.name}: encoded by {payload.codec} with another checkpoint or variant than the row")
     if payload.num_samples != samples or payload.sample_rate != row.sample_rate:
         raise ValueError(f"{path.name}: {payload.num_samples} samples at {payload.sample_rate} Hz, expected {samples} "

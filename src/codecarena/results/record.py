@@ -13,7 +13,9 @@ resume refuses (its rows cannot be tied to what they were computed from). Versio
 of every user codec the run uses (`user_codecs`: declaration, source, checkpoints, requirements);  an
 older record reads with None there (no user codec could run before it). Version 7 added the devices
 (`device`, where torch families run, and `metric_device`, where learned metrics run); an older record
-reads with None there (everything ran on the CPU then).
+reads with None there (everything ran on the CPU then). Version 8 added the files of every --noise-dir and
+--rir-dir set a condition draws from (`file_sets`, docs/conditions.md), in a plan that has any (a plan
+without them is written as before, so its hash, and the run it names, stay the same).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from codecarena.conditions.sets import FileSet, SetFile
 from codecarena.devices import DeviceError, DeviceInfo, parse_device
 from codecarena.files import JSONFileError, read_json, sha256_json
 from codecarena.metrics.engines import devices_of
@@ -28,7 +31,7 @@ from codecarena.registry.catalog import FAMILIES
 from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 7
+RUN_VERSION = 8
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 _V5_PLAN_FIELDS = ("references", "user_pins")
 _V7_PLAN_FIELDS = ("device", "metric_device")
@@ -50,6 +53,28 @@ class PlanReference:
     speaker: str
     transcript: str | None
     critical: list[list[str]]  # [kind, text] of each critical entity
+
+
+@dataclass(frozen=True)
+class PlanSetFile:
+    name: str
+    sha256: str
+    samples: int
+
+
+@dataclass(frozen=True)
+class PlanFileSet:
+    """A folder of recordings a condition draws from (`--noise-dir`, `--rir-dir`), every file pinned."""
+    kind: str  # "noise" or "rir"
+    name: str
+    files: list[PlanSetFile]  # in name order
+
+    def as_set(self) -> FileSet:
+        return FileSet(self.kind, self.name, tuple(SetFile(f.name, f.sha256, f.samples) for f in self.files))
+
+    @classmethod
+    def of(cls, found: FileSet) -> PlanFileSet:
+        return cls(found.kind, found.name, [PlanSetFile(f.name, f.sha256, f.samples) for f in found.files])
 
 
 @dataclass(frozen=True)
@@ -109,6 +134,8 @@ class Plan:
     device: str | None  # --device: where torch families run (the others run on the CPU); None before version 7
     metric_device: str | None  # --metric-device: where learned metrics run; None before version 7
     legacy_limits: dict[str, Any] | None = None  # version 1 only: the limits the plan held then
+    # The sets the plan's conditions draw from, every file pinned; None when it has none (and before version 8).
+    file_sets: list[PlanFileSet] | None = None
 
     def __post_init__(self) -> None:
         if any(len(u) != 2 for u in self.utterances):
@@ -117,6 +144,9 @@ class Plan:
             raise SchemaError(f"plan.mode {self.mode!r} is not cold/warm")
         if self.references is not None and [r.id for r in self.references] != [u[0] for u in self.utterances]:
             raise SchemaError("plan.references: expected one per utterance, in the order of plan.utterances")
+        if self.file_sets is not None and (not self.file_sets or len({(s.kind, s.name) for s in self.file_sets})
+                                           != len(self.file_sets)):
+            raise SchemaError("plan.file_sets: expected a non-empty list naming each set once")
         if self.references is not None and any(len(c) != 2 for r in self.references for c in r.critical):
             raise SchemaError("plan.references: expected critical entities as [kind, text] pairs")
         if self.user_pins is not None and not all(isinstance(k, str) and isinstance(v, str)
@@ -139,7 +169,7 @@ class Plan:
         plan before version 5 without the fields it did not have)."""
         data = asdict(self)
         legacy = data.pop("legacy_limits")
-        for added in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS):
+        for added in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets"):
             if data[added] is None:
                 del data[added]
         return {**data, **(legacy or {})}
@@ -284,10 +314,10 @@ def on_the_cpu_if_older(plan: Plan) -> Plan:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """A current plan from its JSON form (what the pipeline builds and a version 7 run.json holds)."""
+    """A current plan from its JSON form (what the pipeline builds and a version 7 or 8 run.json holds)."""
     if "legacy_limits" in data:
         raise SchemaError("plan: unexpected key 'legacy_limits'")
-    plan = from_dict(Plan, {**data, "legacy_limits": None}, "plan")
+    plan = from_dict(Plan, {"file_sets": None, **data, "legacy_limits": None}, "plan")
     if plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs):
         raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
     if plan.references is None or plan.user_pins is None:
@@ -299,10 +329,11 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
 
 def _older_plan(data: dict[str, Any], legacy: dict[str, Any] | None) -> Plan:
     """A plan of a record before version 5, which pinned neither references nor user checkpoints."""
-    unexpected = [key for key in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "legacy_limits") if key in data]
+    unexpected = [key for key in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "legacy_limits", "file_sets")
+                  if key in data]
     if unexpected:
         raise SchemaError(f"plan: unexpected keys {unexpected}")
-    return from_dict(Plan, {**data, **dict.fromkeys((*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS)),
+    return from_dict(Plan, {**data, **dict.fromkeys((*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets")),
                             "legacy_limits": legacy}, "plan")
 
 
@@ -321,7 +352,7 @@ def parse_run_record(data: Any) -> RunRecord:
     elif version in (2, 3, 4) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": _older_plan(data["plan"], None)}
     elif version in (5, 6) and isinstance(data.get("plan"), dict):
-        added = (("user_codecs",) if version == 5 else ()) + _V7_PLAN_FIELDS
+        added = (("user_codecs",) if version == 5 else ()) + _V7_PLAN_FIELDS + ("file_sets",)
         unexpected = [key for key in added if key in data["plan"]]
         if unexpected:
             raise SchemaError(f"plan: unexpected keys {unexpected} in a version {version} record")
@@ -331,6 +362,10 @@ def parse_run_record(data: Any) -> RunRecord:
         if version == 6 and (plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs)):
             raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
         data = {**data, "plan": plan}
+    elif version == 7 and isinstance(data.get("plan"), dict):
+        if "file_sets" in data["plan"]:
+            raise SchemaError("plan: unexpected keys ['file_sets'] in a version 7 record")
+        data = {**data, "plan": plan_from_dict(data["plan"])}
     elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:

@@ -4,7 +4,8 @@ For a sample of ok rows (the first N of each codec configuration in plan order; 
 row) every metric the run selected (run.json `plan.metrics`, `plan.asr_models`) is computed again
 from the stored reference and decoded audio, in a guarded scoring process, and each output is
 compared with the row: a status that differs, or values further apart than the metric's declared
-`rescore_tolerance`, is a problem. The transcript and the critical entities the row was scored
+`rescore_tolerance`, is a problem; a row with an input condition also has its metrics against the
+conditioned input computed again from that file (`input_metrics`, docs/conditions.md). The transcript and the critical entities the row was scored
 against come from the row's own ASR records. When the row was scored by other metric code (its
 `metrics_code_sha256` differs from the current one) the problem says so instead of suggesting an
 edited value.
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from codecarena.metrics.guarded import GuardedScorer
-from codecarena.metrics.declarations import BY_NAME, METRICS
+from codecarena.metrics.declarations import BY_NAME, METRICS, against_input
 from codecarena.metrics.scorer import UtteranceInfo, metrics_code_sha256
 from codecarena.results.run import Run
 from codecarena.results.schema import Row
@@ -91,17 +92,20 @@ def _agree(output: str, stored: Any, fresh: dict[str, Any]) -> bool:
     return abs(float(value) - fresh["value"]) <= _TOLERANCE.get(output, 0.0)
 
 
-def differences(row: Row, fresh: dict[str, dict[str, Any]]) -> list[str]:
-    """One line per output whose stored record disagrees with the recomputed one."""
+def differences(row: Row, fresh: dict[str, dict[str, Any]], stored_group: dict[str, Any] | None = None,
+                label: str = "") -> list[str]:
+    """One line per output whose stored record (of the row's metrics, or of `stored_group` named `label`)
+    disagrees with the recomputed one."""
+    group = row.metrics if stored_group is None else stored_group
     lines = []
     for output, record in fresh.items():
-        stored = row.metrics.get(output)
-        if output not in row.metrics:
-            lines.append(f"{output}: not in the row, rescored {_shown(record)}")
+        stored = group.get(output)
+        if output not in group:
+            lines.append(f"{label}{output}: not in the row, rescored {_shown(record)}")
         elif not _agree(output, stored, record):
-            lines.append(f"{output}: row says {_shown(stored)}, rescored {_shown(record)}")
-    lines += [f"{output}: in the row, but the run's metrics do not produce it"
-              for output in row.metrics if output not in fresh]
+            lines.append(f"{label}{output}: row says {_shown(stored)}, rescored {_shown(record)}")
+    lines += [f"{label}{output}: in the row, but the run's metrics do not produce it"
+              for output in group if output not in fresh]
     return lines
 
 
@@ -139,6 +143,14 @@ def rescore_problems(run: Run, sample: Sample) -> list[str]:
                 problems.append(f"{where}: cannot rescore: {files}")
                 continue
             lines = differences(row, scorer.score_files(utterance_of(row), *files))
+            if row.condition is not None:
+                try:
+                    given = run.dir.resolve(row.condition["input"])
+                except (UnsafePathError, KeyError, TypeError) as exc:
+                    problems.append(f"{where}: cannot rescore against its conditioned input: {exc}")
+                else:
+                    fresh = scorer.score_files(utterance_of(row), given, files[1], against_input(tuple(metrics)))
+                    lines += differences(row, fresh, row.input_metrics or {}, "input_metrics.")
             if lines and row.metrics_code_sha256 != current:
                 recorded = row.metrics_code_sha256
                 why = (f"metric code changed since the run (sha {recorded[:12]}, now {current[:12]}), values differ"

@@ -17,7 +17,7 @@ from codecarena.files import sha256_json
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 8
+ROW_VERSION = 9
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
@@ -25,7 +25,8 @@ ROW_VERSION = 8
 # utterance's speaker ("": unknown). Versions 1 to 4 carried no digest of their content (None). Versions
 # 1 to 5 had no channel: every payload reached its decoder as the encoder wrote it (None). Versions 1 to 6
 # did not record a device (None): codecarena ran every codec on the CPU then. Versions 1 to 7 did not
-# record where each metric was computed (None): every metric ran on the CPU then.
+# record where each metric was computed (None): every metric ran on the CPU then. Versions 1 to 8 had no
+# input condition: every encoder got the clean reference (None), and so no metrics against it (None).
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
@@ -34,6 +35,7 @@ ADDED_FIELDS = {
     5: {"channel": None},
     6: {"device": None},
     7: {"metric_devices": None},
+    8: {"condition": None, "input_metrics": None},
 }
 
 
@@ -104,6 +106,15 @@ class Row:
     # metric -> the device its values were computed on (--metric-device for the learned metrics, the CPU
     # for the others: metrics/engines.py); {} for a row without metric records; None before version 8.
     metric_devices: dict[str, str] | None
+    # The condition the encoder's input went through (docs/conditions.md): the conditioned input and its
+    # trace with their sha256, levels, clipping, what the condition achieved, a tandem's or generation's
+    # hops and, for a generation, how many units its payload shares with the one before; None when the
+    # encoder got the clean reference (and before version 9).
+    condition: dict[str, Any] | None
+    # For a row with a condition: the metrics that compare the decoded audio with a reference signal, against
+    # the conditioned input (what the codec did with what it was given); `metrics` holds every metric against
+    # the clean reference and the transcript, as for any row. None without a condition (and before version 9).
+    input_metrics: dict[str, Any] | None
     # sha256 of every other field as the row was computed (None before version 5). Not a signature:
     # it detects a row edited afterwards (the audit fails it, a resume computes it again), while a
     # forger who recomputes it is left to what the audit re-derives (files, plan, --rescore).
@@ -125,6 +136,15 @@ class Row:
         label = self.model.get("user_codec")
         source = label.get("source_sha256") if isinstance(label, dict) else None
         return source[:12] if isinstance(source, str) else "command line" if isinstance(label, dict) else "?"
+
+    @property
+    def scored_against(self) -> list[tuple[str, dict[str, Any]]]:
+        """(the sha256 of a reference, the metric records scored against it): the clean reference and its
+        `metrics`, and for a row with a condition its conditioned input and `input_metrics`."""
+        found = [(self.reference_sha256, self.metrics)]
+        if self.condition is not None and self.input_metrics is not None:
+            found.append((str(self.condition.get("input_sha256")), self.input_metrics))
+        return found
 
     @property
     def ran_on(self) -> str:
@@ -232,6 +252,10 @@ def parse_row(data: Any) -> Row:
         raise SchemaError("a row outside the replay sample has no replay hash or verdict")
     for name, record in row.metrics.items():
         _check_metric(name, record)
+    for name, record in (row.input_metrics or {}).items():
+        _check_metric(name, record, "row.input_metrics")
+    if row.input_metrics is not None and row.condition is None:
+        raise SchemaError("row.input_metrics: only a row with a condition has metrics against its input")
     for name, device in (row.metric_devices or {}).items():
         try:
             if parse_device(device, f"row.metric_devices.{name}") != device:
@@ -244,8 +268,8 @@ def parse_row(data: Any) -> Row:
 METRIC_STATUSES = ("ok", "failed", "not_applicable", "suspect")
 
 
-def _check_metric(name: str, record: Any) -> None:
-    where = f"row.metrics.{name}"
+def _check_metric(name: str, record: Any, group: str = "row.metrics") -> None:
+    where = f"{group}.{name}"
     if not isinstance(record, dict) or set(record) != {"value", "status", "error", "details"}:
         raise SchemaError(f"{where}: expected keys value, status, error, details")
     status, value, error = record["status"], record["value"], record["error"]

@@ -39,7 +39,7 @@ from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage_warm
 from codecarena.runtime.venvs import sync_interpreter
-from codecarena.specs import SpecError, parse_spec
+from codecarena.specs import SpecError, parse_configuration
 from codecarena.choices import STABILITY_SHIFT_MS
 
 DEFAULT_SHIFT_MS = STABILITY_SHIFT_MS
@@ -85,10 +85,11 @@ def _shifted_input(reference: Path, out: Path, samples: int) -> None:
 def _encode(name: str, source: Path, target: Path, row: Row, run: RunDir, worker: Any,
             weights: str) -> tuple[str, str]:
     """One extra encode: (payload sha256, "") or ("", why it failed)."""
-    files = run.stage(parse_spec(row.codec).slug, row.utterance, name)
+    spec = parse_configuration(row.codec)
+    files = run.stage(spec.slug, row.utterance, name)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
-    job = Job.encode(source, target, files.report, row.codec, weights=weights, variant=row.variant,
+    job = Job.encode(source, target, files.report, spec.bare.canonical, weights=weights, variant=row.variant,
                      device=row.ran_on)
     stage, _ = run_stage_warm(name, job, files, worker)
     if not stage.ok:
@@ -98,13 +99,14 @@ def _encode(name: str, source: Path, target: Path, row: Row, run: RunDir, worker
 
 def measure_row(row: Row, run: RunDir, samples: int, worker: Any, weights: str) -> ledger.StabilityRecord:
     paths = ledger.stability_paths(run, row)
-    slug = parse_spec(row.codec).slug
+    slug = parse_configuration(row.codec).slug
     run.work(slug, row.utterance).mkdir(parents=True, exist_ok=True)
     shifted = run.shifted_input(slug, row.utterance)
     parts = [("reencode", *_encode("stability-reencode", run.resolve(row.decoded or ""), paths["reencode"], row, run,
                                    worker, weights))]
     try:
-        _shifted_input(run.resolve(row.reference), shifted, samples)
+        # A row whose input went through a condition shifts the input its encoder got.
+        _shifted_input(run.resolve(row.condition["input"] if row.condition else row.reference), shifted, samples)
         parts.append(("shift", *_encode("stability-shift", shifted, paths["shift"], row, run, worker, weights)))
     finally:
         shifted.unlink(missing_ok=True)
@@ -191,7 +193,7 @@ def _measure_rows(rows: list[Row], run: RunDir, samples: int, codecs: tuple[str,
                 on_row(row, "kept")
             continue
         # A user codec's configuration gets a sandboxed worker of its own, as in a warm run.
-        worker = workers.get(interpreters.get(row.family, sys.executable), parse_spec(row.codec))
+        worker = workers.get(interpreters.get(row.family, sys.executable), parse_configuration(row.codec).bare)
         record = measure_row(row, run, samples, worker, weights)
         failures += [f"{row.codec} {row.utterance}: {part}: {error}" for part, _, error in record.parts if error]
         if on_row:

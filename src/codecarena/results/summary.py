@@ -20,17 +20,19 @@ import statistics
 from typing import Any, Iterable
 
 from codecarena.metrics import outputs
-from codecarena.results import robustness
+from codecarena.results import condition_curves, robustness
 from codecarena.results.bootstrap import LEVEL, MIN_UNITS, bootstrap_ci
 from codecarena.results.schema import Row
 
 # 2: every metric's `ci95`, and the `ci` settings. 3: no interval below MIN_UNITS values, and each
 # metric's `ci_unit` and `ci_units`; error rates summarised only per language (and a word error rate
 # only for a language written with spaces), with their corpus rates. 4: a run with channels reads its
-# robustness at the realised rates, with each point's counts (results/robustness.py). Version 1 (no
-# intervals), 2 and 3 summaries still audit: `summarize` re-derives each in the version it was written in.
-SUMMARY_VERSION = 4
-SUMMARY_VERSIONS = (1, 2, 3, 4)
+# robustness at the realised rates, with each point's counts (results/robustness.py). 5: a run with input
+# conditions has `conditions` (results/condition_curves.py) and each conditioned configuration its metrics
+# against the conditioned input (`input_metrics`). Version 1 (no intervals), 2, 3 and 4 summaries still
+# audit: `summarize` re-derives each in the version it was written in.
+SUMMARY_VERSION = 5
+SUMMARY_VERSIONS = (1, 2, 3, 4, 5)
 CI_RESAMPLES = 2000
 CI_SEED = 0
 _CI_V2 = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit": "utterance",
@@ -154,6 +156,10 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
         "rows_failed": sum(r.status != "ok" for r in rows),
         **_rates(rows),
         "metrics": metric_stats([r.metrics for r in in_order], version, languages if per_language else None),
+        # Only a configuration with a condition: its metrics against the conditioned input (docs/conditions.md).
+        **({"input_metrics": metric_stats([r.input_metrics or {} for r in in_order], version,
+                                          languages if per_language else None)}
+           if version >= 5 and "%" in first.codec.partition("@")[0] else {}),
         "by_language": {lang: {**_rates(sub), **({"utterances": len(sub)} if ci else {}),
                                "metrics": metric_stats([r.metrics for r in sub], version,
                                                        [lang] if per_language else None)}
@@ -184,4 +190,7 @@ def summarize(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str, Any]
         "codecs": [summarize_codec(group, version) for group in by_codec.values()],
         # Only a run whose payloads crossed channels has curves (docs/channel.md).
         **({"channels": robustness.summary(rows, version)} if any(r.channel for r in rows) else {}),
+        # Only a run whose inputs went through conditions (docs/conditions.md).
+        **({"conditions": condition_curves.summary(rows, mean_ci)}
+           if version >= 5 and any(r.condition for r in rows) else {}),
     }

@@ -25,6 +25,7 @@ from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import count
 from codecarena.results.report.audio import AudioStats
 from codecarena.results.report.channel import channel_html
+from codecarena.results.report.conditions import conditions_html
 from codecarena.results.report.context import AUTO, Listen, ReportContext, audio_note, listening_heading
 from codecarena.results.report.ledger import ledger_html
 from codecarena.results.report.listening import listening_html
@@ -91,6 +92,11 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
                             f'{count(len(through), "configuration")} through a channel (<code>SPEC@CHANNEL</code>), '
                             "whose rates and costs are their clean configuration's; their quality is in "
                             '<a href="#channel">Quality against channel impairment</a>.</p>')
+        conditioned = board.group_entries(group.id, condition=True)
+        if conditioned:
+            lb_parts.append(f'<p class="note">Not in this table or its plots: {count(len(conditioned), "configuration")} '
+                            "whose input went through a condition (<code>SPEC%CONDITION</code>), which rank apart: "
+                            '<a href="#conditions">Quality against input conditions</a>.</p>')
         unit = "speakers" if board.ci_unit == "speaker" else "utterances"
         lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '
                         'over successful values (hover a header for its definition), under it its 95% bootstrap '
@@ -109,6 +115,10 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
                                  f'{leaderboard_html(board, group, titles, channel=True)}'
                                  for group in board.groups if board.group_entries(group.id, channel=True)])
     sections.append(channel)
+    conditions = conditions_html(ctx, [f'<h4>{esc(group.id)}: {esc(group.title)}</h4>'
+                                       f'{leaderboard_html(board, group, titles, condition=True)}'
+                                       for group in board.groups if board.group_entries(group.id, condition=True)])
+    sections.append(conditions)
     sections.append(ledger_html(board))
     sections.append(comparison_html(ctx))
     listen = []
@@ -125,7 +135,8 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     heading = title or "codecarena report"
     toc = ['<a href="#leaderboard">Leaderboard</a>', '<a href="#ledger">Bitrate ledger</a>'] + \
-        (['<a href="#channel">Channel</a>'] if channel else [])
+        (['<a href="#channel">Channel</a>'] if channel else []) + (['<a href="#conditions">Conditions</a>']
+                                                                  if conditions else [])
     if len(board.runs) > 1:
         toc.append('<a href="#comparison">Comparison</a>')
     # Suspect values are not failures (they are kept out of the means, not lost), so they are counted apart.

@@ -20,6 +20,7 @@ from codecarena.results.formatting import (
 )
 from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.channel import channel_markdown
+from codecarena.results.report.conditions import conditions_markdown
 from codecarena.results.report.ledger import ledger_markdown
 from codecarena.results.report.plots import pareto_metrics
 from codecarena.results.verdict import verdict
@@ -77,6 +78,10 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
         if through:
             lines += [f"In \"Quality against channel impairment\" below: {count(len(through), 'configuration')} "
                       "through a channel (`SPEC@CHANNEL`), whose rates and costs are their clean configuration's.", ""]
+        conditioned = board.group_entries(group.id, condition=True)
+        if conditioned:
+            lines += [f"In \"Quality against input conditions\" below: {count(len(conditioned), 'configuration')} "
+                      "whose input went through a condition (`SPEC%CONDITION`), ranked apart.", ""]
     lines.append(f"Metrics: mean over successful values, its 95% bootstrap interval [lo, hi] and n, the utterances "
                  f"it resampled; with fewer than {MIN_UNITS} no interval is given (too few: a percentile bootstrap "
                  "interval on so few is too narrow). Failed and not-applicable values are counted, never "
@@ -85,10 +90,15 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
     lines.append("")
     lines += ledger_markdown(board)
     lines += channel_markdown(ctx)
+    lines += conditions_markdown(ctx)
     for group in board.groups:
         through = board.group_entries(group.id, channel=True)
         if through:
             lines += [f"Configurations through a channel, {group.id}:", ""] + _table(through, len(group.runs) > 1)
+        conditioned = board.group_entries(group.id, condition=True)
+        if conditioned:
+            lines += [f"Configurations with an input condition, {group.id} (metrics against the clean reference):",
+                      ""] + _table(conditioned, len(group.runs) > 1)
     if ctx.comparisons or ctx.comparison_notes:
         lines += ["## Comparison of consecutive comparable runs", ""]
         for label_a, label_b, text in ctx.comparisons:

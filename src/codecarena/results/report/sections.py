@@ -38,10 +38,11 @@ def declaration_titles(runs: list[lb.RunInfo]) -> dict[str, str]:
 
 
 def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, str],
-                     language: str | None = None, channel: bool = False) -> str:
+                     language: str | None = None, channel: bool = False, condition: bool = False) -> str:
     """A group's leaderboard over one language (None: pooled): its clean configurations, or with
-    `channel` those through a channel (the channel section's)."""
-    entries = board.group_entries(group.id, language, channel)
+    `channel` those through a channel (the channel section's), with `condition` those whose input went
+    through a condition (the conditions section's; their metrics against the clean reference)."""
+    entries = board.group_entries(group.id, language, channel, condition)
     names = [n for n in board.metric_names if any(n in e["metrics"] for e in entries)]
     multi_run = len(group.runs) > 1
     head = []
@@ -127,7 +128,8 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         failed = " failed-row" if doubtful else ""
         body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
                     + "".join(cells) + "</tr>")
-    lang = (f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
+    lang = ((f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
+            + (' data-condition=""' if condition else ""))
     toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
     note = ""
     if withheld:
