@@ -100,7 +100,8 @@ def _utterances(runs: list[Run], conditions: list[tuple[int, str]], design: Desi
         return [u for u in planned if u in design.utterances]
     usable = [u for u in planned if not _usable(runs, conditions, u)]
     if not usable:
-        raise ListeningError("no utterance has a clean row for every condition (see the run's failures)")
+        raise ListeningError(f"no utterance has a clean row for every condition ({planned[0]}: "
+                             f"{_usable(runs, conditions, planned[0])}; the run's failures say more)")
     first = runs[conditions[0][0]].by_codec[conditions[0][1]]
     return sample_utterances([(u, first[u].language) for u in usable], design.trials, seed)
 

@@ -112,19 +112,12 @@ def append_lines(path: Path, make: Callable[[list[RatingLine]], list[dict[str, A
     fd = open_unlinked(path, append=True)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            # Never acknowledged: the writer died before its fsync returned.
-            os.ftruncate(fd, data.rfind(b"\n") + 1)
-        existing, _ = read_lines(path)
-        new: list[RatingLine] = []
-        sealed: list[dict[str, Any]] = []
-        previous = existing[-1].line_sha256 if existing else ""
-        for fields in make(existing):
-            sealed.append(seal(fields, previous))
-            new.append(parse_line(sealed[-1], str(path)))
-            previous = new[-1].line_sha256
-        text = "".join(json.dumps(line, sort_keys=True, allow_nan=False) + "\n" for line in sealed).encode()
+        try:
+            new, text = _checked(path, fd, make)
+        except BaseException:
+            if created and os.fstat(fd).st_size == 0:
+                path.unlink(missing_ok=True)  # refused before anything was written: leave no empty file
+            raise
         before = os.fstat(fd).st_size
         try:
             view = memoryview(text)
@@ -141,6 +134,24 @@ def append_lines(path: Path, make: Callable[[list[RatingLine]], list[dict[str, A
     if created:
         _sync_folder(path.parent)
     return new
+
+
+def _checked(path: Path, fd: int, make: Callable[[list[RatingLine]], list[dict[str, Any]]]) -> tuple[list[RatingLine],
+                                                                                                      bytes]:
+    """The lines `make` gives for the file as it is (a torn tail cut first), sealed, and their bytes."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        # Never acknowledged: the writer died before its fsync returned.
+        os.ftruncate(fd, data.rfind(b"\n") + 1)
+    existing, _ = read_lines(path)
+    new: list[RatingLine] = []
+    sealed: list[dict[str, Any]] = []
+    previous = existing[-1].line_sha256 if existing else ""
+    for fields in make(existing):
+        sealed.append(seal(fields, previous))
+        new.append(parse_line(sealed[-1], str(path)))
+        previous = new[-1].line_sha256
+    return new, "".join(json.dumps(line, sort_keys=True, allow_nan=False) + "\n" for line in sealed).encode()
 
 
 def _sync_folder(folder: Path) -> None:
