@@ -210,7 +210,9 @@ def run(args: argparse.Namespace) -> int:
         with home.locked():
             test, listener, count = import_ratings(home, [load_test(home, n) for n in test_names(home)],
                                                    args.import_file)
-        console.print(f"imported {count} answers of listener {listener} into test {test.name} of {home.root}")
+            write_results(derive(home, test.name))
+        console.print(f"imported {count} answers of listener {listener} into test {test.name} of {home.root}; "
+                      "results.json written again")
         return 0
     if (args.results or args.export) and _design_given(args):
         raise CliError("--results and --export use a test already built; they take no design option")
