@@ -208,8 +208,8 @@
     return bar;
   }
 
-  function show(kind, current, order, names, title, intro) {
-    trial = current; state.kind = kind; state.trial = current.id; state.order = order;
+  function show(kind, current, position, order, names, title, intro) {
+    trial = current; state.kind = kind; state.trial = current.id; state.order = order; state.position = position;
     state.plays = {}; state.heard = {}; state.touched = {}; state.ratings = {}; state.choice = null;
     state.referencePlays = 0; startedAt = now(); ui = {names: names, columns: {}};
     order.forEach(function (cid) { state.plays[cid] = 0; state.heard[cid] = 0; });
@@ -281,7 +281,8 @@
   }
 
   function next() {
-    state.error = '';
+    // Nothing of the page is the next trial's until show() has built it.
+    state.error = ''; state.screen = 'loading';
     return progress().then(function (p) {
       var steps = plan();
       state.done = p.answered.length; state.total = steps.length;
@@ -290,18 +291,17 @@
       if (!p.trained) {
         var t = manifest.training;
         return load([t.reference].concat(manifest.conditions.map(function (c) { return t.stimuli[c]; }))).then(function () {
-          show('training', t, manifest.conditions, manifest.training_labels, 'Training',
+          show('training', t, null, manifest.conditions, manifest.training_labels, 'Training',
                'Listen to the reference and to every example: they show the range of quality you will rate. ' +
                'Nothing is rated here. Play each one, then start the test.');
         });
       }
       if (state.done >= steps.length) { return finish(); }
       var step = steps[state.done], t = manifest.trials.filter(function (x) { return x.id === step.id; })[0];
-      state.position = state.done;
-      var names = {};
+      var names = {}, position = state.done;
       step.order.forEach(function (cid, i) { names[cid] = String.fromCharCode(65 + i); });
       return load([t.reference].concat(step.order.map(function (c) { return t.stimuli[c]; }))).then(function () {
-        show(manifest.kind, t, step.order, names, 'Trial ' + (state.done + 1) + ' of ' + steps.length,
+        show(manifest.kind, t, position, step.order, names, 'Trial ' + (position + 1) + ' of ' + steps.length,
              manifest.kind === 'mushra'
                ? 'Rate the quality of each stimulus against the reference, 0 to 100. One of them is the reference ' +
                  'itself. Switch freely between them while they play; loop a section to compare details.'
