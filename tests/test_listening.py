@@ -486,6 +486,38 @@ def test_results_json_that_the_ratings_no_longer_give_fails_the_audit(tmp_path: 
     assert "results.json is not what the rating files give" in problem and "--results` writes it again" in problem
 
 
+def test_a_test_over_two_runs_scores_each_runs_own_bytes(tmp_path: Path) -> None:
+    from codecarena.results import leaderboard as lb
+
+    a, b = fake_run(tmp_path, "a"), fake_run(tmp_path, "b", seed=5)  # one evaluation set, other decoded bytes
+    test, made = build([Run.open(a), Run.open(b)], Design("variants", "mushra", ("opus:6k",), (), 10, 2, None, False))
+    for path, data in made.items():
+        anchors.write_file(path, data)
+    save_test(RunDir(a), test)
+    assert [(c.label, c.run) for c in test.conditions if c.role == "codec"] == [("opus:6k [a]", 0), ("opus:6k [b]", 1)]
+    assert [r.path for r in test.runs] == [".", "../b"]
+    score = {"ref": 100, "lp7000": 60, "lp3500": 30, "c1": 30, "c2": 70}
+    submit(a, test, rated(test, "ann", lambda t, c: score[c]))
+    board = lb.compute([a, b])
+    assert {(e["run_label"], e["codec"]): e["listening"].get("mushra:variants", {}).get("mean")
+            for e in board.pooled if e["codec"] == "opus:6k"} == {("a", "opus:6k"): 30.0, ("b", "opus:6k"): 70.0}
+
+
+def test_an_ab_test_counts_preferences_and_refuses_what_it_does_not_allow(tmp_path: Path) -> None:
+    run_dir = fake_run(tmp_path)
+    test = built(run_dir, name="ab", kind="ab", codecs=("opus:6k", "pcm:16"))
+    assert test.condition_ids == ["c1", "c2"] and test.screening is None and test.anchors is None
+    submit(run_dir, test, [answer(test, "ann")])
+    first = listener_plan(test, "ann")[0][0]
+    with pytest.raises(AnswerError, match="choice 'none' is not one of c1, c2"):
+        submit(run_dir, test, [answer(test, "ann", first, choice="none")])
+    submit(run_dir, test, [answer(test, "ann", tid, choice="c2") for tid, _ in listener_plan(test, "ann")])
+    ab = derive(RunDir(run_dir), "ab").document["ab"]
+    # 4 of 4 decided answers for B: the exact two-sided binomial p of 50% is 2 * 0.5**4
+    assert (ab["a"], ab["b"], ab["no_preference"], ab["share_a"], ab["ci95"]) == (0, 4, 0, 0.0, None)
+    assert ab["p_value"] == pytest.approx(0.125)
+
+
 # ---------------------------------------------------------------------------------------------- import
 
 

@@ -119,7 +119,7 @@ def _rate(page: Any, test: ListeningTest, planted: bool) -> None:
 
 
 def _take_test(page: Any, url: str, test: ListeningTest, who: str, planted: bool = False,
-               reload_at: int = 1) -> None:
+               reload_at: int = 1, choice: str = "") -> None:
     """A listener's whole test from `url`: training, every trial, a reload before trial `reload_at`."""
     page.goto(f"{url}?listener={who}")
     _wait(page, "window.listenState.screen === 'training'")
@@ -140,8 +140,11 @@ def _take_test(page: Any, url: str, test: ListeningTest, who: str, planted: bool
             _play_every_stimulus(page)
         assert page.evaluate("Object.keys(window.listenState.heard).every(c => window.listenState.heard[c] >= 1)"), \
             page.evaluate("JSON.stringify(window.listenState)")
-        assert page.locator("#submit").is_disabled()  # not rated yet
-        _rate(page, test, planted)
+        assert page.locator("#submit").is_disabled()  # not rated (or chosen) yet
+        if test.kind == "ab":
+            page.check(f"input[name=choice][value={choice}]")
+        else:
+            _rate(page, test, planted)
         page.click("#submit")
     _wait(page, "window.listenState.screen === 'done'")
     assert page.evaluate("window.listenState.error") == ""
@@ -268,3 +271,35 @@ def test_the_static_bundle_runs_from_a_plain_file_server_and_its_ratings_import(
                                      "trials_done": len(test.trials), "trials": len(test.trials)}]
     audit = codecarena("audit", smoke_run)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+@pytest.mark.slow
+def test_an_ab_preference_test_in_the_browser(smoke_run: Path, tmp_path: Path) -> None:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"chromium is not installed ({CHROMIUM} missing; Debian: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    codecarena("listen", smoke_run, "--ab", "opus:6k,pcm:16", "--no-preference", "--build-only", "--seed", "3",
+               check=True)
+    test = load_test(RunDir(smoke_run), "ab")
+    port = _port()
+    server = subprocess.Popen([sys.executable, "-m", "codecarena", "listen", str(smoke_run), "--name", "ab",
+                               "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    messages: list[str] = []
+    outside: list[str] = []
+    try:
+        _wait_http(url + "manifest.json", server)
+        with sync_playwright() as pw:
+            context, page = _browser(pw, tmp_path / "profile-ab", messages, outside)
+            try:
+                _take_test(page, url, test, "cy", choice="c2")
+            finally:
+                context.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    assert messages == [] and outside == []
+    ab = json.loads((smoke_run / "listening" / "ab" / "results.json").read_text())["ab"]
+    assert (ab["a_label"], ab["b_label"], ab["a"], ab["b"], ab["no_preference"]) == (
+        "opus:6k", "pcm:16", 0, len(test.trials), 0)

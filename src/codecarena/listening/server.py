@@ -55,7 +55,9 @@ class ServerConfig:
 
 
 def _failure(status: int, reason: str) -> JSONResponse:
-    return JSONResponse({"error": reason.splitlines()[0]}, status_code=status, headers=SECURITY_HEADERS)
+    # A body refused before it was all read (too big, too slow): the connection is not reused.
+    closing = {"Connection": "close"} if status in (408, 413) else {}
+    return JSONResponse({"error": reason.splitlines()[0]}, status_code=status, headers={**SECURITY_HEADERS, **closing})
 
 
 async def _body(request: Request, timeout: float) -> bytes:
@@ -139,35 +141,41 @@ def create_app(config: ServerConfig) -> FastAPI:
                              "answered": done, "complete": len(done) == len(test.trials)}, headers=SECURITY_HEADERS)
 
     @app.post("/api/answer")
-    async def answer(request: Request) -> JSONResponse:
-        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-            return _failure(415, "an answer is sent as application/json")
-        try:
-            body = await _body(request, config.read_timeout)
-            try:
-                submitted = parse_json(body)
-            except ValueError as exc:
-                raise AnswerError(400, f"malformed answer: not JSON ({str(exc)[:120]})") from None
-            if not isinstance(submitted, dict) or not isinstance(submitted.get("listener"), str) or \
-                    unsafe_id_reason(submitted["listener"]):
-                listener = submitted.get("listener") if isinstance(submitted, dict) else None
-                raise AnswerError(400, f"listener id {unsafe_id_reason(listener) or 'missing'}")
-            path = config.home.listener_ratings(test.name, submitted["listener"])
-            received = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-            written = await run_in_threadpool(
-                append_lines, path, lambda history: [check_answer(test, submitted, history, received, "server")])
-        except AnswerError as exc:
-            return _failure(exc.status, str(exc))
-        except DiskFullError as exc:
-            log.warning("%s", exc)
-            return _failure(507, "the server's disk is full: the answer was not written; try again later")
-        except (ListeningError, OSError) as exc:
-            log.warning("answer not written: %s", exc)
-            return _failure(500, "the answer could not be written (the server's log says why); it was not kept")
-        except ClientDisconnect:
-            return Response(status_code=400)  # nobody is listening
-        line = written[0]
-        return JSONResponse({"accepted": line.trial, "kind": line.kind, "position": line.position,
-                             "line_sha256": line.line_sha256}, headers=SECURITY_HEADERS)
+    async def answer(request: Request) -> Response:
+        return await receive(config, request)
 
     return app
+
+
+async def receive(config: ServerConfig, request: Request) -> Response:
+    """One answer: read within the limits, checked against the listener's file and appended, or refused."""
+    test = config.test
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        return _failure(415, "an answer is sent as application/json")
+    try:
+        body = await _body(request, config.read_timeout)
+        try:
+            submitted = parse_json(body)
+        except ValueError as exc:
+            raise AnswerError(400, f"malformed answer: not JSON ({str(exc)[:120]})") from None
+        if not isinstance(submitted, dict) or not isinstance(submitted.get("listener"), str) or \
+                unsafe_id_reason(submitted["listener"]):
+            listener = submitted.get("listener") if isinstance(submitted, dict) else None
+            raise AnswerError(400, f"listener id {unsafe_id_reason(listener) or 'missing'}")
+        path = config.home.listener_ratings(test.name, submitted["listener"])
+        received = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+        written = await run_in_threadpool(
+            append_lines, path, lambda history: [check_answer(test, submitted, history, received, "server")])
+    except AnswerError as exc:
+        return _failure(exc.status, str(exc))
+    except DiskFullError as exc:
+        log.warning("%s", exc)
+        return _failure(507, "the server's disk is full: the answer was not written; try again later")
+    except (ListeningError, OSError) as exc:
+        log.warning("answer not written: %s", exc)
+        return _failure(500, "the answer could not be written (the server's log says why); it was not kept")
+    except ClientDisconnect:
+        return Response(status_code=400)  # nobody is listening
+    line = written[0]
+    return JSONResponse({"accepted": line.trial, "kind": line.kind, "position": line.position,
+                         "line_sha256": line.line_sha256}, headers=SECURITY_HEADERS)
