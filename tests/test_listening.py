@@ -292,7 +292,7 @@ def test_a_rating_file_is_chained_and_a_torn_tail_is_dropped_then_cut(tmp_path: 
         read_lines(path)
 
 
-def test_two_answers_arriving_at_once_are_checked_one_after_the_other(tmp_path: Path) -> None:
+def test_answers_arriving_at_once_are_checked_one_after_the_other_and_listeners_apart(tmp_path: Path) -> None:
     run_dir = fake_run(tmp_path)
     test = built(run_dir)
     submit(run_dir, test, [answer(test, "ann")])
@@ -313,6 +313,16 @@ def test_two_answers_arriving_at_once_are_checked_one_after_the_other(tmp_path: 
         t.join()
     assert sorted(outcomes) == ["409"] * 7 + ["ok"]
     assert len(read_lines(RunDir(run_dir).listener_ratings("mushra", "ann"))[0]) == 2
+    # Listeners answering at once do not wait on, or write into, each other's files.
+    others = [threading.Thread(target=submit, args=(run_dir, test, rated(test, f"l{k}", lambda t, c: 70)))
+              for k in range(6)]
+    for t in others:
+        t.start()
+    for t in others:
+        t.join()
+    for k in range(6):
+        lines, _ = read_lines(RunDir(run_dir).listener_ratings("mushra", f"l{k}"))
+        assert [line.listener for line in lines] == [f"l{k}"] * (1 + len(test.trials))
 
 
 # ---------------------------------------------------------------------------------------------- screening, statistics
@@ -436,7 +446,7 @@ def test_the_terminal_leaderboard_shows_the_column_and_who_was_excluded(tmp_path
         cli.main(["leaderboard", str(run_dir), "--columns", "codec,listening"])
     assert done.value.code == 0
     out = capsys.readouterr().out
-    assert "MUSHRA" in out and "90.0" in out and "n=1, no interval" in out
+    assert "MUSHRA" in out and "90.0" in out and "n=1, 4 ratings" in out and "no interval" in out
     assert "excluded by BS.1534-3 post-screening: bob (rated the hidden reference below 90 in 4 of 4 trials" in out
 
 

@@ -109,10 +109,10 @@ def metric_column(name: str) -> Column:
 
 
 def listening_column(key: str) -> Column:
-    from codecarena.listening.board import cell_text, column_header
+    from codecarena.listening.board import cell_lines, column_header
 
     return Column(key, column_header(key).replace(" ", "\n") + " ^",
-                  lambda e: "\n".join(t for t in cell_text(e.get("listening", {}).get(key)) if t), "listening")
+                  lambda e: "\n".join(cell_lines(e.get("listening", {}).get(key))), "listening")
 
 
 def all_columns(board: Leaderboard) -> list[Column]:
@@ -302,8 +302,7 @@ def listening_lines(board: Leaderboard) -> list[str]:
         incomplete = [s["listener"] for s in doc["listeners"] if s["status"] == "incomplete"]
         lines.append(f"MUSHRA ({results.test.name}, in {results.home.root.name}): mean rating 0-100 of the "
                      f"{count(len(included), 'included listener')} over {count(len(results.test.trials), 'utterance')}, "
-                     f"95% interval resampling listeners and utterances (none below {MIN_UNITS} of either), n=listeners; "
-                     "excluded "
-                     f"by BS.1534-3 post-screening: {', '.join(excluded) or 'none'}; incomplete: "
+                     f"95% interval resampling listeners and utterances (none below {MIN_UNITS} of either), n=listeners "
+                     f"and the ratings; excluded by BS.1534-3 post-screening: {', '.join(excluded) or 'none'}; incomplete: "
                      f"{', '.join(incomplete) or 'none'}")
     return lines

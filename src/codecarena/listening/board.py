@@ -67,13 +67,13 @@ def attach(runs: list[Any], entries: list[dict[str, Any]]) -> list[TestResults]:
     return derived
 
 
-def cell_text(stats: dict[str, Any] | None) -> tuple[str, str]:
-    """A MUSHRA cell: the mean with its interval, and under it n, the listeners it rests on (or that there
-    is no interval): `62.3 [55.1, 69.0]` / `n=12`, as a metric's cell."""
+def cell_lines(stats: dict[str, Any] | None) -> list[str]:
+    """A MUSHRA cell, as a metric's: the mean with its interval, then n, the listeners, and the ratings,
+    then "no interval" when there is none: `62.3 [55.1, 69.0]` / `n=12, 120 ratings`."""
     if not stats:
-        return "-", ""
-    n = f"n={stats['n_listeners']}"
+        return ["-"]
+    counts = f"n={stats['n_listeners']}, {stats['n_ratings']} rating{'s' if stats['n_ratings'] != 1 else ''}"
     if stats["ci95"]:
         low, high = stats["ci95"]
-        return f"{stats['mean']:.1f} [{low:.1f}, {high:.1f}]", n
-    return f"{stats['mean']:.1f}", f"{n}, no interval"
+        return [f"{stats['mean']:.1f} [{low:.1f}, {high:.1f}]", counts]
+    return [f"{stats['mean']:.1f}", counts, "no interval"]

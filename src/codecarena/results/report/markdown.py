@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from codecarena.listening.board import cell_text, column_header
+from codecarena.listening.board import cell_lines, column_header
 from codecarena.listening.board import columns as listening_columns
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
@@ -44,7 +44,7 @@ def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
                                                        e["variant"] or "-", fmt_kbps(e["representation_bps"]),
                                                        fmt_kbps(e["payload_bps"])]
         cells += [metric_ci_text(e["metrics"].get(n)) for n in names]
-        cells += [" ".join(t for t in cell_text(e.get("listening", {}).get(key)) if t) for key in listening]
+        cells += [" ".join(cell_lines(e.get("listening", {}).get(key))) for key in listening]
         cells += [fmt_rtf(e, kind) for kind in RTF_KINDS]
         cells += [fmt_mib(e["peak_rss_bytes_max"]), fmt_mib(e["decoder_model_bytes"], 2),
                   f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
@@ -91,7 +91,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
     lines.append("")
     if board.listening:
         lines.append(f"MUSHRA: mean rating (0-100) of the listeners post-screening kept, its 95% interval resampling "
-                     f"listeners and utterances (none below {MIN_UNITS} of either) and n, the listeners; the "
+                     f"listeners and utterances (none below {MIN_UNITS} of either), n, the listeners, and the ratings; the "
                      "listening tests follow.")
         lines.append("")
         lines += listening_markdown(board.listening)

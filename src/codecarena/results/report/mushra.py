@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codecarena.listening.board import cell_text
+from codecarena.listening.board import cell_lines
 from codecarena.listening.correlation import COEFFICIENTS
 from codecarena.listening.results import TestResults
 from codecarena.results.bootstrap import MIN_UNITS
@@ -19,13 +19,13 @@ COEFFICIENT_LABELS = {"pearson": "Pearson r", "spearman": "Spearman rho", "kenda
 
 
 def mushra_td(stats: dict[str, Any] | None) -> str:
-    """A leaderboard cell: the mean, under it the interval (or why none) and the listeners."""
-    mean, under = cell_text(stats)
+    """A leaderboard cell: the mean, under it the interval (or that there is none), the listeners and ratings."""
     if not stats:
         return '<td data-v="">-</td>'
-    ci = f"[{stats['ci95'][0]:.1f}, {stats['ci95'][1]:.1f}]" if stats["ci95"] else ""
-    sub = f'<span class="sub ci{"" if ci else " none"}" title="{esc(stats["ci_note"] or "95% interval, listeners and utterances resampled")}">' \
-          f'{esc(ci + " " if ci else "")}{esc(under)}</span>'
+    lines = cell_lines(stats)
+    under = " ".join(lines[1:]) if not stats["ci95"] else f"{lines[0].partition(' ')[2]} {lines[1]}"
+    title = stats["ci_note"] or "95% interval, listeners and utterances resampled"
+    sub = f'<span class="sub ci{"" if stats["ci95"] else " none"}" title="{esc(title)}">{esc(under)}</span>'
     return num_td(stats["mean"], f"{stats['mean']:.1f}", sub)
 
 
