@@ -30,13 +30,13 @@ import soundfile as sf
 from test_report import make_run
 
 from codecarena.files import sha256_file
-from codecarena.listening import anchors
-from codecarena.listening.answers import AnswerError, check_answer
-from codecarena.listening.build import Design, build
-from codecarena.listening.definition import ListeningError, ListeningTest, load_test, save_test
-from codecarena.listening.design import fnv1a32, listener_plan, mulberry32
-from codecarena.listening.results import derive
-from codecarena.listening.store import append_lines, read_lines
+from codecarena.results.listening import anchors
+from codecarena.results.listening.answers import AnswerError, check_answer
+from codecarena.results.listening.build import Design, build
+from codecarena.results.listening.definition import ListeningError, ListeningTest, load_test, save_test
+from codecarena.results.listening.design import fnv1a32, listener_plan, mulberry32
+from codecarena.results.listening.results import derive
+from codecarena.results.listening.store import append_lines, read_lines
 from codecarena.results.run import Run
 from codecarena.rundir import RunDir
 
@@ -362,7 +362,7 @@ def test_the_interval_resamples_listeners_not_only_ratings() -> None:
     """Ten listeners who differ by a fixed offset: the uncertainty of the mean is the offsets' spread
     over sqrt(10), which the interval resampling listeners shows and one over 100 independent ratings
     (BS.1534-3's t-interval) does not."""
-    from codecarena.listening.stats import mushra_stats
+    from codecarena.results.listening.stats import mushra_stats
 
     offsets = np.array([-20, -15, -10, -5, -2, 2, 5, 10, 15, 20], dtype=float)
     noise = np.random.default_rng(3).normal(0, 2, (10, 10))
@@ -377,7 +377,7 @@ def test_the_interval_resamples_listeners_not_only_ratings() -> None:
 
 
 def test_correlations_say_agreement_for_both_directions_with_fisher_intervals() -> None:
-    from codecarena.listening.correlation import correlate
+    from codecarena.results.listening.correlation import correlate
 
     x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]
     y = [2.0, 1.0, 4.0, 3.0, 6.0, 5.0, 8.0, 7.0, 10.0, 9.0, 12.0, 11.0]
@@ -451,9 +451,9 @@ def test_the_terminal_leaderboard_shows_the_column_and_who_was_excluded(tmp_path
 
 
 def test_the_audit_rederives_the_test_and_refuses_a_rating_of_other_bytes(tmp_path: Path) -> None:
-    from codecarena.listening.audit import listening_problems
-    from codecarena.listening.results import write_results
-    from codecarena.listening.store import seal
+    from codecarena.results.listening.audit import listening_problems
+    from codecarena.results.listening.results import write_results
+    from codecarena.results.listening.store import seal
 
     run_dir = fake_run(tmp_path)
     test = _two_listeners(run_dir)
@@ -485,8 +485,8 @@ def test_the_audit_rederives_the_test_and_refuses_a_rating_of_other_bytes(tmp_pa
 
 
 def test_results_json_that_the_ratings_no_longer_give_fails_the_audit(tmp_path: Path) -> None:
-    from codecarena.listening.audit import listening_problems
-    from codecarena.listening.results import write_results
+    from codecarena.results.listening.audit import listening_problems
+    from codecarena.results.listening.results import write_results
 
     run_dir = fake_run(tmp_path)
     test = _two_listeners(run_dir)
@@ -532,7 +532,7 @@ def test_an_ab_test_counts_preferences_and_refuses_what_it_does_not_allow(tmp_pa
 
 
 def test_an_imported_ratings_file_is_checked_whole_before_anything_is_added(tmp_path: Path) -> None:
-    from codecarena.listening.export import import_ratings
+    from codecarena.results.listening.export import import_ratings
 
     run_dir = fake_run(tmp_path)
     test = built(run_dir)
@@ -558,7 +558,7 @@ def test_an_imported_ratings_file_is_checked_whole_before_anything_is_added(tmp_
 
 
 def test_the_static_bundle_holds_the_page_the_manifest_and_every_stimulus_by_hash(tmp_path: Path) -> None:
-    from codecarena.listening.export import export_bundle
+    from codecarena.results.listening.export import export_bundle
 
     run_dir = fake_run(tmp_path)
     test = built(run_dir)

@@ -27,9 +27,9 @@ import pytest
 from conftest import codecarena, need_mirror
 from test_report import CHROMIUM
 
-from codecarena.listening.definition import ListeningTest, load_test
-from codecarena.listening.design import listener_plan
-from codecarena.listening.store import read_lines
+from codecarena.results.listening.definition import ListeningTest, load_test
+from codecarena.results.listening.design import listener_plan
+from codecarena.results.listening.store import read_lines
 from codecarena.rundir import RunDir
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

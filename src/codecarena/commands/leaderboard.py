@@ -109,7 +109,7 @@ def metric_column(name: str) -> Column:
 
 
 def listening_column(key: str) -> Column:
-    from codecarena.listening.board import cell_lines, column_header
+    from codecarena.results.listening.board import cell_lines, column_header
 
     return Column(key, column_header(key).replace(" ", "\n") + " ^",
                   lambda e: "\n".join(cell_lines(e.get("listening", {}).get(key))), "listening")
@@ -117,7 +117,7 @@ def listening_column(key: str) -> Column:
 
 def all_columns(board: Leaderboard) -> list[Column]:
     """Every column the table can show, in display order."""
-    from codecarena.listening.board import columns as listening_columns
+    from codecarena.results.listening.board import columns as listening_columns
 
     return [
         Column("run", "run", lambda e: e["run_label"], "id", left=True),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from codecarena.commands.common import CliError
 
 if TYPE_CHECKING:
-    from codecarena.listening.definition import ListeningTest
+    from codecarena.results.listening.definition import ListeningTest
     from codecarena.results.run import Run
 
 DEFAULT_PORT = 8770
@@ -63,9 +63,9 @@ def _design_given(args: argparse.Namespace) -> bool:
 
 def _test(args: argparse.Namespace, runs: list[Run]) -> ListeningTest:
     """The test named, built now or as built before (the same design asked again, or none asked)."""
-    from codecarena.listening import anchors
-    from codecarena.listening.build import DEFAULT_TRIALS, Design, build, design_differences
-    from codecarena.listening.definition import load_test, save_test, stimulus_paths, stimulus_problems
+    from codecarena.results.listening import anchors
+    from codecarena.results.listening.build import DEFAULT_TRIALS, Design, build, design_differences
+    from codecarena.results.listening.definition import load_test, save_test, stimulus_paths, stimulus_problems
 
     home = runs[0].dir
     kind = "ab" if args.ab else "mushra"
@@ -107,7 +107,7 @@ def _test(args: argparse.Namespace, runs: list[Run]) -> ListeningTest:
 
 
 def _describe(test: ListeningTest) -> list[str]:
-    from codecarena.listening.definition import HIDDEN_REFERENCE
+    from codecarena.results.listening.definition import HIDDEN_REFERENCE
 
     lines = [f"test {test.name} ({test.kind}, sha256 {test.test_sha256[:12]}, seed {test.seed}): "
              f"{len(test.trials)} trials, training on {test.training.utterance}"]
@@ -159,9 +159,9 @@ def _results_lines(document: dict[str, Any]) -> list[str]:
 def _serve(args: argparse.Namespace, runs: list[Run], test: ListeningTest) -> None:
     import uvicorn
 
-    from codecarena.listening.definition import stimulus_paths
-    from codecarena.listening.results import derive, write_results
-    from codecarena.listening.server import ServerConfig, create_app
+    from codecarena.results.listening.definition import stimulus_paths
+    from codecarena.results.listening.results import derive, write_results
+    from codecarena.results.listening.server import ServerConfig, create_app
     from codecarena.service.app import header_deadline_protocol
     from codecarena.service.check import is_loopback
 
@@ -191,9 +191,9 @@ def _serve(args: argparse.Namespace, runs: list[Run], test: ListeningTest) -> No
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
-    from codecarena.listening.definition import load_test, test_names
-    from codecarena.listening.export import export_bundle, import_ratings
-    from codecarena.listening.results import derive, write_results
+    from codecarena.results.listening.definition import load_test, test_names
+    from codecarena.results.listening.export import export_bundle, import_ratings
+    from codecarena.results.listening.results import derive, write_results
     from codecarena.results.record import RunLoadError
     from codecarena.results.run import Run
 

@@ -32,7 +32,7 @@ from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.sandbox import for_family
-from codecarena.listening.audit import listening_problems
+from codecarena.results.listening.audit import listening_problems
 from codecarena.results.channel_audit import channel_problems, decoder_input
 from codecarena.results.ledger import ledger_problems
 from codecarena.results.record import Plan, PlanUserCodec, RunLoadError, RunRecord

@@ -63,7 +63,7 @@ def flat_columns(metric_names: list[str], listening: Sequence[str] = ()) -> list
 
 def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, Any]]]:
     """One flat record per leaderboard entry; metric stats as `<output>_mean`, `<output>_n_ok`, ..."""
-    from codecarena.listening.board import columns as listening_columns
+    from codecarena.results.listening.board import columns as listening_columns
 
     listening = listening_columns(board.entries)
     columns = flat_columns(board.metric_names, listening)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from codecarena.listening.board import cell_lines, column_header
-from codecarena.listening.board import columns as listening_columns
+from codecarena.results.listening.board import cell_lines, column_header
+from codecarena.results.listening.board import columns as listening_columns
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import (

@@ -2,15 +2,15 @@
 and who post-screening excluded, every condition's MUSHRA mean with its intervals (the hidden
 reference and the anchors too) and a plot of them, or an A/B pair's preference, and "which metric
 predicts your listeners": every objective metric's correlation with the ratings and the ranking that
-follows (listening/correlation.py). The leaderboards' MUSHRA column is `mushra_td`."""
+follows (results/listening/correlation.py). The leaderboards' MUSHRA column is `mushra_td`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from codecarena.listening.board import cell_lines
-from codecarena.listening.correlation import COEFFICIENTS
-from codecarena.listening.results import TestResults
+from codecarena.results.listening.board import cell_lines
+from codecarena.results.listening.correlation import COEFFICIENTS
+from codecarena.results.listening.results import TestResults
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import fmt_interval, fmt_num, language_label
 from codecarena.results.report.markup import data_uri, esc, num_td

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from codecarena.choices import COLUMN_GROUPS
-from codecarena.listening.board import column_header
-from codecarena.listening.board import columns as listening_columns
+from codecarena.results.listening.board import column_header
+from codecarena.results.listening.board import columns as listening_columns
 from codecarena.results import compare, compare_text
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS

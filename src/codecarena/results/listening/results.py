@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from codecarena.files import JSONFileError, read_json, sha256_file, write_json
-from codecarena.listening.answers import history_problems
-from codecarena.listening.correlation import metric_correlations
-from codecarena.listening.definition import ListeningError, ListeningTest, load_test, run_folder
-from codecarena.listening.screening import ListenerStatus, answers, screen
-from codecarena.listening.stats import ab_stats, mushra_stats
-from codecarena.listening.store import RatingLine, read_lines
+from codecarena.results.listening.answers import history_problems
+from codecarena.results.listening.correlation import metric_correlations
+from codecarena.results.listening.definition import ListeningError, ListeningTest, load_test, run_folder
+from codecarena.results.listening.screening import ListenerStatus, answers, screen
+from codecarena.results.listening.stats import ab_stats, mushra_stats
+from codecarena.results.listening.store import RatingLine, read_lines
 from codecarena.results.record import RunLoadError
 from codecarena.results.run import Run
 from codecarena.rundir import RunDir, unsafe_id_reason
@@ -88,7 +88,7 @@ def _mushra(test: ListeningTest, runs: list[Run], included: dict[str, list[Ratin
 
 
 def _ab(test: ListeningTest, included: dict[str, list[RatingLine]]) -> dict[str, Any]:
-    from codecarena.listening.answers import NO_PREFERENCE
+    from codecarena.results.listening.answers import NO_PREFERENCE
 
     a, b = test.condition_ids
     choices = [line.choice or "" for lines in included.values() for line in answers(test, lines)]

@@ -27,11 +27,11 @@ from starlette.requests import ClientDisconnect
 
 from codecarena.diskspace import DiskFullError
 from codecarena.files import parse_json
-from codecarena.listening.answers import AnswerError, check_answer
-from codecarena.listening.definition import ListeningError, ListeningTest
-from codecarena.listening.manifest import MEDIA_TYPES, client_manifest, page_file
-from codecarena.listening.screening import answers
-from codecarena.listening.store import append_lines, read_lines
+from codecarena.results.listening.answers import AnswerError, check_answer
+from codecarena.results.listening.definition import ListeningError, ListeningTest
+from codecarena.results.listening.manifest import MEDIA_TYPES, client_manifest, page_file
+from codecarena.results.listening.screening import answers
+from codecarena.results.listening.store import append_lines, read_lines
 from codecarena.rundir import RunDir, unsafe_id_reason
 
 MAX_BODY_BYTES = 64 << 10  # an answer is well under 4 KiB

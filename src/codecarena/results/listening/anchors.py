@@ -24,7 +24,7 @@ import numpy as np
 import soundfile as sf
 
 from codecarena.files import exclusive_temp
-from codecarena.listening.definition import ListeningError
+from codecarena.results.listening.definition import ListeningError
 
 CUTOFFS_HZ = (3500, 7000)
 STOPBAND_DB = 80.0

@@ -26,7 +26,7 @@ from typing import Any
 
 from codecarena.diskspace import DiskFullError, is_disk_full
 from codecarena.files import open_unlinked, parse_json, sha256_json
-from codecarena.listening.definition import ListeningError
+from codecarena.results.listening.definition import ListeningError
 from codecarena.results.schema import SchemaError, from_dict
 
 LINE_VERSION = 1

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.files import copy_verified, parse_json, sha256_file
-from codecarena.listening.answers import AnswerError, check_answer
-from codecarena.listening.definition import ListeningError, ListeningTest, stimulus_paths, stimulus_problems
-from codecarena.listening.manifest import PAGE_FILES, client_manifest, page_file
-from codecarena.listening.store import RatingLine, append_lines
+from codecarena.results.listening.answers import AnswerError, check_answer
+from codecarena.results.listening.definition import ListeningError, ListeningTest, stimulus_paths, stimulus_problems
+from codecarena.results.listening.manifest import PAGE_FILES, client_manifest, page_file
+from codecarena.results.listening.store import RatingLine, append_lines
 from codecarena.rundir import RunDir, unsafe_id_reason
 
 MAX_IMPORT_BYTES = 4 << 20  # a listener's answers: a few KiB per trial

@@ -14,8 +14,8 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-from codecarena.listening.answers import MIN_HEARD_S, NO_PREFERENCE
-from codecarena.listening.definition import ListeningTest, Trial
+from codecarena.results.listening.answers import MIN_HEARD_S, NO_PREFERENCE
+from codecarena.results.listening.definition import ListeningTest, Trial
 
 MANIFEST_VERSION = 1
 PAGE_FILES = {"index.html": "listen.html", "listen.js": "listen.js", "listen.css": "listen.css"}
@@ -25,7 +25,7 @@ MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; cha
 
 def page_file(name: str) -> bytes:
     """One of the page's files (by its name in a bundle: index.html, listen.js, listen.css)."""
-    return (resources.files("codecarena.listening") / "static" / PAGE_FILES[name]).read_bytes()
+    return (resources.files("codecarena.results.listening") / "static" / PAGE_FILES[name]).read_bytes()
 
 
 def _training_labels(test: ListeningTest) -> dict[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from codecarena.listening.definition import ListeningTest
+from codecarena.results.listening.definition import ListeningTest
 
 T = TypeVar("T")
 _MASK = 0xFFFFFFFF

@@ -14,9 +14,9 @@ import datetime as dt
 import math
 from typing import Any
 
-from codecarena.listening.definition import ListeningTest, Trial
-from codecarena.listening.design import listener_plan, listener_seed
-from codecarena.listening.store import LINE_VERSION, RatingLine
+from codecarena.results.listening.definition import ListeningTest, Trial
+from codecarena.results.listening.design import listener_plan, listener_seed
+from codecarena.results.listening.store import LINE_VERSION, RatingLine
 from codecarena.rundir import unsafe_id_reason
 
 SUBMISSION_KEYS = ("test_sha256", "listener", "kind", "trial", "position", "order", "stimuli", "ratings", "choice",

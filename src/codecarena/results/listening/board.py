@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from codecarena.listening.definition import ListeningError, ListeningTest, test_names
-from codecarena.listening.results import TestResults, derive
+from codecarena.results.listening.definition import ListeningError, ListeningTest, test_names
+from codecarena.results.listening.results import TestResults, derive
 
 
 def column_key(test: ListeningTest) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codecarena.listening.definition import HIDDEN_REFERENCE, MID_ANCHOR, ListeningTest, Screening
-from codecarena.listening.store import RatingLine
+from codecarena.results.listening.definition import HIDDEN_REFERENCE, MID_ANCHOR, ListeningTest, Screening
+from codecarena.results.listening.store import RatingLine
 
 RULE = ("ITU-R BS.1534-3 post-screening: a listener is excluded who rates the hidden reference below "
         "{below} in more than {percent:g}% of the trials, or the mid anchor ({anchor}) above {above} in more "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from codecarena.listening.definition import ListeningTest
+from codecarena.results.listening.definition import ListeningTest
 from codecarena.metrics import outputs
 from codecarena.results.bootstrap import LEVEL, MIN_UNITS
 from codecarena.results.run import Run

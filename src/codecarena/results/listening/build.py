@@ -19,11 +19,11 @@ from pathlib import Path
 
 import codecarena
 from codecarena.files import sha256_file
-from codecarena.listening import anchors
-from codecarena.listening.definition import (HIDDEN_REFERENCE, LOW_ANCHOR, MID_ANCHOR, TEST_VERSION, Condition,
+from codecarena.results.listening import anchors
+from codecarena.results.listening.definition import (HIDDEN_REFERENCE, LOW_ANCHOR, MID_ANCHOR, TEST_VERSION, Condition,
                                              ListeningError, ListeningTest, StoredFile, TestRun, Trial)
-from codecarena.listening.design import sample_utterances
-from codecarena.listening.screening import bs1534_rule
+from codecarena.results.listening.design import sample_utterances
+from codecarena.results.listening.screening import bs1534_rule
 from codecarena.results.run import Run
 from codecarena.results.schema import Row
 from codecarena.results.verdict import verdict

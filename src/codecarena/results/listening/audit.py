@@ -14,11 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from codecarena.files import json_differences
-from codecarena.listening.anchors import rederive_problem
-from codecarena.listening.answers import history_problems
-from codecarena.listening.definition import (ListeningError, ListeningTest, load_test, stimulus_paths,
+from codecarena.results.listening.anchors import rederive_problem
+from codecarena.results.listening.answers import history_problems
+from codecarena.results.listening.definition import (ListeningError, ListeningTest, load_test, stimulus_paths,
                                              stimulus_problems, test_names)
-from codecarena.listening.results import derive, listener_lines, open_runs, stored_results
+from codecarena.results.listening.results import derive, listener_lines, open_runs, stored_results
 from codecarena.results.run import Run
 from codecarena.rundir import RunDir, UnsafePathError
 
