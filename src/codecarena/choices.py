@@ -22,8 +22,8 @@ DEFAULT_ROWS_PER_CODEC = 2
 
 # leaderboard (results/leaderboard.py). The groups of columns the terminal table (--columns) and the
 # report (checkboxes) show or hide together; a metric output is "content" when it scores the ASR
-# transcript, else "quality".
-COLUMN_GROUPS = ("rate", "quality", "content", "cost", "checks")
+# transcript, else "quality"; "listening" holds the MUSHRA columns of the runs' listening tests.
+COLUMN_GROUPS = ("rate", "quality", "content", "listening", "cost", "checks")
 BY_CHOICES = ("language",)
 CI_UNITS = ("utterance", "speaker")
 SORT_BY_RATE = "kbps"

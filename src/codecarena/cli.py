@@ -1,5 +1,5 @@
 """The `codecarena` command: run, audit, codecs, codec, metrics, registry, env, fetch, stream, compare,
-determinism, serve, service-check, report, leaderboard, ledger, score."""
+determinism, serve, service-check, report, leaderboard, ledger, listen, score."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The run directory: every path codecarena writes, deletes or reads inside a run is built here (a row's
 files, each stage's job file, log, report and private folder, the workers' and the scoring process's
-logs), except inside `reference_results/`, whose store keeps its own layout (metrics/reference_results.py).
+logs, a listening test's files), except inside `reference_results/`, whose store keeps its own layout (metrics/reference_results.py).
 
 Utterance ids and codec slugs become file names, and ids come from user files (manifest.json, a Kaldi
 wav.scp, file names). An id that is an absolute path or climbs with `..` would otherwise make a run
@@ -31,6 +31,9 @@ ROWS = "rows.jsonl"
 RUN = "run.json"
 SUMMARY = "summary.json"
 LOCK = ".lock"
+LISTENING = "listening"
+# What a listening test's folder holds besides anchors/ and listeners/ (docs/listening.md).
+LISTENING_FILES = ("test.json", "results.json")
 
 
 @dataclass(frozen=True)
@@ -94,11 +97,11 @@ def _safe_name(text: str, root: Path) -> str:
     return text
 
 
-def check_id(text: str, where: str) -> str:
-    """`text` if it is a safe id, else UnsafePathError naming `where` (the file it came from)."""
+def check_id(text: str, where: str, what: str = "utterance id") -> str:
+    """`text` if it is a safe id, else UnsafePathError naming `where` (the file it came from) and `what`."""
     reason = unsafe_id_reason(text)
     if reason:
-        raise UnsafePathError(f"{where}: utterance id {reason}")
+        raise UnsafePathError(f"{where}: {what} {reason}")
     return text
 
 
@@ -277,3 +280,24 @@ class RunDir:
         """What metrics computed from a reference alone (metrics/reference_results.py, a store with its own
         layout and format inside this folder)."""
         return self.path("reference_results")
+
+    # Listening tests (docs/listening.md): listening/<test>/test.json, results.json, anchors/, listeners/.
+    def listening(self) -> Path:
+        return self.path(LISTENING)
+
+    def listening_file(self, test: str, part: str) -> Path:
+        if part not in LISTENING_FILES:
+            raise UnsafePathError(f"{self.root}: listening file {part!r} is not one of {', '.join(LISTENING_FILES)}")
+        return self.path(LISTENING, check_id(test, str(self.root), "test name"), part)
+
+    def anchor(self, test: str, utterance: str, cutoff_hz: int) -> Path:
+        """A low-pass anchor a listening test made from an utterance's reference."""
+        if not isinstance(cutoff_hz, int) or not 0 < cutoff_hz < 1_000_000:
+            raise UnsafePathError(f"{self.root}: anchor cut-off {cutoff_hz!r} is not a frequency in Hz")
+        return self.path(LISTENING, check_id(test, str(self.root), "test name"), "anchors",
+                         f"{check_id(utterance, str(self.root))}.lp{cutoff_hz}.wav")
+
+    def listener_ratings(self, test: str, listener: str) -> Path:
+        """One listener's append-only rating file in a listening test."""
+        return self.path(LISTENING, check_id(test, str(self.root), "test name"), "listeners",
+                         f"{check_id(listener, str(self.root), 'listener id')}.jsonl")

@@ -21,6 +21,7 @@ from codecarena.commands import (
     fetch,
     leaderboard,
     ledger,
+    listen,
     metrics,
     registry,
     report,
@@ -55,5 +56,6 @@ COMMANDS: dict[str, Command] = {
     "report": report,
     "leaderboard": leaderboard,
     "ledger": ledger,
+    "listen": listen,
     "score": score,
 }

@@ -86,12 +86,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# The groups whose cells wrap between words (a metric's "n=3, no interval" under its mean).
+WRAPPING_GROUPS = ("quality", "content")
+
+
 @dataclass(frozen=True)
 class Column:
     key: str  # the name --columns takes
     header: str
     cell: Callable[[dict[str, Any]], str]
-    group: str  # id, rate, quality, content, cost or checks: --columns takes these names too
+    group: str  # id, rate, quality, content, listening, cost or checks: --columns takes these names too
     left: bool = False
 
 
@@ -104,8 +108,17 @@ def metric_column(name: str) -> Column:
                   metric_group(name))
 
 
+def listening_column(key: str) -> Column:
+    from codecarena.results.listening.board import cell_lines, column_header
+
+    return Column(key, column_header(key).replace(" ", "\n") + " ^",
+                  lambda e: "\n".join(cell_lines(e.get("listening", {}).get(key))), "listening")
+
+
 def all_columns(board: Leaderboard) -> list[Column]:
     """Every column the table can show, in display order."""
+    from codecarena.results.listening.board import columns as listening_columns
+
     return [
         Column("run", "run", lambda e: e["run_label"], "id", left=True),
         Column("codec", "codec", lambda e: e["codec"], "id", left=True),
@@ -121,6 +134,7 @@ def all_columns(board: Leaderboard) -> list[Column]:
         Column("achievable_kbps", "achievable\norder-0 kbps",
                lambda e: fmt_kbps(e["ledger"]["achievable_bps"]) if e.get("ledger") else "-", "rate"),
         *[metric_column(n) for n in board.metric_names],
+        *[listening_column(key) for key in listening_columns(board.entries)],
         Column("rtf_warm", "RTF warm\nenc/dec", lambda e: fmt_rtf(e, "warm"), "cost"),
         Column("rtf_cold", "RTF cold\nenc/dec", lambda e: fmt_rtf(e, "cold"), "cost"),
         Column("peak_rss", "peak RSS\nMiB", lambda e: fmt_mib(e["peak_rss_bytes_max"]), "cost"),
@@ -163,10 +177,12 @@ def choose_columns(board: Leaderboard, requested: list[str] | None, all_metrics:
 
 def value_width(column: Column, entries: list[dict[str, Any]]) -> int:
     """The width that shows the header's words, every value's first line and every word of its other
-    lines whole (a metric's `n=3, no interval` wraps between words, never inside one)."""
+    lines whole (a metric's `n=3, no interval` wraps between words, never inside one); a column that
+    does not wrap (every one but the metrics') needs its longest line."""
     words = column.header.replace("\n", " ").split(" ")
     lines = [column.cell(e).split("\n") for e in entries]
-    words += [word for cell in lines for line in cell[1:] for word in line.split(" ")]
+    wraps = column.group in WRAPPING_GROUPS
+    words += [part for cell in lines for line in cell[1:] for part in (line.split(" ") if wraps else [line])]
     return max(len(text) for text in words + [cell[0] for cell in lines])
 
 
@@ -266,6 +282,8 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
                   "content: dWER for a language written with spaces, dCER for one written "
                   "without (Mandarin), per language only (error rates are never pooled across languages); RTF: "
                   "medians")
+    for line in listening_lines(board):
+        console.print(line, soft_wrap=True)
     if hidden_all:
         console.print(f"hidden to fit {console.width} columns: {', '.join(hidden_all.values())} "
                       f"({','.join(hidden_all)}); choose the columns with --columns (names or the groups "
@@ -273,3 +291,23 @@ def print_table(board: Leaderboard, all_metrics: bool = False, stream: Any = Non
     for run_info in board.runs:
         for note in run_info.notes:
             console.print(f"{run_info.label}: {note}", style="yellow")
+
+
+def listening_lines(board: Leaderboard) -> list[str]:
+    """What the MUSHRA columns rest on: per test, its listeners and who post-screening excluded."""
+    from codecarena.results.bootstrap import MIN_UNITS
+
+    lines = []
+    for results in board.listening:
+        doc = results.document
+        if doc["kind"] != "mushra":
+            continue
+        included = [s for s in doc["listeners"] if s["status"] == "included"]
+        excluded = [f"{s['listener']} ({'; '.join(s['reasons'])})" for s in doc["listeners"] if s["status"] == "excluded"]
+        incomplete = [s["listener"] for s in doc["listeners"] if s["status"] == "incomplete"]
+        lines.append(f"MUSHRA ({results.test.name}, in {results.home.root.name}): mean rating 0-100 of the "
+                     f"{count(len(included), 'included listener')} over {count(len(results.test.trials), 'utterance')}, "
+                     f"95% interval resampling listeners and utterances (none below {MIN_UNITS} of either), n=listeners "
+                     f"and the ratings; excluded by BS.1534-3 post-screening: {', '.join(excluded) or 'none'}; incomplete: "
+                     f"{', '.join(incomplete) or 'none'}")
+    return lines

@@ -32,6 +32,7 @@ from codecarena.runtime.limits import StageLimits, default_memory_limit
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.sandbox import for_family
+from codecarena.results.listening.audit import listening_problems
 from codecarena.results.channel_audit import channel_problems, decoder_input
 from codecarena.results.condition_audit import condition_problems, conditioned_input, hop_replay_problems
 from codecarena.results.ledger import ledger_problems
@@ -450,6 +451,7 @@ def audit(run_dir: Path, replay: bool = False, python: str | None = None,
     problems += reference_result_problems(rows, run.dir)
     problems += user_codec_problems(record.plan.user_codecs or [])
     problems += _summary_problems(run)
+    problems += listening_problems(run, notes)
     if replay:
         for rid, interpreter in interpreters.items():
             if record.runtimes[rid].get("environment") == "isolated":

@@ -382,6 +382,8 @@ class Leaderboard:
     by: str | None = None
     languages: list[str] = field(default_factory=list)
     ci_unit: str = "utterance"  # what the intervals resample: utterances, or speakers with their utterances
+    # The runs' listening tests, derived; each entry's `listening`: its MUSHRA results (results/listening/board.py).
+    listening: list[Any] = field(default_factory=list)
 
     @property
     def pooled(self) -> list[dict[str, Any]]:
@@ -454,8 +456,11 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
     group_order = {g.id: i for i, g in enumerate(groups)}
     entries.sort(key=lambda e: (group_order[e["group"]], e["run_index"], e["codec_order"]))
     names = sorted({n for e in entries for n in e["metrics"]}, key=metric_sort_key)
+    from codecarena.results.listening.board import attach
+
+    listening = attach(runs, entries)  # type: ignore[arg-type]
     return Leaderboard(runs=runs, groups=groups, entries=entries, metric_problems=problems,  # type: ignore[arg-type]
-                       metric_names=names, by=by, languages=languages, ci_unit=ci_unit)
+                       metric_names=names, by=by, languages=languages, ci_unit=ci_unit, listening=listening)
 
 
 def _entries(con: Any, ci_unit: str) -> list[dict[str, Any]]:

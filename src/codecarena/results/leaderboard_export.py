@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,11 @@ from codecarena.results.leaderboard import Leaderboard, LeaderboardError
 
 # 2: `language` (empty for the pooled entry; `--by language` adds one entry per language) and each
 # metric's `_ci95_low`/`_ci95_high`. 3: `ci_unit` and each metric's `_ci_units` (the interval is null
-# below bootstrap.MIN_UNITS units), and the bitrate ledger's columns (LEDGER_COLUMNS).
-EXPORT_VERSION = 3
+# below bootstrap.MIN_UNITS units), and the bitrate ledger's columns (LEDGER_COLUMNS). 4: each MUSHRA
+# column of the runs' listening tests (`mushra_mean`, ..., or `mushra_<test>_mean` for a test not named
+# mushra: LISTENING_SUFFIXES); a version 3 export reads as it did.
+EXPORT_VERSION = 4
+READABLE_VERSIONS = (3, 4)
 
 BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("group", str), ("run", str), ("run_label", str), ("codec", str), ("family", str), ("weights", str),
@@ -39,16 +43,30 @@ METRIC_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("n_ok", int),
                                                  ("ci95_high", float), ("ci_units", int))
 
 
-def flat_columns(metric_names: list[str]) -> list[tuple[str, type]]:
+LISTENING_SUFFIXES: tuple[tuple[str, type], ...] = (("mean", float), ("ci95_low", float), ("ci95_high", float),
+                                                    ("n_listeners", int), ("n_utterances", int), ("n_ratings", int))
+
+
+def listening_prefix(key: str) -> str:
+    """A MUSHRA column's prefix in an export: `mushra`, or `mushra_<test>`."""
+    return key.replace(":", "_")
+
+
+def flat_columns(metric_names: list[str], listening: Sequence[str] = ()) -> list[tuple[str, type]]:
     cols = list(BASE_COLUMNS) + list(LEDGER_COLUMNS)
     for name in metric_names:
         cols += [(f"{name}_{suffix}", kind) for suffix, kind in METRIC_SUFFIXES]
+    for key in listening:
+        cols += [(f"{listening_prefix(key)}_{suffix}", kind) for suffix, kind in LISTENING_SUFFIXES]
     return cols
 
 
 def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, Any]]]:
     """One flat record per leaderboard entry; metric stats as `<output>_mean`, `<output>_n_ok`, ..."""
-    columns = flat_columns(board.metric_names)
+    from codecarena.results.listening.board import columns as listening_columns
+
+    listening = listening_columns(board.entries)
+    columns = flat_columns(board.metric_names, listening)
     records = []
     for e in board.entries:
         rec: dict[str, Any] = {k: e.get(k) for k, _ in BASE_COLUMNS}
@@ -64,6 +82,12 @@ def flatten(board: Leaderboard) -> tuple[list[tuple[str, type]], list[dict[str, 
             stats = {**stats, "ci95_low": low, "ci95_high": high}
             for suffix, _ in METRIC_SUFFIXES:
                 rec[f"{name}_{suffix}"] = stats.get(suffix)
+        for key in listening:
+            stats = e.get("listening", {}).get(key) or {}
+            low, high = stats.get("ci95") or (None, None)
+            stats = {**stats, "ci95_low": low, "ci95_high": high}
+            for suffix, _ in LISTENING_SUFFIXES:
+                rec[f"{listening_prefix(key)}_{suffix}"] = stats.get(suffix)
         records.append({k: _coerce(rec.get(k), kind) for k, kind in columns})
     return columns, records
 
@@ -139,7 +163,7 @@ def _column_type(name: str) -> type:
     base = dict(BASE_COLUMNS + LEDGER_COLUMNS)
     if name in base:
         return base[name]
-    for suffix, kind in METRIC_SUFFIXES:
+    for suffix, kind in METRIC_SUFFIXES + LISTENING_SUFFIXES:
         if name.endswith(f"_{suffix}"):
             return kind
     raise LeaderboardError(f"unknown column {name!r}")
@@ -162,8 +186,9 @@ def read_export(path: Path) -> list[dict[str, Any]]:
             return out
     if suffix == ".json":
         doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("version") != EXPORT_VERSION:
-            raise LeaderboardError(f"{path}: export version {doc.get('version')}, expected {EXPORT_VERSION}")
+        if doc.get("version") not in READABLE_VERSIONS:
+            raise LeaderboardError(f"{path}: export version {doc.get('version')}, expected one of "
+                                   f"{', '.join(map(str, READABLE_VERSIONS))}")
         return [{k: _coerce(v, _column_type(k)) for k, v in rec.items()} for rec in doc["rows"]]
     if suffix == ".parquet":
         import pyarrow.parquet as pq

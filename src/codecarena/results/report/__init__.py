@@ -7,7 +7,8 @@ reference and decoded file is embedded losslessly as a `data:` URI in an `<audio
 
 Sections: leaderboards (one per group of comparable runs; the numbers come from DuckDB over the
 exported rows, see `results/leaderboard.py`), Pareto plots of quality vs representation bitrate and
-a cost plot (`plots.py`), the bitrate ledger of each run (`ledger.py`), a comparison of consecutive comparable runs (`results/compare.py`),
+a cost plot (`plots.py`), the runs' listening tests and which metric predicts their listeners
+(`mushra.py`), the bitrate ledger of each run (`ledger.py`), a comparison of consecutive comparable runs (`results/compare.py`),
 per-utterance listening with spectrograms (`listening.py`), every failure with its reason, and
 provenance (`provenance.py`). What each section shows: docs/report.md.
 """
@@ -31,6 +32,7 @@ from codecarena.results.report.ledger import ledger_html
 from codecarena.results.report.listening import listening_html
 from codecarena.results.report.markdown import markdown_summary
 from codecarena.results.report.markup import esc
+from codecarena.results.report.mushra import listening_tests_html
 from codecarena.results.report.plots import family_styles
 from codecarena.results.report.provenance import provenance_html
 from codecarena.results.report.sections import (
@@ -119,6 +121,8 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
                                        f'{leaderboard_html(board, group, titles, condition=True)}'
                                        for group in board.groups if board.group_entries(group.id, condition=True)])
     sections.append(conditions)
+    tests = listening_tests_html(board.listening)
+    sections.append(tests)
     sections.append(ledger_html(board))
     sections.append(comparison_html(ctx))
     listen = []
@@ -134,9 +138,9 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     sections.append(f'<h2 id="provenance">Provenance</h2>{provenance_html(board)}')
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     heading = title or "codecarena report"
-    toc = ['<a href="#leaderboard">Leaderboard</a>', '<a href="#ledger">Bitrate ledger</a>'] + \
-        (['<a href="#channel">Channel</a>'] if channel else []) + (['<a href="#conditions">Conditions</a>']
-                                                                  if conditions else [])
+    toc = (['<a href="#leaderboard">Leaderboard</a>'] + (['<a href="#listening-tests">Listening tests</a>'] if tests else [])
+           + ['<a href="#ledger">Bitrate ledger</a>'] + (['<a href="#channel">Channel</a>'] if channel else [])
+           + (['<a href="#conditions">Conditions</a>'] if conditions else []))
     if len(board.runs) > 1:
         toc.append('<a href="#comparison">Comparison</a>')
     # Suspect values are not failures (they are kept out of the means, not lost), so they are counted apart.

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from codecarena.results.listening.board import cell_lines, column_header
+from codecarena.results.listening.board import columns as listening_columns
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import (
@@ -22,6 +24,7 @@ from codecarena.results.report.context import ReportContext, audio_note
 from codecarena.results.report.channel import channel_markdown
 from codecarena.results.report.conditions import conditions_markdown
 from codecarena.results.report.ledger import ledger_markdown
+from codecarena.results.report.mushra import listening_markdown
 from codecarena.results.report.plots import pareto_metrics
 from codecarena.results.verdict import verdict
 
@@ -30,8 +33,10 @@ def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
     """One leaderboard as Markdown lines (the headline metrics of these entries' languages that they
     have), and a blank line."""
     names = [n for n in pareto_metrics(entries) if any(n in e["metrics"] for e in entries)]
+    listening = listening_columns(entries)
     head = (["run"] if multi else []) + ["codec", "weights", "variant", "repr kbps", "payload kbps"]
     head += [lb.metric_label(n) + (" (lower better)" if n in lb.LOWER_IS_BETTER else "") for n in names]
+    head += [column_header(key) for key in listening]
     head += [f"RTF {kind} enc/dec" for kind in RTF_KINDS] + ["peak RSS MiB", "dec model MiB", "replay", "checks"]
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" if i < (3 + multi) else "---:" for i in range(len(head))) + "|"]
@@ -40,6 +45,7 @@ def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
                                                        e["variant"] or "-", fmt_kbps(e["representation_bps"]),
                                                        fmt_kbps(e["payload_bps"])]
         cells += [metric_ci_text(e["metrics"].get(n)) for n in names]
+        cells += [" ".join(cell_lines(e.get("listening", {}).get(key))) for key in listening]
         cells += [fmt_rtf(e, kind) for kind in RTF_KINDS]
         cells += [fmt_mib(e["peak_rss_bytes_max"]), fmt_mib(e["decoder_model_bytes"], 2),
                   f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
@@ -88,6 +94,12 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
                  "replaced. kbps: total bits / total seconds of completed rows. RTF: medians. All metric outputs "
                  "are in the HTML report and in `codecarena leaderboard --format csv`.")
     lines.append("")
+    if board.listening:
+        lines.append(f"MUSHRA: mean rating (0-100) of the listeners post-screening kept, its 95% interval resampling "
+                     f"listeners and utterances (none below {MIN_UNITS} of either), n, the listeners, and the ratings; the "
+                     "listening tests follow.")
+        lines.append("")
+        lines += listening_markdown(board.listening)
     lines += ledger_markdown(board)
     lines += channel_markdown(ctx)
     lines += conditions_markdown(ctx)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from codecarena.choices import COLUMN_GROUPS
+from codecarena.results.listening.board import column_header
+from codecarena.results.listening.board import columns as listening_columns
 from codecarena.results import compare, compare_text
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
@@ -22,6 +24,7 @@ from codecarena.results.formatting import (
 )
 from codecarena.results.report.context import ReportContext
 from codecarena.results.report.markup import code, data_uri, esc, num_td, spec_html, weights_pill
+from codecarena.results.report.mushra import mushra_td
 from codecarena.results.report.plots import cost_plot, pareto_metrics, pareto_plot
 from codecarena.results.schema import Row
 from codecarena.results.verdict import verdict
@@ -44,6 +47,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
     through a condition (the conditions section's; their metrics against the clean reference)."""
     entries = board.group_entries(group.id, language, channel, condition)
     names = [n for n in board.metric_names if any(n in e["metrics"] for e in entries)]
+    listening = listening_columns(entries)
     multi_run = len(group.runs) > 1
     head = []
     if multi_run:
@@ -56,6 +60,9 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
         arrow = "&darr;" if n in lb.LOWER_IS_BETTER else "&uarr;"
         head.append(f'<th data-col-group="{lb.metric_group(n)}" title="{esc(titles.get(n, n))} (mean over successes; '
                     f'{"lower" if n in lb.LOWER_IS_BETTER else "higher"} is better)">{esc(lb.metric_label(n))} {arrow}</th>')
+    head += [f'<th data-col-group="listening" title="mean rating (0-100) of the listeners post-screening kept, 95% '
+             f'interval resampling listeners and utterances (docs/listening.md)">{esc(column_header(key))} &uarr;</th>'
+             for key in listening]
     # The RTF columns in the order of every table (formatting.RTF_KINDS): warm, then cold; encode, then decode.
     head += ['<th data-col-group="cost" title="median of the repeated in-process encode call / audio s">'
              'RTF warm enc</th>',
@@ -109,6 +116,7 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
             if stats["n_not_applicable"]:
                 subs.append(f'<span class="sub">{stats["n_not_applicable"]} n/a</span>')
             cells.append(num_td(stats["mean"], fmt_num(stats["mean"]), "".join(subs)))
+        cells += [mushra_td(e.get("listening", {}).get(key)) for key in listening]
         for stage, key, digits in (("encode", "warm_rtf_median", 4), ("decode", "warm_rtf_median", 4),
                                    ("encode", "cold_rtf_median", 3), ("decode", "cold_rtf_median", 3)):
             cells.append(num_td(e[stage][key], fmt_num(e[stage][key], digits)))
@@ -130,7 +138,8 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
                     + "".join(cells) + "</tr>")
     lang = ((f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
             + (' data-condition=""' if condition else ""))
-    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS)
+    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS
+                      if g != "listening" or listening)
     note = ""
     if withheld:
         unit = "speakers" if board.ci_unit == "speaker" else "utterances"
