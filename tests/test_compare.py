@@ -20,7 +20,8 @@ import pytest
 from codecarena.datasets import smoke_manifest
 from codecarena.commands.compare import add_parser, run
 from codecarena.results.bootstrap import bootstrap_ci, bootstrap_means, percentile_interval
-from codecarena.results.compare import IDENTICAL, CompareError, compare_runs, parse_pairs
+from codecarena.results.compare import CompareError, compare_runs, parse_pairs
+from codecarena.results.compare_stats import IDENTICAL
 from codecarena.results.compare_text import render_text
 from codecarena.results.schema import parse_row
 from codecarena.files import read_json, write_json
@@ -475,7 +476,7 @@ def test_error_rates_are_never_pooled_across_languages(tmp_path: Path) -> None:
 
 
 def test_the_audit_checks_an_error_rate_against_its_counts() -> None:
-    from codecarena.results.audit import error_count_problems
+    from codecarena.results.audit_rows import error_count_problems
 
     row = parse_row(asr_row("opus:6k", "u1", "en", "the dog sat down", CAT, "a"))
     assert error_count_problems(row, "opus:6k u1") == []

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from codecarena.results.audit import _audit_stages
+from codecarena.results.audit_rows import audit_stages
 from codecarena.runtime.guard import run_guarded
 from codecarena.rundir import StageFiles
 from codecarena.runtime.limits import StageLimits, parse_size
@@ -253,7 +253,7 @@ def _spike_job(tmp_path: Path, name: str, mib: int) -> Job:
 def _audited(stage: Stage, limits: StageLimits) -> list[str]:
     """What the audit says about a row holding this one stage."""
     row = SimpleNamespace(stages=[stage], status="ok" if stage.ok else "failed", limits=limits)
-    return _audit_stages(row, "row")  # type: ignore[arg-type]
+    return audit_stages(row, "row")  # type: ignore[arg-type]
 
 
 @needs_hwm

@@ -42,21 +42,6 @@ FUNCTION_LINES = 80
 REASON = re.compile(r"^\s*Long because \S", re.MULTILINE)
 BY_NAME_CALLS = {"import_module", "__import__"}
 
-# Over the limits without a stated reason, each left to the work that owns the file now: issue 37's one
-# loaded run for every reader (results/compare, leaderboard, ledger, audit) and the report's surfaces
-# (results/report, issue 38). An entry that is no longer over its limit fails the test below: the list
-# only shrinks.
-PENDING = {
-    "codecarena.results.compare": "one loaded run for every reader (#37)",
-    "codecarena.results.compare.compare_runs": "one loaded run for every reader (#37)",
-    "codecarena.results.leaderboard": "one loaded run for every reader (#37)",
-    "codecarena.results.ledger": "one loaded run for every reader (#37)",
-    "codecarena.results.audit": "one loaded run for every reader (#37)",
-    "codecarena.results.report.write_report": "the report's surfaces (#38)",
-    "codecarena.results.report.sections.leaderboard_html": "the report's surfaces (#38)",
-}
-
-
 def modules(root: Path = SRC) -> dict[str, Path]:
     """Every Python module under `root`, by dotted name relative to root's parent (`codecarena.x.y`, or
     `bench.x` for the bench scripts)."""
@@ -391,10 +376,8 @@ def test_every_import_of_codecarena_resolves() -> None:
 
 def test_long_modules_and_functions_say_why() -> None:
     long = long_without_reason(all_modules())
-    assert sorted(set(long) - set(PENDING)) == [], f"over {MODULE_LINES} (module) or {FUNCTION_LINES} (function) " \
-        f"lines without a `Long because` line in the docstring: {long}"
-    fixed = sorted(set(PENDING) - set(long))
-    assert not fixed, f"no longer over its limit: remove it from PENDING: {fixed}"
+    assert long == {}, f"over {MODULE_LINES} (module) or {FUNCTION_LINES} (function) lines without a " \
+        f"`Long because` line in the docstring: {long}"
 
 
 def test_the_cli_only_dispatches() -> None:

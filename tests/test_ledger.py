@@ -16,7 +16,7 @@ from codecarena.payload import CodeStream, PacketStream, Payload
 from codecarena.registry.catalog import parse_declaration
 from codecarena.registry.claims import parse_claims
 from codecarena.registry.entries import RegistryError, load_entry
-from codecarena.results import claimed, coder, ledger
+from codecarena.results import claimed, coder, ledger, stability_record, token_layout
 
 from conftest import SHORT_CLIPS, codecarena, need_mirror
 
@@ -109,13 +109,13 @@ def test_payloads_of_one_configuration_must_hold_the_same_streams() -> None:
 def test_identical_tokens_give_idempotence_one_on_the_first_codebook() -> None:
     codes = np.random.default_rng(2).integers(0, 1024, (4, 300))
     first = payload(tokens(codes, 10))
-    layout = ledger.layout_of(first)
-    agreement = ledger.compare_tokens(first, payload(tokens(codes.copy(), 10)), layout, {})
+    layout = token_layout.layout_of(first)
+    agreement = stability_record.compare_tokens(first, payload(tokens(codes.copy(), 10)), layout, {})
     assert agreement[(0, 0)] == (300, 300)
     # Shifted by two frames, and two codebooks changed in their last 100 frames.
     later = np.concatenate([np.zeros((4, 2), dtype=np.int64), codes], axis=1)
     later[2:, 102:] = (later[2:, 102:] + 1) % 1024
-    agreement = ledger.compare_tokens(first, payload(tokens(later, 10)), layout, {(i, b): 2 for i, b in agreement})
+    agreement = stability_record.compare_tokens(first, payload(tokens(later, 10)), layout, {(i, b): 2 for i, b in agreement})
     assert agreement[(0, 0)] == (300, 300) and agreement[(0, 3)] == (300, 100)
 
 

@@ -267,7 +267,7 @@ def _confined(run_dir: Path) -> Any:
 
 
 def test_compare_does_not_count_where_a_run_was_written_as_a_difference(tmp_path: Path) -> None:
-    from codecarena.results import compare
+    from codecarena.results import compare_provenance as compare
     from codecarena.results.compare import compare_runs
 
     runs = [make_run(tmp_path, name, CODECS[:1], row_hook=_confined(tmp_path / name)) for name in ("a", "b")]

@@ -9,8 +9,8 @@ come from the rows, so any number of runs can be queried together.
 Runs are never merged into one ranking silently: entries are grouped by evaluation set (name and
 manifest sha256), machine (cpu, core count, os) and weights kind (synthetic weights are kept apart
 from real weights and DSP codecs), and every group says why it is separate from the others.
-The flat csv/json/parquet export of a leaderboard is `leaderboard_export.py`; the terminal table
-is the `leaderboard` command's.
+The queries are `leaderboard_sql.py`; the flat csv/json/parquet export of a leaderboard is
+`leaderboard_export.py`; the terminal table is the `leaderboard` command's.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from codecarena.metrics.declarations import ASR_OUTPUTS
 from codecarena.results import ledger_view
 from codecarena.results.record import Plan, RunLoadError
 from codecarena.results.run import Run
-from codecarena.results.summary import mean_ci, resampling_units
-from codecarena.rundir import RUN
+from codecarena.results.leaderboard_sql import METRIC_PROBLEMS_SQL, codec_entries, query, sql_str
 
 # Metric outputs in the order a reader expects them (anything else follows alphabetically), their
 # directions and labels: one catalogue, metrics/outputs.py.
@@ -122,11 +121,8 @@ def load_runs(run_dirs: list[Path]) -> list[RunInfo]:
     runs: list[RunInfo] = []
     names = [Path(d).resolve().name for d in run_dirs]
     for index, run_dir in enumerate(run_dirs):
-        run_dir = Path(run_dir)
-        if not (run_dir / RUN).is_file():
-            raise LeaderboardError(f"{run_dir}: not a run directory (no {RUN})")
         try:
-            run = Run.open(run_dir)
+            run = Run.open(Path(run_dir))
         except RunLoadError as exc:
             raise LeaderboardError(str(exc)) from None
         name = names[index]
@@ -301,75 +297,6 @@ def export_rows(runs: list[RunInfo], path: Path, membership: dict[tuple[int, str
     return path
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-# Same definitions as results/summary.py, as SQL over the exported rows.
-CODEC_SQL = """
-SELECT run_index, codec,
-       any_value(run) AS run, any_value(run_label) AS run_label, any_value(group_id) AS "group",
-       min(codec_order) AS codec_order, any_value(family) AS family, any_value(weights) AS weights,
-       any_value(variant) AS variant, any_value(registry) AS registry, max(user_codec) AS user_codec,
-       max(runtime) AS runtime,
-       count(*) AS rows,
-       count(*) FILTER (WHERE status = 'ok') AS rows_ok,
-       count(*) FILTER (WHERE status <> 'ok') AS rows_failed,
-       sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok') AS audio_s,
-       sum(representation_bits) FILTER (WHERE status = 'ok')
-         / nullif(sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok'), 0) AS representation_bps,
-       sum(payload_bytes) FILTER (WHERE status = 'ok') * 8
-         / nullif(sum(num_samples::DOUBLE / sample_rate) FILTER (WHERE status = 'ok'), 0) AS payload_bps,
-       count(*) FILTER (WHERE replay_sampled) AS replay_sampled,
-       count(*) FILTER (WHERE replay_identical) AS replay_identical,
-       count(*) FILTER (WHERE checks_passed) AS checks_passed,
-       max(decoder_model_bytes) AS decoder_model_bytes,
-       list_sort(list(DISTINCT language)) AS languages
-FROM rows
-GROUP BY run_index, codec
-ORDER BY run_index, codec_order
-"""
-
-STAGE_SQL = """
-SELECT run_index, codec, s.name AS stage,
-       median(s.cold_rtf) AS cold_rtf_median,
-       median(s.warm_rtf) AS warm_rtf_median,
-       max(s.peak_rss_bytes) AS peak_rss_bytes_max
-FROM (SELECT run_index, codec, unnest(stages) AS s FROM rows WHERE status = 'ok')
-GROUP BY run_index, codec, s.name
-"""
-
-METRIC_SQL = """
-SELECT run_index, codec, m.output AS output,
-       fsum(m.value) FILTER (WHERE m.status = 'ok')
-         / nullif(count(*) FILTER (WHERE m.status = 'ok'), 0) AS mean,
-       count(*) FILTER (WHERE m.status = 'ok') AS n_ok,
-       count(*) FILTER (WHERE m.status = 'failed') AS n_failed,
-       count(*) FILTER (WHERE m.status = 'not_applicable') AS n_not_applicable,
-       count(*) FILTER (WHERE m.status = 'suspect') AS n_suspect,
-       fsum(m.value) FILTER (WHERE m.status IN ('ok', 'suspect'))
-         / nullif(count(*) FILTER (WHERE m.status IN ('ok', 'suspect')), 0) AS mean_with_suspect,
-       list(m.value ORDER BY utterance) FILTER (WHERE m.status = 'ok') AS ok_values,
-       list(CASE WHEN speaker <> '' THEN 'speaker:' || speaker ELSE 'utterance:' || utterance END ORDER BY utterance)
-         FILTER (WHERE m.status = 'ok') AS ok_speakers,
-       count(*) FILTER (WHERE m.status = 'ok' AND (m.errors IS NULL OR m.reference_tokens IS NULL)) AS n_uncounted,
-       sum(m.errors) FILTER (WHERE m.status = 'ok') AS corpus_errors,
-       sum(m.reference_tokens) FILTER (WHERE m.status = 'ok') AS corpus_tokens
-FROM (SELECT run_index, codec, utterance, speaker, unnest(metrics) AS m FROM rows)
-GROUP BY run_index, codec, m.output
-"""
-
-# Every metric value that is not ok, one line per (run, codec, output, status, reason).
-METRIC_PROBLEMS_SQL = """
-SELECT run_index, codec, m.output AS output, m.status AS status, m.error AS error,
-       count(*) AS n, list(utterance ORDER BY utterance) AS utterances
-FROM (SELECT run_index, codec, codec_order, utterance, unnest(metrics) AS m FROM rows)
-WHERE m.status <> 'ok'
-GROUP BY run_index, codec, codec_order, m.output, m.status, m.error
-ORDER BY run_index, codec_order, m.status, m.output, m.error
-"""
-
-
 @dataclass
 class Leaderboard:
     runs: list[RunInfo]
@@ -413,12 +340,6 @@ class Leaderboard:
         return next(g for g in self.groups if g.id == group_id)
 
 
-def _query(con: Any, sql: str) -> list[dict[str, Any]]:
-    cursor = con.execute(sql)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, values)) for values in cursor.fetchall()]
-
-
 def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | None = None,
             by: str | None = None, ci_unit: str = "utterance") -> Leaderboard:
     """Load the runs, export their rows to Parquet (kept at `rows_parquet` if given) and build the
@@ -440,13 +361,13 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
                            membership)
         con = duckdb.connect(":memory:")
         try:
-            source = f"read_parquet({_sql_str(str(path))})"
+            source = f"read_parquet({sql_str(str(path))})"
             con.execute(f"CREATE VIEW rows AS SELECT * FROM {source}")
-            entries, problems = _entries(con, ci_unit), _query(con, METRIC_PROBLEMS_SQL)
+            entries, problems = codec_entries(con, ci_unit), query(con, METRIC_PROBLEMS_SQL)
             for language in languages:
                 con.execute(f"CREATE OR REPLACE VIEW rows AS SELECT * FROM {source} "
-                            f"WHERE language = {_sql_str(language)}")
-                entries += [{**e, "language": language} for e in _entries(con, ci_unit)]
+                            f"WHERE language = {sql_str(language)}")
+                entries += [{**e, "language": language} for e in codec_entries(con, ci_unit)]
         finally:
             con.close()
     summaries = {run.index: run.run.summary for run in runs}  # type: ignore[union-attr]
@@ -461,48 +382,6 @@ def compute(run_dirs_or_runs: list[Path] | list[RunInfo], rows_parquet: Path | N
     listening = attach(runs, entries)  # type: ignore[arg-type]
     return Leaderboard(runs=runs, groups=groups, entries=entries, metric_problems=problems,  # type: ignore[arg-type]
                        metric_names=names, by=by, languages=languages, ci_unit=ci_unit, listening=listening)
-
-
-def _entries(con: Any, ci_unit: str) -> list[dict[str, Any]]:
-    """One entry per (run, codec) over the rows the `rows` view holds."""
-    entries = [{**e, "language": None} for e in _query(con, CODEC_SQL)]
-    stages = _query(con, STAGE_SQL)
-    metrics = _query(con, METRIC_SQL)
-    by_key = {(e["run_index"], e["codec"]): e for e in entries}
-    for e in entries:
-        e["metrics"] = {}
-        for stage in ("encode", "decode"):
-            e[stage] = {"cold_rtf_median": None, "warm_rtf_median": None, "peak_rss_bytes_max": None}
-    for s in stages:
-        entry = by_key[(s["run_index"], s["codec"])]
-        if s["stage"] in ("encode", "decode"):
-            entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "peak_rss_bytes_max")}
-    for m in metrics:
-        entry = by_key[(m["run_index"], m["codec"])]
-        # An error rate counts each language's own words or characters: no mean over several languages,
-        # and no word error rate for a language written without spaces (as in summary.json).
-        if not outputs.summarised(m["output"], entry["languages"]):
-            continue
-        values = list(m["ok_values"] or [])
-        units = list(m["ok_speakers"] or []) if ci_unit == "speaker" else None
-        entry["metrics"][m["output"]] = {
-            **{k: m[k] for k in ("mean", "n_ok", "n_failed", "n_not_applicable", "n_suspect", "mean_with_suspect")},
-            "ci95": mean_ci(values, units), "ci_unit": ci_unit, "ci_units": resampling_units(values, units),
-            **(_corpus(m) if m["output"] in outputs.ERROR_RATES else {})}
-    for e in entries:
-        peaks = [e[s]["peak_rss_bytes_max"] for s in ("encode", "decode") if e[s]["peak_rss_bytes_max"] is not None]
-        e["peak_rss_bytes_max"] = max(peaks) if peaks else None
-        e["metrics"] = dict(sorted(e["metrics"].items(), key=lambda kv: metric_sort_key(kv[0])))
-    return entries
-
-
-def _corpus(m: dict[str, Any]) -> dict[str, Any]:
-    """An error rate's total errors over total reference tokens of its ok values (None where a row
-    does not record its counts), as summary.json's `corpus_rate`."""
-    counted = not m["n_uncounted"] and m["corpus_tokens"]
-    return {"corpus_rate": m["corpus_errors"] / m["corpus_tokens"] if counted else None,
-            "corpus_errors": int(m["corpus_errors"]) if counted else None,
-            "corpus_tokens": int(m["corpus_tokens"]) if counted else None}
 
 
 def ranked(entries: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:

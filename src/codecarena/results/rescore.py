@@ -125,13 +125,13 @@ def rescore_problems(run: Run, sample: Sample) -> list[str]:
     """Every disagreement between the sampled rows' metric records and a fresh scoring, one line each."""
     metrics = run.plan.metrics
     if not all(name in BY_NAME for name in metrics):
-        return [f"{run.path / 'run.json'}: plan.metrics {metrics!r} is not a list of known metric names"]
+        return [f"{run.dir.run_json}: plan.metrics {metrics!r} is not a list of known metric names"]
     if not metrics:
         return []
     try:
         models = {str(lang): str(model) for lang, model in run.plan.asr_models}
     except (TypeError, ValueError):
-        return [f"{run.path / 'run.json'}: plan.asr_models is not a list of [language, model] pairs"]
+        return [f"{run.dir.run_json}: plan.asr_models is not a list of [language, model] pairs"]
     current = metrics_code_sha256()
     problems: list[str] = []
     scorer = GuardedScorer(tuple(metrics), models, StageLimits(default_memory_limit()), None)

@@ -39,6 +39,8 @@ class Run:
         path = run.root if isinstance(where, RunDir) else Path(where)
         if not run.root.is_dir():
             raise RunLoadError(f"{path}: not a run directory")
+        if not run.run_json.is_file():
+            raise RunLoadError(f"{path}: not a run directory (no {run.run_json.name})")
         record = read_record(run)
         try:
             rows, torn = load_rows(run, record.plan.keys())

@@ -30,6 +30,8 @@ from codecarena.arena import ARENA_RATE
 from codecarena.files import sha256_file, write_json
 from codecarena.payload import PayloadError, read_payload
 from codecarena.results import ledger
+from codecarena.results.stability_record import StabilityRecord, StabilityRecordError, parse_stability, stability_paths
+from codecarena.results.token_layout import layout_of
 from codecarena.results.record import RunLoadError
 from codecarena.results.run import Run
 from codecarena.results.schema import Row
@@ -61,14 +63,14 @@ def shift_samples(shift_ms: float) -> int:
 
 def _has_tokens(row: Row, run: RunDir) -> bool:
     payload = read_payload(run.resolve(row.payload or ""))
-    return any(spec.tokens for spec in ledger.layout_of(payload))
+    return any(spec.tokens for spec in layout_of(payload))
 
 
 def _current(row: Row, paths: dict[str, Path], samples: int) -> bool:
     """Whether the row already has a complete measurement on its current files with this shift."""
     try:
-        record = ledger.parse_stability(paths["record"])
-    except ledger.LedgerError:
+        record = parse_stability(paths["record"])
+    except StabilityRecordError:
         return False
     if not record.measures(row) or record.shift_samples != samples:
         return False
@@ -97,8 +99,8 @@ def _encode(name: str, source: Path, target: Path, row: Row, run: RunDir, worker
     return sha256_file(target), ""
 
 
-def measure_row(row: Row, run: RunDir, samples: int, worker: Any, weights: str) -> ledger.StabilityRecord:
-    paths = ledger.stability_paths(run, row)
+def measure_row(row: Row, run: RunDir, samples: int, worker: Any, weights: str) -> StabilityRecord:
+    paths = stability_paths(run, row)
     slug = parse_configuration(row.codec).slug
     run.work(slug, row.utterance).mkdir(parents=True, exist_ok=True)
     shifted = run.shifted_input(slug, row.utterance)
@@ -110,7 +112,7 @@ def measure_row(row: Row, run: RunDir, samples: int, worker: Any, weights: str) 
         parts.append(("shift", *_encode("stability-shift", shifted, paths["shift"], row, run, worker, weights)))
     finally:
         shifted.unlink(missing_ok=True)
-    record = ledger.StabilityRecord(row.codec, row.utterance, row.payload_sha256 or "", row.decoded_sha256 or "",
+    record = StabilityRecord(row.codec, row.utterance, row.payload_sha256 or "", row.decoded_sha256 or "",
                                     row.reference_sha256, samples, tuple(parts))
     write_json(paths["record"], record.to_dict())
     return record
@@ -184,7 +186,7 @@ def _measure_rows(rows: list[Row], run: RunDir, samples: int, codecs: tuple[str,
         try:
             if not _has_tokens(row, run):
                 continue
-            paths = ledger.stability_paths(run, row)
+            paths = stability_paths(run, row)
         except (PayloadError, SpecError, UnsafePathError) as exc:
             failures.append(f"{row.codec} {row.utterance}: {exc}")
             continue

@@ -74,44 +74,7 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
                         listen=listen)
     titles = declaration_titles(board.runs)
     sections = []
-    # Leaderboards and plots, one block per group
-    lb_parts = [grouping_html(board)]
-    for group in board.groups:
-        lb_parts.append(f'<section class="group" id="group-{esc(group.id)}" data-group="{esc(group.id)}">'
-                        f"<h3>{esc(group.id)}: {esc(group.title)}</h3>")
-        for reason in group.reasons:
-            lb_parts.append(f'<p class="note">{esc(group.id)} {esc(reason)}.</p>')
-        # Per language first: each language's table and plots open the group; the pooled table follows.
-        languages = by_language_html(ctx, group, titles)
-        if languages:
-            lb_parts.append(languages)
-            lb_parts.append(f'<section class="pooled"><h4>All {len(board.group_languages(group.id))} languages '
-                            'pooled</h4>')
-        lb_parts.append(leaderboard_html(board, group, titles))
-        through = board.group_entries(group.id, channel=True)
-        if through:
-            lb_parts.append(f'<p class="note">Not in this table, its plots or the ledger: '
-                            f'{count(len(through), "configuration")} through a channel (<code>SPEC@CHANNEL</code>), '
-                            "whose rates and costs are their clean configuration's; their quality is in "
-                            '<a href="#channel">Quality against channel impairment</a>.</p>')
-        conditioned = board.group_entries(group.id, condition=True)
-        if conditioned:
-            lb_parts.append(f'<p class="note">Not in this table or its plots: {count(len(conditioned), "configuration")} '
-                            "whose input went through a condition (<code>SPEC%CONDITION</code>), which rank apart: "
-                            '<a href="#conditions">Quality against input conditions</a>.</p>')
-        unit = "speakers" if board.ci_unit == "speaker" else "utterances"
-        lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '
-                        'over successful values (hover a header for its definition), under it its 95% bootstrap '
-                        f'interval [lo, hi] over {unit} and n, the {unit} resampled; with fewer than {MIN_UNITS} no '
-                        'interval is given (hover for why); failed and not-applicable values are counted under the '
-                        'mean and listed in <a href="#failures">Failures</a>, never replaced. RTF: medians over '
-                        'completed rows (cold: a fresh process from start to result; warm: the codec call repeated '
-                        'in-process). Click a header to sort.</p>')
-        if languages:
-            lb_parts.append(f"<h4>Cost</h4>{cost_html(ctx, group)}</section>")
-        else:
-            lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}{cost_html(ctx, group)}")
-        lb_parts.append("</section>")
+    lb_parts = [grouping_html(board)] + [_group_html(ctx, group, titles) for group in board.groups]
     sections.append('<h2 id="leaderboard">Leaderboard</h2>' + "".join(lb_parts))
     channel = channel_html(ctx, [f'<h4>{esc(group.id)}: {esc(group.title)}</h4>'
                                  f'{leaderboard_html(board, group, titles, channel=True)}'
@@ -136,7 +99,6 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     failures, failure_count = failures_html(ctx)
     sections.append(f'<h2 id="failures">Failures, failed checks and metric values that are not ok</h2>{failures}')
     sections.append(f'<h2 id="provenance">Provenance</h2>{provenance_html(board)}')
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     heading = title or "codecarena report"
     toc = (['<a href="#leaderboard">Leaderboard</a>'] + (['<a href="#listening-tests">Listening tests</a>'] if tests else [])
            + ['<a href="#ledger">Bitrate ledger</a>'] + (['<a href="#channel">Channel</a>'] if channel else [])
@@ -148,21 +110,69 @@ def write_report(run_dirs: list[Path], out_html: Path, audio: str = "flac", titl
     toc += ['<a href="#listening">Listening</a>', f'<a href="#failures">Failures ({failure_count})</a>'
             + (f'<a href="#suspect" class="warn">Suspect values ({suspect})</a>' if suspect else ""),
             '<a href="#provenance">Provenance</a>']
+    page = _page(board, heading, toc, sections)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    out_html.write_text(page, encoding="utf-8")
+    out_html.with_suffix(".md").write_text(markdown_summary(ctx, out_html, failure_count), encoding="utf-8")
+    return out_html
+
+
+def _group_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]) -> str:
+    """One group of comparable runs in the leaderboard section: why it stands apart, each language's
+    table and plots, the pooled table, what it leaves out, how to read it, and its cost."""
+    board = ctx.board
+    lb_parts = [f'<section class="group" id="group-{esc(group.id)}" data-group="{esc(group.id)}">'
+                f"<h3>{esc(group.id)}: {esc(group.title)}</h3>"]
+    for reason in group.reasons:
+        lb_parts.append(f'<p class="note">{esc(group.id)} {esc(reason)}.</p>')
+    # Per language first: each language's table and plots open the group; the pooled table follows.
+    languages = by_language_html(ctx, group, titles)
+    if languages:
+        lb_parts.append(languages)
+        lb_parts.append(f'<section class="pooled"><h4>All {len(board.group_languages(group.id))} languages '
+                        'pooled</h4>')
+    lb_parts.append(leaderboard_html(board, group, titles))
+    through = board.group_entries(group.id, channel=True)
+    if through:
+        lb_parts.append(f'<p class="note">Not in this table, its plots or the ledger: '
+                        f'{count(len(through), "configuration")} through a channel (<code>SPEC@CHANNEL</code>), '
+                        "whose rates and costs are their clean configuration's; their quality is in "
+                        '<a href="#channel">Quality against channel impairment</a>.</p>')
+    conditioned = board.group_entries(group.id, condition=True)
+    if conditioned:
+        lb_parts.append(f'<p class="note">Not in this table or its plots: {count(len(conditioned), "configuration")} '
+                        "whose input went through a condition (<code>SPEC%CONDITION</code>), which rank apart: "
+                        '<a href="#conditions">Quality against input conditions</a>.</p>')
+    unit = "speakers" if board.ci_unit == "speaker" else "utterances"
+    lb_parts.append('<p class="note">kbps: total bits / total seconds of the rows that completed. Metrics: mean '
+                    'over successful values (hover a header for its definition), under it its 95% bootstrap '
+                    f'interval [lo, hi] over {unit} and n, the {unit} resampled; with fewer than {MIN_UNITS} no '
+                    'interval is given (hover for why); failed and not-applicable values are counted under the '
+                    'mean and listed in <a href="#failures">Failures</a>, never replaced. RTF: medians over '
+                    'completed rows (cold: a fresh process from start to result; warm: the codec call repeated '
+                    'in-process). Click a header to sort.</p>')
+    if languages:
+        lb_parts.append(f"<h4>Cost</h4>{cost_html(ctx, group)}</section>")
+    else:
+        lb_parts.append(f"<h4>Pareto plots and cost</h4>{plots_html(ctx, group)}{cost_html(ctx, group)}")
+    lb_parts.append("</section>")
+    return "".join(lb_parts)
+
+
+def _page(board: lb.Leaderboard, heading: str, toc: list[str], sections: list[str]) -> str:
+    """The whole HTML page: inline CSS and script, a Content-Security-Policy that allows nothing else."""
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     n_rows = sum(len(r.run.rows) for r in board.runs)
-    page = (
+    return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; media-src data:; "
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
         f"<title>{esc(heading)}</title><style>\n{_static('report.css')}</style></head><body>"
-        f'<header class="top"><h1>{esc(heading)}</h1><p>{len(board.runs)} run(s), {n_rows} rows, '
+        f'<header class="top"><h1>{esc(heading)}</h1><p>{count(len(board.runs), "run")}, {count(n_rows, "row")}, '
         f"{count(len(board.pooled), 'codec configuration')} in {count(len(board.groups), 'leaderboard')}. Generated "
         f"{esc(now)} by "
         f"codecarena {esc(codecarena.__version__)}.</p></header>"
         f'<nav class="toc">{"".join(toc)}</nav><main>{"".join(sections)}</main>'
         f"<script>\n{_static('report.js')}</script></body></html>\n"
     )
-    out_html.parent.mkdir(parents=True, exist_ok=True)
-    out_html.write_text(page, encoding="utf-8")
-    out_html.with_suffix(".md").write_text(markdown_summary(ctx, out_html, failure_count), encoding="utf-8")
-    return out_html

@@ -65,29 +65,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
                      f"{run.run.record.git.get('revision') or ''})")
     lines.append("")
     for group in board.groups:
-        lines += [f"## {group.id}: {group.title}", ""]
-        for reason in group.reasons:
-            lines.append(f"- {reason}")
-        if group.reasons:
-            lines.append("")
-        # Per language first, then the pooled table (the only one when the group has one language).
-        languages = board.group_languages(group.id)
-        for language in languages if len(languages) > 1 else ():
-            entries = board.group_entries(group.id, language, channel=False)
-            utterances = max(e["rows"] for e in entries)
-            lines += [f"### Language {language_label(language)}: {count(utterances, 'utterance')}", ""]
-            lines += _table(entries, len(group.runs) > 1)
-        if len(languages) > 1:
-            lines += [f"### All {len(languages)} languages pooled", ""]
-        lines += _table(board.group_entries(group.id, channel=False), len(group.runs) > 1)
-        through = board.group_entries(group.id, channel=True)
-        if through:
-            lines += [f"In \"Quality against channel impairment\" below: {count(len(through), 'configuration')} "
-                      "through a channel (`SPEC@CHANNEL`), whose rates and costs are their clean configuration's.", ""]
-        conditioned = board.group_entries(group.id, condition=True)
-        if conditioned:
-            lines += [f"In \"Quality against input conditions\" below: {count(len(conditioned), 'configuration')} "
-                      "whose input went through a condition (`SPEC%CONDITION`), ranked apart.", ""]
+        lines += _group_markdown(board, group)
     lines.append(f"Metrics: mean over successful values, its 95% bootstrap interval [lo, hi] and n, the utterances "
                  f"it resampled; with fewer than {MIN_UNITS} no interval is given (too few: a percentile bootstrap "
                  "interval on so few is too narrow). Failed and not-applicable values are counted, never "
@@ -134,3 +112,31 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
     lines.append("")
     lines.append(audio_note(ctx))
     return "\n".join(lines) + "\n"
+
+
+def _group_markdown(board: lb.Leaderboard, group: lb.Group) -> list[str]:
+    """A group's section: why it stands apart, each language's table, the pooled one, what it leaves out."""
+    lines = [f"## {group.id}: {group.title}", ""]
+    for reason in group.reasons:
+        lines.append(f"- {reason}")
+    if group.reasons:
+        lines.append("")
+    # Per language first, then the pooled table (the only one when the group has one language).
+    languages = board.group_languages(group.id)
+    for language in languages if len(languages) > 1 else ():
+        entries = board.group_entries(group.id, language, channel=False)
+        utterances = max(e["rows"] for e in entries)
+        lines += [f"### Language {language_label(language)}: {count(utterances, 'utterance')}", ""]
+        lines += _table(entries, len(group.runs) > 1)
+    if len(languages) > 1:
+        lines += [f"### All {len(languages)} languages pooled", ""]
+    lines += _table(board.group_entries(group.id, channel=False), len(group.runs) > 1)
+    through = board.group_entries(group.id, channel=True)
+    if through:
+        lines += [f"In \"Quality against channel impairment\" below: {count(len(through), 'configuration')} "
+                  "through a channel (`SPEC@CHANNEL`), whose rates and costs are their clean configuration's.", ""]
+    conditioned = board.group_entries(group.id, condition=True)
+    if conditioned:
+        lines += [f"In \"Quality against input conditions\" below: {count(len(conditioned), 'configuration')} "
+                  "whose input went through a condition (`SPEC%CONDITION`), ranked apart.", ""]
+    return lines

@@ -49,6 +49,49 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
     names = [n for n in board.metric_names if any(n in e["metrics"] for e in entries)]
     listening = listening_columns(entries)
     multi_run = len(group.runs) > 1
+    head = _leaderboard_head(names, listening, titles, multi_run)
+    body = []
+    withheld: set[int] = set()  # the n of each mean without an interval: why there is none is said once
+    for e in entries:
+        cells = []
+        if multi_run:
+            cells.append(f'<td class="l">{esc(e["run_label"])}</td>')
+        cells.append(f'<td class="l codec"><b>{spec_html(e["codec"])}</b></td>')
+        cells.append(f'<td class="l">{esc(e["family"])}</td>')
+        cells.append(f'<td class="l">{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
+        cells.append(f'<td class="l">{esc(e["variant"] or "-")}</td>')
+        rep, pay = e["representation_bps"], e["payload_bps"]
+        cells.append(num_td(rep, fmt_kbps(rep)))
+        cells.append(num_td(pay, fmt_kbps(pay)))
+        for n in names:
+            stats = e["metrics"].get(n)
+            if not stats:
+                cells.append('<td data-v="">-</td>')
+                continue
+            cells.append(_metric_td(stats, withheld))
+        cells += [mushra_td(e.get("listening", {}).get(key)) for key in listening]
+        cost, doubtful = _cost_and_check_tds(e)
+        cells += cost
+        failed = " failed-row" if doubtful else ""
+        body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
+                    + "".join(cells) + "</tr>")
+    lang = ((f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
+            + (' data-condition=""' if condition else ""))
+    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS
+                      if g != "listening" or listening)
+    note = ""
+    if withheld:
+        unit = "speakers" if board.ci_unit == "speaker" else "utterances"
+        ns = ", ".join(f"n={n}" for n in sorted(withheld))
+        note = (f'<p class="note ci-note">No interval under a mean on fewer than {MIN_UNITS} {unit} ({ns} here): too '
+                "few for a percentile bootstrap interval (hover a value for why).</p>")
+    return (f'<div class="columns">columns: {toggles}</div>'
+            f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
+            f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{note}')
+
+
+def _leaderboard_head(names: list[str], listening: list[Any], titles: dict[str, str], multi_run: bool) -> list[str]:
+    """The header cells of a leaderboard table, each in its column group (what the toggles hide)."""
     head = []
     if multi_run:
         head.append('<th class="l" data-col-group="id">run</th>')
@@ -78,78 +121,55 @@ def leaderboard_html(board: lb.Leaderboard, group: lb.Group, titles: dict[str, s
              'process gave identical bytes">replay identical</th>',
              '<th data-col-group="checks" title="rows whose decoded audio is finite and not silent">checks</th>',
              '<th data-col-group="checks">rows ok</th>']
-    body = []
-    withheld: set[int] = set()  # the n of each mean without an interval: why there is none is said once
-    for e in entries:
-        cells = []
-        if multi_run:
-            cells.append(f'<td class="l">{esc(e["run_label"])}</td>')
-        cells.append(f'<td class="l codec"><b>{spec_html(e["codec"])}</b></td>')
-        cells.append(f'<td class="l">{esc(e["family"])}</td>')
-        cells.append(f'<td class="l">{weights_pill(e["weights"], e.get("user_codec") or "", e.get("runtime") or "")}</td>')
-        cells.append(f'<td class="l">{esc(e["variant"] or "-")}</td>')
-        rep, pay = e["representation_bps"], e["payload_bps"]
-        cells.append(num_td(rep, fmt_kbps(rep)))
-        cells.append(num_td(pay, fmt_kbps(pay)))
-        for n in names:
-            stats = e["metrics"].get(n)
-            if not stats:
-                cells.append('<td data-v="">-</td>')
-                continue
-            subs = []
-            if stats["mean"] is not None:
-                # The interval as [lo, hi] with the units it rests on; below the bound only what the mean
-                # rests on (n=6), why there is no interval being said once under the table and on hover.
-                short = withheld_basis(stats)
-                if short:
-                    withheld.add(int(short[2:]))
-                subs.append(f'<span class="sub ci{" none" if short else ""}" title="{esc(interval_title(stats))}">'
-                            f'{esc(short or interval_text(stats))}</span>')
-            if corpus_text(stats):
-                subs.append(f'<span class="sub" title="total errors over total reference tokens">'
-                            f'{esc(corpus_text(stats))}</span>')
-            if stats.get("n_suspect"):
-                subs.append(f'<span class="sub warn" title="mean with them: {fmt_num(stats["mean_with_suspect"])}">'
-                            f'{stats["n_suspect"]} suspect</span>')
-            if stats["n_failed"]:
-                subs.append(f'<span class="sub bad">{stats["n_failed"]} failed</span>')
-            if stats["n_not_applicable"]:
-                subs.append(f'<span class="sub">{stats["n_not_applicable"]} n/a</span>')
-            cells.append(num_td(stats["mean"], fmt_num(stats["mean"]), "".join(subs)))
-        cells += [mushra_td(e.get("listening", {}).get(key)) for key in listening]
-        for stage, key, digits in (("encode", "warm_rtf_median", 4), ("decode", "warm_rtf_median", 4),
-                                   ("encode", "cold_rtf_median", 3), ("decode", "cold_rtf_median", 3)):
-            cells.append(num_td(e[stage][key], fmt_num(e[stage][key], digits)))
-        cells.append(num_td(e["peak_rss_bytes_max"], fmt_mib(e["peak_rss_bytes_max"])))
-        dm = e["decoder_model_bytes"]
-        cells.append(num_td(dm, fmt_mib(dm, 2)))
-        n = e["rows"]
-        sampled = e["replay_sampled"]
-        cells.append(num_td(e["replay_identical"], f'{e["replay_identical"]}/{sampled}',
-                             cls="bad" if e["replay_identical"] < sampled else "good"))
-        cells.append(num_td(e["checks_passed"], f'{e["checks_passed"]}/{n}',
-                             cls="bad" if e["checks_passed"] < n else "good"))
-        cells.append(num_td(e["rows_ok"], f'{e["rows_ok"]}/{n}', cls="bad" if e["rows_ok"] < n else ""))
-        # A check that failed or a replay that differs makes the configuration's numbers as doubtful as
-        # a failed row does, so the whole row is marked for any of them.
-        doubtful = e["rows_ok"] < n or e["checks_passed"] < n or e["replay_identical"] < sampled
-        failed = " failed-row" if doubtful else ""
-        body.append(f'<tr class="lb-row{failed}" data-codec="{esc(e["codec"])}" data-run="{esc(e["run_label"])}">'
-                    + "".join(cells) + "</tr>")
-    lang = ((f' data-language="{esc(language)}"' if language is not None else "") + (' data-channel=""' if channel else "")
-            + (' data-condition=""' if condition else ""))
-    toggles = "".join(f'<label><input type="checkbox" checked data-toggle="{g}"> {g}</label>' for g in COLUMN_GROUPS
-                      if g != "listening" or listening)
-    note = ""
-    if withheld:
-        unit = "speakers" if board.ci_unit == "speaker" else "utterances"
-        ns = ", ".join(f"n={n}" for n in sorted(withheld))
-        note = (f'<p class="note ci-note">No interval under a mean on fewer than {MIN_UNITS} {unit} ({ns} here): too '
-                "few for a percentile bootstrap interval (hover a value for why).</p>")
-    return (f'<div class="columns">columns: {toggles}</div>'
-            f'<div class="scroll"><table class="leaderboard sortable" data-group="{esc(group.id)}"{lang}>'
-            f'<thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{note}')
+    return head
 
+
+def _metric_td(stats: dict[str, Any], withheld: set[int]) -> str:
+    """A metric's cell: the mean, its interval (or, below the bound, the n it rests on, added to
+    `withheld`), the corpus rate, and the suspect, failed and not-applicable counts."""
+    subs = []
+    if stats["mean"] is not None:
+        # The interval as [lo, hi] with the units it rests on; below the bound only what the mean
+        # rests on (n=6), why there is no interval being said once under the table and on hover.
+        short = withheld_basis(stats)
+        if short:
+            withheld.add(int(short[2:]))
+        subs.append(f'<span class="sub ci{" none" if short else ""}" title="{esc(interval_title(stats))}">'
+                    f'{esc(short or interval_text(stats))}</span>')
+    if corpus_text(stats):
+        subs.append(f'<span class="sub" title="total errors over total reference tokens">'
+                    f'{esc(corpus_text(stats))}</span>')
+    if stats.get("n_suspect"):
+        subs.append(f'<span class="sub warn" title="mean with them: {fmt_num(stats["mean_with_suspect"])}">'
+                    f'{stats["n_suspect"]} suspect</span>')
+    if stats["n_failed"]:
+        subs.append(f'<span class="sub bad">{stats["n_failed"]} failed</span>')
+    if stats["n_not_applicable"]:
+        subs.append(f'<span class="sub">{stats["n_not_applicable"]} n/a</span>')
+    return num_td(stats["mean"], fmt_num(stats["mean"]), "".join(subs))
+
+
+def _cost_and_check_tds(e: dict[str, Any]) -> tuple[list[str], bool]:
+    """An entry's cost and check cells, and whether its numbers are doubtful (a failed row or check, or
+    a replay that differs)."""
+    cells = []
+    for stage, key, digits in (("encode", "warm_rtf_median", 4), ("decode", "warm_rtf_median", 4),
+                               ("encode", "cold_rtf_median", 3), ("decode", "cold_rtf_median", 3)):
+        cells.append(num_td(e[stage][key], fmt_num(e[stage][key], digits)))
+    cells.append(num_td(e["peak_rss_bytes_max"], fmt_mib(e["peak_rss_bytes_max"])))
+    dm = e["decoder_model_bytes"]
+    cells.append(num_td(dm, fmt_mib(dm, 2)))
+    n = e["rows"]
+    sampled = e["replay_sampled"]
+    cells.append(num_td(e["replay_identical"], f'{e["replay_identical"]}/{sampled}',
+                         cls="bad" if e["replay_identical"] < sampled else "good"))
+    cells.append(num_td(e["checks_passed"], f'{e["checks_passed"]}/{n}',
+                         cls="bad" if e["checks_passed"] < n else "good"))
+    cells.append(num_td(e["rows_ok"], f'{e["rows_ok"]}/{n}', cls="bad" if e["rows_ok"] < n else ""))
+    # A check that failed or a replay that differs makes the configuration's numbers as doubtful as
+    # a failed row does, so the whole row is marked for any of them.
+    doubtful = e["rows_ok"] < n or e["checks_passed"] < n or e["replay_identical"] < sampled
+    return cells, doubtful
 
 
 def by_language_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]) -> str:
