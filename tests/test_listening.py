@@ -708,3 +708,35 @@ def test_the_command_reuses_a_test_and_refuses_another_design_under_its_name(
     other_set = fake_run(tmp_path, "b", manifest="f" * 64)
     assert listen(str(other_set), "--name", "both", "--build-only") == 2
     assert "runs on different evaluation sets cannot be mixed" in capsys.readouterr().err
+
+
+def test_every_reader_opens_each_run_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`audit`, `ledger`, `compare`, `leaderboard` and `report` load each run once, a run holding a
+    listening test included (the leaderboard hands its loaded runs to the test's derivation)."""
+    from codecarena import cli
+
+    run_dir = fake_run(tmp_path)
+    _two_listeners(run_dir)
+    other = fake_run(tmp_path, "other", seed=5)
+    opened: list[Path] = []
+    real_open = Run.open.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Run], where: Any) -> Run:
+        run = real_open(cls, where)
+        opened.append(run.dir.root)
+        return run
+
+    monkeypatch.setattr(Run, "open", classmethod(counting))
+    commands = {"leaderboard": ["leaderboard", str(run_dir), str(other)],
+                "report": ["report", str(run_dir), str(other), "--audio", "none", "--out", str(tmp_path / "r.html")],
+                "compare": ["compare", str(run_dir), str(other), "--resamples", "50"],
+                "ledger": ["ledger", str(run_dir)],
+                "audit": ["audit", str(run_dir)]}
+    for name, argv in commands.items():
+        opened.clear()
+        try:
+            cli.main(argv)
+        except SystemExit as exc:  # audit exits 1 on a hand-made run's findings; argparse would exit 2
+            assert exc.code in (0, 1, None), f"{name}: exit {exc.code}"
+        runs = {Path(a).resolve() for a in argv[1:] if Path(a).is_dir()}
+        assert sorted(opened) == sorted(runs), f"{name} opened {[p.name for p in opened]}"

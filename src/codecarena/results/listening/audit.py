@@ -46,10 +46,11 @@ def _stimulus_problems(test: ListeningTest, runs: list[Run], paths: dict[str, Pa
     return problems
 
 
-def _test_problems(home: RunDir, name: str, notes: list[str] | None) -> list[str]:
+def _test_problems(home: RunDir, name: str, notes: list[str] | None, opened: dict[Path, Run]) -> list[str]:
     where = f"{home.root}: listening test {name}"
     test = load_test(home, name)
-    runs = open_runs(home, test)
+    runs = open_runs(home, test, opened)
+    opened.update((r.dir.root, r) for r in runs)
     try:
         paths = stimulus_paths(home, test)
     except UnsafePathError as exc:
@@ -66,7 +67,7 @@ def _test_problems(home: RunDir, name: str, notes: list[str] | None) -> list[str
     if problems:
         return problems
     stored = stored_results(home, name)
-    derived = derive(home, name).document
+    derived = derive(home, name, opened).document
     if stored is None:
         if notes is not None and lines:
             notes.append(f"{where}: no results.json yet (`codecarena listen {home.root} --name {name} --results` "
@@ -83,9 +84,10 @@ def _test_problems(home: RunDir, name: str, notes: list[str] | None) -> list[str
 def listening_problems(run: Run, notes: list[str] | None = None) -> list[str]:
     """Every disagreement the run's listening tests hold, one line each."""
     problems = []
+    opened = {run.dir.root: run}  # each run a test names is loaded once, the audited one not again
     for name in test_names(run.dir):
         try:
-            problems += _test_problems(run.dir, name, notes)
+            problems += _test_problems(run.dir, name, notes, opened)
         except ListeningError as exc:
             problems.append(f"{run.dir.root}: listening test {name}: {exc}")
     return problems

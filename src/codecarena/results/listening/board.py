@@ -39,10 +39,11 @@ def attach(runs: list[Any], entries: list[dict[str, Any]]) -> list[TestResults]:
     """Derive every listening test the runs hold (`runs`: the leaderboard's RunInfo list), give each
     entry `listening` (column key -> the condition's MUSHRA stats) and return the tests derived."""
     derived: list[TestResults] = []
+    opened = {info.run.dir.root: info.run for info in runs}  # each run is loaded once, by the leaderboard
     for info in runs:
         for name in test_names(info.run.dir):
             try:
-                derived.append(derive(info.run.dir, name))
+                derived.append(derive(info.run.dir, name, opened))
             except ListeningError as exc:
                 info.notes.append(f"listening test {name}: not shown ({exc})")
     for entry in entries:

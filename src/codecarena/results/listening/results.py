@@ -6,7 +6,9 @@ derives it again and compares it with results.json.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from codecarena.files import JSONFileError, read_json, sha256_file, write_json
@@ -31,13 +33,14 @@ class TestResults:
     document: dict[str, Any]  # what results.json holds
 
 
-def open_runs(home: RunDir, test: ListeningTest) -> list[Run]:
-    """The test's runs, each opened and checked to be the run the test was built from."""
+def open_runs(home: RunDir, test: ListeningTest, opened: Mapping[Path, Run] | None = None) -> list[Run]:
+    """The test's runs, each checked to be the run the test was built from: taken from `opened` (runs
+    already loaded, by their resolved folder) or opened here."""
     runs = []
     for test_run in test.runs:
         folder = run_folder(home, test_run)
         try:
-            run = Run.open(folder)
+            run = (opened or {}).get(folder.resolve()) or Run.open(folder)
         except RunLoadError as exc:
             raise ListeningError(f"test {test.name}: its run {test_run.label} ({folder}) cannot be opened: {exc}") from None
         if run.plan.sha256 != test_run.plan_sha256:
@@ -97,10 +100,10 @@ def _ab(test: ListeningTest, included: dict[str, list[RatingLine]]) -> dict[str,
                    test.no_preference, **ab_stats(choices, a, b, NO_PREFERENCE)}}
 
 
-def derive(home: RunDir, name: str) -> TestResults:
-    """The results of test `name` of the run at `home`, from its files."""
+def derive(home: RunDir, name: str, opened: Mapping[Path, Run] | None = None) -> TestResults:
+    """The results of test `name` of the run at `home`, from its files (`opened`: runs already loaded)."""
     test = load_test(home, name)
-    runs = open_runs(home, test)
+    runs = open_runs(home, test, opened)
     lines, notes = listener_lines(home, test)
     problems = [p for who in lines for p in history_problems(test, lines[who], f"listener {who}")]
     if problems:
