@@ -67,7 +67,8 @@ def test_a_configuration_whose_folder_name_would_not_fit_a_file_name_is_refused_
             parse_configuration(text)
         message = str(err.value)
         assert "\n" not in message and message.startswith(text[:77] + "...: its folder name would be ")
-        assert "more than the 255 a file name can hold; write the channel's numbers with fewer digits" in message
+        assert "more than the 255 a file name can hold; write the channel's or condition's numbers with fewer digits" \
+            in message
 
 
 def test_a_channel_given_with_run_channel_is_held_to_the_same_bound(tmp_path: Path) -> None:
@@ -295,7 +296,7 @@ def test_a_version_5_row_still_hashes_to_its_digest() -> None:
     from codecarena.results.schema import parse_row
 
     row = parse_row({**_V5_ROW, "row_sha256": None}).to_dict()
-    del row["channel"], row["device"], row["metric_devices"], row["row_sha256"]  # what versions 6 to 8 added
+    del row["channel"], row["device"], row["metric_devices"], row["condition"], row["input_metrics"], row["row_sha256"]  # what versions 6 to 9 added
     assert "channel" not in _V5_ROW
     parsed = parse_row({**_V5_ROW, "row_sha256": sha256_json(row)})
     assert parsed.channel is None and parsed.intact

@@ -181,11 +181,11 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     run = codecarena(*args, env=torch_codec)
     assert run.returncode == 0, run.stdout + run.stderr
     record = json.loads((out / "run.json").read_text())
-    assert record["version"] == 7
+    assert record["version"] == 8
     assert (record["plan"]["device"], record["plan"]["metric_device"]) == ("cpu", "cpu")
     rows = {r["family"]: r for r in rows_of(out)}
     torch_row, pcm_row = rows["ttop8"], rows["pcm"]
-    assert torch_row["version"] == 8 and torch_row["status"] == "ok"
+    assert torch_row["version"] == 9 and torch_row["status"] == "ok"
     assert torch_row["metric_devices"] == pcm_row["metric_devices"] == {}  # no metrics
     assert {k: torch_row["device"][k] for k in ("requested", "device", "applied")} == \
         {"requested": "cpu", "device": "cpu", "applied": True}
@@ -389,7 +389,7 @@ def test_a_version_6_row_reads_with_no_device_and_still_hashes_to_its_digest() -
 
     v6 = {**_V5_ROW, "version": 6, "channel": None}
     row = parse_row({**v6, "row_sha256": None}).to_dict()
-    del row["device"], row["metric_devices"], row["row_sha256"]
+    del row["device"], row["metric_devices"], row["condition"], row["input_metrics"], row["row_sha256"]
     parsed = parse_row({**v6, "row_sha256": sha256_json(row)})
     assert parsed.device is None and parsed.metric_devices is None and parsed.intact
     with pytest.raises(SchemaError, match="missing keys \\['device'\\]"):
@@ -397,7 +397,7 @@ def test_a_version_6_row_reads_with_no_device_and_still_hashes_to_its_digest() -
     # Version 8 added metric_devices: a version 7 row reads with null there, a version 8 row must have it.
     v7 = {**v6, "version": 7, "device": None}
     row7 = parse_row({**v7, "row_sha256": None}).to_dict()
-    del row7["metric_devices"], row7["row_sha256"]
+    del row7["metric_devices"], row7["condition"], row7["input_metrics"], row7["row_sha256"]
     assert parse_row({**v7, "row_sha256": sha256_json(row7)}).intact
     with pytest.raises(SchemaError, match="missing keys \\['metric_devices'\\]"):
         parse_row({**v7, "version": 8, "row_sha256": None})
@@ -500,7 +500,7 @@ def test_a_run_made_before_the_device_fields_resumes_on_the_cpu_and_is_refused_e
     again = codecarena(*args)
     assert again.returncode == 0, again.stdout + again.stderr
     resumed = json.loads((out / "run.json").read_text())
-    assert resumed["version"] == 7 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
+    assert resumed["version"] == 8 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
     assert (resumed["execution"]["rows_resumed"], resumed["execution"]["rows_computed"]) == (1, 0)
     assert resumed["history"][-1]["plan_sha256"] == record["plan_sha256"]
     (kept,) = rows_of(out)
