@@ -345,7 +345,7 @@ def test_a_family_without_channel_support_is_refused_before_any_work(tmp_path: P
     assert result.returncode == 2 and not (tmp_path / "run").exists()
     assert result.stderr.strip().splitlines() == [
         "codecarena: error: pcm:16@loss=5%: pcm declares no [channel] support, so its payloads cannot cross a channel "
-        "(families that can: opus, codec2, lyra, g722, g726, gsm, speex, lc3)"]
+        "(families that can: opus, codec2, lyra, encodec, dac, snac, mimi, bigcodec, fish_dac, xcodec2, wavtokenizer, g722, g726, gsm, speex, lc3)"]
 
 
 _V5_ROW = {

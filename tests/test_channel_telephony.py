@@ -1,4 +1,4 @@
-"""The channel for the command-line telephony families (docs/channel.md): each family's impaired
+"""The channel for the command-line telephony families, and the arena's token policy for the neural ones (docs/channel.md): each family's impaired
 payload decodes through its receiver (LC3 and Speex: their library's own PLC through ctypes; GSM:
 the arena's 06.11 substitution and muting; G.722 and G.726: the arena's G.711 Appendix I), with
 nothing lost bit for bit what the tool itself decodes, and with a loss otherwise than silence."""
@@ -16,9 +16,10 @@ from codecarena.channel.impair import impair
 from codecarena.channel.packets import cutting
 from codecarena.channel.receive import Received
 from codecarena.channel.spec import parse_channel
+from codecarena.channel.tokens import conceal_tokens
 from codecarena.codecs.command import CommandAdapter
 from codecarena.codecs.gsm_substitution import FRAME_BYTES, _lower, substitute
-from codecarena.payload import Payload
+from codecarena.payload import CodeStream, Payload
 from codecarena.plugin import Encoded, to_int16
 from codecarena.specs import parse_spec
 from conftest import SHORT_CLIPS, need_mirror
@@ -114,3 +115,24 @@ def test_gsm_substitution_repeats_then_lowers_xmaxc_by_4_then_mutes() -> None:
     out = [data[i * FRAME_BYTES:(i + 1) * FRAME_BYTES] for i in range(20)]
     assert out[1] == frame and out[2] == lowered and out[3] == _lower(lowered)
     assert muted == [17, 18] and (facts["repeated_frames"], facts["attenuated_frames"]) == (1, 17)
+
+
+def _tokens_payload(side: dict) -> Payload:
+    coarse = CodeStream("scale0", 4, (1, 3), np.array([1, 2, 3], dtype=np.uint64))
+    fine = CodeStream("scale1", 4, (2, 6), np.arange(1, 13, dtype=np.uint64))  # two codebooks, two steps a frame
+    return Payload(codec="snac:24khz", family="snac", config={}, variant="", checkpoint={}, sample_rate=24000,
+                   num_samples=3, channels=1, codec_sample_rate=24000, streams=(coarse, fine), side_info=side)
+
+
+def test_the_token_policy_repeats_the_last_received_frame_of_every_codebook_or_zeroes_it() -> None:
+    repeat, facts = conceal_tokens(_tokens_payload({"channel": {"spec": "loss=5%", "erased": [0, 2],
+                                                                "policy": "repeat"}}))
+    assert "channel" not in repeat.side_info
+    assert repeat.code_stream("scale0").values.tolist() == [0, 2, 2]
+    assert repeat.code_stream("scale1").values.reshape(2, 6).tolist() == [[0, 0, 3, 4, 3, 4], [0, 0, 9, 10, 9, 10]]
+    assert (facts["by"], facts["lost_frames"], facts["repeated_frames"], facts["zero_frames"]) == ("arena", 2, 1, 1)
+    zero, facts = conceal_tokens(_tokens_payload({"channel": {"spec": "loss=5%", "erased": [1], "policy": "zero"}}))
+    assert zero.code_stream("scale1").values.reshape(2, 6).tolist() == [[1, 2, 0, 0, 5, 6], [7, 8, 0, 0, 11, 12]]
+    assert facts["zero_frames"] == 1
+    clean = _tokens_payload({})
+    assert conceal_tokens(clean) == (clean, {})

@@ -7,6 +7,7 @@ them), which of the arena's policies it offers, and the shared library whose con
     description = "..."              # what its decoder does with a lost frame and with flipped bits
     frame = "20 ms"                  # or "320/24000 s", or "{frame_ms} ms" (an option's or config's value)
     policies = ["repeat", "zero"]    # the arena's policies it offers (arena concealment only)
+    tokens = true                    # a neural codec: the arena's token policy fills lost frames (channel/tokens.py)
     [channel.config_frames]          # a configuration whose frame differs
     "700C" = "40 ms"
     [channel.library]                # a library whose own concealment the decoder calls through ctypes
@@ -53,6 +54,7 @@ class ChannelSupport:
     config_frames: tuple[tuple[str, str], ...] = ()
     policies: tuple[str, ...] = ()  # the arena's policies it offers; () for a codec that conceals itself
     library: ChannelLibrary | None = None
+    tokens: bool = False  # the arena's token policy fills lost frames before the adapter decodes (channel/tokens.py)
 
     def frame_text(self, config: str, values: dict[str, Any]) -> str:
         """This configuration's frame duration with its placeholders filled from `values` (the
@@ -118,7 +120,11 @@ def parse_channel_support(raw: Any, where: str, configs: tuple[str, ...], names:
         lib.done()
         if "/" in library.file or not library.file:
             raise table.fail("library", f"file {library.file!r} must be a file name, not a path")
+    tokens = table.get("tokens", bool, False)
+    if tokens and (concealment != "arena" or any(p not in ("repeat", "zero") for p in policies)):
+        raise table.fail("tokens", "the arena's token policy is arena concealment with policies repeat and zero")
     support = ChannelSupport(concealment=concealment, description=table.get("description", str), frame=frame,
-                             config_frames=tuple(sorted(config_frames.items())), policies=policies, library=library)
+                             config_frames=tuple(sorted(config_frames.items())), policies=policies, library=library,
+                             tokens=tokens)
     table.done()
     return support
