@@ -5,6 +5,7 @@ nothing lost bit for bit what the tool itself decodes, and with a loss otherwise
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -136,3 +137,27 @@ def test_the_token_policy_repeats_the_last_received_frame_of_every_codebook_or_z
     assert facts["zero_frames"] == 1
     clean = _tokens_payload({})
     assert conceal_tokens(clean) == (clean, {})
+
+
+@needs_tools
+@pytest.mark.parametrize("spec", ("g722:64k", "g726:40k", "gsm:13k", "lc3:32k", "speex:q8"))
+def test_losing_the_first_and_the_last_frame_keeps_the_decoded_length(spec: str) -> None:
+    audio, rate = sf.read(need_mirror() / SHORT_CLIPS[0], dtype="float64")
+    parsed = parse_spec(spec)
+    adapter = CommandAdapter(parsed)
+    adapter.load()
+    import soxr
+    clip = soxr.resample(audio[: rate * 2 - 37], rate, adapter.input_rate)  # a last frame that is not whole
+    payload = _payload(spec, adapter.encode(clip), adapter.input_rate, len(clip))
+    clean = to_int16(adapter.decode(payload).audio)
+    bad, _ = impair(payload, parse_channel("loss=0%"), "utt", "0" * 64,
+                    cutting(parsed.family, parsed.config, parsed.options(), spec))
+    frames = list(bad.packet_stream("frames").packets)
+    erased = [0, len(frames) - 1]
+    for index in erased:
+        frames[index] = b""
+    streams = tuple(s if s.name != "frames" else dataclasses.replace(s, packets=tuple(frames)) for s in bad.streams)
+    lost = dataclasses.replace(bad, streams=streams, side_info={**bad.side_info, "channel": {
+        "spec": "loss=0%", "erased": erased, "policy": "repeat"}})
+    got = adapter.decode(lost)
+    assert len(got.audio) == len(clean) and got.facts.get("lost_frames", got.facts.get("lost_packets")) == 2

@@ -56,31 +56,31 @@ def decode_impaired(adapter: Tool, payload: Payload) -> tuple[np.ndarray, dict[s
         data, muted, facts = substitute(frames, got)
         return mute(adapter.decode_file(data), muted), facts
     if adapter.framing == "raw":
-        return _adpcm(adapter, frames, got)
+        return _adpcm(adapter, frames, got, round(payload.num_samples * adapter.rate / payload.sample_rate))
     raise ValueError(f"{family}: no receiver for an impaired payload of framing {adapter.framing}")
 
 
-def _adpcm(adapter: Tool, frames: tuple[bytes, ...], got: Received) -> tuple[np.ndarray, dict[str, Any]]:
-    filled: list[bytes] = []
-    last: bytes | None = None
-    for index, frame in enumerate(frames):
-        if index in got.erased:
-            size = len(frames[0]) if index + 1 < len(frames) else len(frame) or len(frames[0])
-            filled.append((last or bytes(size))[:size].ljust(size, b"\0"))
-        else:
-            filled.append(frame)
-            last = frame
-    samples = adapter.decode_file(b"".join(filled))
+def _adpcm(adapter: Tool, frames: tuple[bytes, ...], got: Received,
+           codec_samples: int) -> tuple[np.ndarray, dict[str, Any]]:
     rate = adapter.rate
     if not adapter.nominal_bps:
         raise ValueError(f"{adapter.family}: a raw stream's frames need its configuration's nominal_bps")
     bits = adapter.nominal_bps / rate  # bits a sample
-    per_10ms = 8 * len(frames[0]) / bits / (rate // 100)
-    if per_10ms != int(per_10ms):
-        raise ValueError(f"a frame of {len(frames[0])} bytes is not whole 10 ms at {rate} Hz")
-    k = int(per_10ms)
-    lost = {f * k + i for f in got.erased for i in range(k)}
-    out, facts = g711_conceal(samples, rate, lost)
+    # A lost frame is empty, so sizes come from the rate: every frame 10 ms but the last, which holds the rest.
+    size = int((rate // 100) * bits) // 8
+    total = -(-codec_samples * int(bits) // 8)
+    filled: list[bytes] = []
+    last: bytes | None = None
+    for index, frame in enumerate(frames):
+        if index in got.erased:
+            want = size if index + 1 < len(frames) else total - size * (len(frames) - 1)
+            filled.append((last or bytes(want))[:want].ljust(want, b"\0"))
+        else:
+            filled.append(frame)
+            last = frame
+    samples = adapter.decode_file(b"".join(filled))
+    # The declared raw frame is 10 ms (codec.toml), Appendix I's own frame.
+    out, facts = g711_conceal(samples, rate, set(got.erased))
     return out, {"by": "arena", "concealment": "ITU-T G.711 Appendix I, the arena's, on the decoded signal (the "
                  "decoder got the last received frame's codes in place of each lost one)" +
                  (", every length doubled for 16 kHz" if rate == 16000 else ""),
