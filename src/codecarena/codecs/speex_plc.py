@@ -1,5 +1,5 @@
 """Speex's own packet loss concealment: libspeex's decoder called through ctypes, packet by packet,
-as `speexdec` (speex 1.2.1, src/speexdec.c) calls it, except that a packet the channel lost is
+as `speexdec` (speex 1.2.1, its speexdec.c) calls it, except that a packet the channel lost is
 decoded with no bits (`speex_decode_int(state, NULL, out)`), which runs libspeex's PLC. speexdec
 can conceal only the packets its own `--packet-loss` drops at random, never the ones a channel lost.
 With nothing lost this gives speexdec's samples bit for bit (tests/test_channel_telephony.py).
