@@ -75,12 +75,12 @@ def apply(payload: Payload, channel: Channel, lost: list[int], flipped: list[lis
     """The payload with the frames of packets `lost` erased and `flipped` [packet, bit] inverted,
     announcing the erased frames."""
     frames = Frames(payload, cut or Cutting(payload.codec, None))
-    return _apply(frames, channel, lost, flipped, per_packet)[0]
+    return _apply(frames, channel, lost, flipped, per_packet)
 
 
 def _apply(frames: Frames, channel: Channel, lost: list[int], flipped: list[list[int]],
-           per_packet: int) -> tuple[Payload, int | None]:
-    """The impaired payload, and how many codes the flips changed (None for a payload of bytes)."""
+           per_packet: int) -> Payload:
+    """The impaired payload."""
     packets = _packets(frames, per_packet)
     frame_bits = frames.bits()
     bits = [sum(frame_bits[f] for f in members) for members in packets]
@@ -97,7 +97,7 @@ def _apply(frames: Frames, channel: Channel, lost: list[int], flipped: list[list
                 break
             bit -= frame_bits[frame]
     record = {"spec": channel.canonical, "erased": erased, "policy": channel.policy}
-    return frames.apply(erased, flips, record), frames.codes_changed(flips)
+    return frames.apply(erased, flips, record)
 
 
 def impair(payload: Payload, channel: Channel, utterance: str, clean_sha256: str, cut: Cutting | None = None,
@@ -112,7 +112,7 @@ def impair(payload: Payload, channel: Channel, utterance: str, clean_sha256: str
     bits = [sum(frame_bits[f] for f in members) for members in packets]
     lost = lost_units(channel, len(bits), utterance)
     flipped = flipped_bits(channel, bits, utterance)
-    impaired, _ = _apply(frames, channel, lost, flipped, per_packet)
+    impaired = _apply(frames, channel, lost, flipped, per_packet)
     digest = hashlib.sha256(encode_payload(impaired)).hexdigest()
     unit = "frame" if version < 2 and frames.kind == "codes" else "packet"
     trace = Trace(version=version, channel=channel.canonical, model=channel.model,
@@ -123,13 +123,6 @@ def impair(payload: Payload, channel: Channel, utterance: str, clean_sha256: str
                   frames=frames.count, frames_per_packet=per_packet,
                   frame_s=str(cut.frame_s) if cut.frame_s is not None else "")
     return impaired, trace
-
-
-def codes_changed(payload: Payload, trace: Trace, cut: Cutting) -> int | None:
-    """How many codes of a code-stream payload the trace's flipped bits changed (None for bytes)."""
-    frames = Frames(payload, cut)
-    channel = parse_channel(trace.channel)
-    return _apply(frames, channel, trace.lost, trace.flipped, trace.frames_per_packet)[1]
 
 
 def impair_file(clean: Path, impaired: Path, trace_path: Path, channel: Channel, utterance: str,
@@ -211,7 +204,7 @@ def rederive(clean: Path, trace_path: Path, channel_text: str, utterance: str,
                         f"{trace.frames_per_packet} frames recorded, {len(drawn.lost)} / {len(drawn.flipped)} of "
                         f"{drawn.units} of {drawn.frames_per_packet} drawn)")
     try:
-        applied, _ = _apply(Frames(payload, cut), channel, trace.lost, trace.flipped, trace.frames_per_packet)
+        applied = _apply(Frames(payload, cut), channel, trace.lost, trace.flipped, trace.frames_per_packet)
     except (ChannelError, PayloadError) as exc:
         return trace, [*problems, f"trace {trace_path.name} does not apply to the clean payload ({exc})"]
     if hashlib.sha256(encode_payload(applied)).hexdigest() != trace.impaired_payload_sha256:

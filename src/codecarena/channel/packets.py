@@ -168,12 +168,6 @@ class Frames:
                     side["container_timing"] = [list(t) for t in self.split.timing]
         return dataclasses.replace(self.payload, streams=streams, side_info=side)
 
-    def codes_changed(self, flips: list[tuple[int, int]]) -> int | None:
-        """How many codes the flips changed (None for bytes, which are no codes)."""
-        if self.kind != "codes":
-            return None
-        return len({self._code_at(frame, bit)[:2] for frame, bit in flips})
-
     def _packets(self) -> PacketStream:
         stream = self.payload.streams[0]
         assert isinstance(stream, PacketStream)
