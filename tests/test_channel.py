@@ -4,6 +4,7 @@ decoder does with a loss. Whole runs through the command line are in test_channe
 from __future__ import annotations
 
 import hashlib
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import soundfile as sf
 
 from conftest import SHORT_CLIPS, need_mirror
 from codecarena.channel.impair import impair, impair_file, read_trace, rederive
+from codecarena.channel.packets import Cutting, cutting, frames_per_packet
 from codecarena.channel.models import Draws, flipped_bits, lost_units
 from codecarena.channel.receive import Received, arena_frames, received
 from codecarena.channel.spec import ChannelError, parse_channel
@@ -19,7 +21,8 @@ from codecarena.payload import CodeStream, PacketStream, Payload, decode_payload
 from codecarena.payload import write_payload
 from codecarena.registry.catalog import parse_declaration
 from codecarena.registry.strict import RegistryError
-from codecarena.specs import SpecError, parse_configuration
+from codecarena.pipeline.prepare import SelectionError, with_channels
+from codecarena.specs import SpecError, parse_configuration, parse_spec
 
 
 @pytest.mark.parametrize("text,canonical", [
@@ -217,15 +220,48 @@ def test_the_arena_repeats_the_last_received_frame_or_plays_silence() -> None:
     assert np.concatenate(out).tolist() == [1, 1, 2, 2, 0, 0, 4, 4, 5, 5]
 
 
-def test_a_declaration_says_who_conceals_and_a_command_line_family_has_no_channel() -> None:
-    base = 'api_version = 1\nname = "x"\ndescription = "d"\nconfigs = ["a"]\ndefault_config = "a"\n'
-    family = parse_declaration(base + '[channel]\nconcealment = "arena"\ndescription = "repeat"\n', "x.toml", "m")
+def test_a_declaration_says_who_conceals_and_how_long_its_frames_last() -> None:
+    base = 'api_version = 1\nname = "x"\ndescription = "d"\nconfigs = ["a", "b"]\ndefault_config = "a"\n'
+    family = parse_declaration(base + '[channel]\nconcealment = "arena"\ndescription = "repeat"\nframe = "40 ms"\n'
+                               '[channel.config_frames]\nb = "320/16000 s"\n', "x.toml", "m")
     assert family.channel is not None and family.channel.concealment == "arena"
+    assert family.channel.policies == ("repeat", "silence")
+    assert (family.channel.frame_seconds("a", {}), family.channel.frame_seconds("b", {})) == (Fraction(1, 25),
+                                                                                           Fraction(1, 50))
     with pytest.raises(RegistryError, match="x.toml: channel: concealment must be one of codec, arena"):
         parse_declaration(base + '[channel]\nconcealment = "both"\ndescription = "?"\n', "x.toml", "m")
-    with pytest.raises(RegistryError, match="x.toml: channel is not for a command-line family"):
-        parse_declaration(base.replace('name', 'kind = "command"\nname') + '[channel]\nconcealment = "arena"\n'
-                          'description = "?"\n', "x.toml", "m")
+    with pytest.raises(RegistryError, match="x.toml: channel: frame '20 bananas' is not a duration"):
+        parse_declaration(base + '[channel]\nconcealment = "arena"\ndescription = "?"\nframe = "20 bananas"\n',
+                          "x.toml", "m")
+    with pytest.raises(RegistryError, match="policies are the arena's"):
+        parse_declaration(base + '[channel]\nconcealment = "codec"\ndescription = "?"\npolicies = ["repeat"]\n',
+                          "x.toml", "m")
+
+
+def test_a_packet_is_a_whole_number_of_frames_or_is_refused_naming_the_frame() -> None:
+    assert frames_per_packet(parse_channel("loss=5%"), cutting("opus", "12k", {"frame_ms": 10.0}, "o")) == 2
+    assert frames_per_packet(parse_channel("loss=5%"), cutting("codec2", "700C", {}, "c")) == 1
+    assert frames_per_packet(parse_channel("loss=5%,packet=80ms"), cutting("codec2", "700C", {}, "c")) == 2
+    assert frames_per_packet(parse_channel("loss=5%,packet=3frames"), cutting("codec2", "3200", {}, "c")) == 3
+    with pytest.raises(ChannelError, match="codec2:700C@x: a packet of 30ms is not a whole number of its 40 ms frames"):
+        frames_per_packet(parse_channel("loss=5%,packet=30ms"), cutting("codec2", "700C", {}, "codec2:700C@x"))
+    with pytest.raises(SelectionError, match="codec2:700C@loss=5%,packet=30ms: a packet of 30ms is not a whole "
+                                             "number of its 40 ms frames"):
+        with_channels((parse_spec("codec2:700C"),), ["loss=5%,packet=30ms"])
+    with pytest.raises(SelectionError, match="codec2 offers the arena's policies repeat, silence, not policy=zero"):
+        with_channels((parse_spec("codec2:700C"),), ["loss=5%,policy=zero"])
+
+
+def test_a_lost_packet_of_several_frames_erases_them_all_and_the_trace_says_so() -> None:
+    payload = _packets_payload()
+    channel = parse_channel("loss=50%,packet=2frames")
+    cut = Cutting("x", Fraction(1, 50))
+    bad, trace = impair(payload, channel, "utt", "0" * 64, cut)
+    assert (trace.version, trace.frames, trace.frames_per_packet, trace.units, trace.frame_s) == (2, 4, 2, 2, "1/50")
+    erased = bad.side_info["channel"]["erased"]
+    assert erased == trace.lost_frames() and all(p // 2 in trace.lost for p in erased)
+    clean = payload.packet_stream("p").packets
+    assert [len(p) for p in bad.packet_stream("p").packets] == [0 if i in erased else len(clean[i]) for i in range(4)]
 
 
 class _StubDecoder:
@@ -309,7 +345,7 @@ def test_a_family_without_channel_support_is_refused_before_any_work(tmp_path: P
     assert result.returncode == 2 and not (tmp_path / "run").exists()
     assert result.stderr.strip().splitlines() == [
         "codecarena: error: pcm:16@loss=5%: pcm declares no [channel] support, so its payloads cannot cross a channel "
-        "(families that can: opus, codec2, lyra)"]
+        "(families that can: opus, codec2, lyra, encodec, dac, snac, mimi, bigcodec, fish_dac, xcodec2, wavtokenizer, g722, g726, gsm, speex, lc3)"]
 
 
 _V5_ROW = {

@@ -148,3 +148,25 @@ def test_token_stability_runs_in_the_family_runtime(encodec_env: dict[str, str],
     assert entry["weights"] == "synthetic" and entry["claim"]["bps"] == 1500 and entry["claim"]["source"] == "paper"
     assert entry["achievable_bps"] > 0 and 0 < entry["codebooks"][0]["utilisation"] <= 1
     assert codecarena("audit", copy, env=encodec_env).returncode == 0
+
+
+def test_a_lost_packet_is_whole_frames_of_every_codebook_filled_by_the_arena_and_audited(
+        encodec_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> None:
+    # One short clip through a 10% loss channel (docs/channel.md): the receiver's count of lost frames
+    # is the trace's lost packets times its frames per packet, the fill is labelled the arena's, the
+    # impaired decode is the clean one's length but not its samples, and the audit re-derives it all.
+    run = synthetic_run(encodec_env, tmp_path_factory, "encodec_channel", ("encodec:1.5k", "encodec:1.5k@loss=10%"),
+                        SHORT_CLIPS[:1])
+    clean, lossy = sorted(rows_of(run), key=lambda r: r["codec"])
+    assert lossy["codec"] == "encodec:1.5k@loss=10%" and lossy["status"] == "ok" and lossy["replay_identical"]
+    trace = json.loads((run / lossy["channel"]["trace"]).read_text())
+    per, frames = trace["frames_per_packet"], trace["frames"]
+    assert per == 2 and trace["frame_s"] == "1/75" and trace["lost"]
+    lost_frames = sum(min(per, frames - packet * per) for packet in trace["lost"])
+    receiver = lossy["codec_facts"]["decode"]["receiver"]
+    assert receiver["by"] == "arena" and receiver["policy"] == "repeat"
+    assert receiver["lost_frames"] == receiver["repeated_frames"] == lost_frames
+    assert lossy["channel"]["concealment"] == "arena"
+    assert lossy["decoded_samples"] == clean["decoded_samples"] == clean["num_samples"]
+    assert lossy["decoded_sha256"] != clean["decoded_sha256"]
+    assert codecarena("audit", run, env=encodec_env).returncode == 0

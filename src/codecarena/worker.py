@@ -302,6 +302,14 @@ def _float_audio(audio: Any) -> Any:
     return audio.astype(np.float64, copy=False)
 
 
+def _arena_tokens(family: str) -> bool:
+    """Whether the family's lost token frames get the arena's token policy (its `[channel] tokens`)."""
+    from codecarena.registry.catalog import FAMILIES
+
+    declared = FAMILIES.get(family)
+    return bool(declared and declared.channel and declared.channel.tokens)
+
+
 def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm: list[float],
             cuda: Any = None) -> tuple[float, dict]:
     import numpy as np
@@ -315,6 +323,11 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     # write (and allocate) whatever a forged header asks for, so both are checked before restoring.
     if payload.sample_rate != job.arena_rate:
         raise ValueError(f"{job.input}: payload declares {payload.sample_rate} Hz, the arena runs at {job.arena_rate} Hz")
+    receiver: dict[str, Any] = {}
+    if _arena_tokens(payload.family):  # a neural codec's lost token frames: the arena's policy, before decoding
+        from codecarena.channel.tokens import conceal_tokens
+
+        payload, receiver = conceal_tokens(payload)
     decoded = _timed(lambda: adapter.decode(payload), times, "compute_s", cuda)
     # What any adapter returns is checked before it is used: a user's codec may return anything.
     if type(decoded.sample_rate) is not int or not 1000 <= decoded.sample_rate <= 768_000:
@@ -362,8 +375,8 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
         "clipped_samples": int(np.count_nonzero((pcm == 32767) | (pcm == -32768))),
         "rms_dbfs": 20 * math.log10(rms) if rms > 0 else None,
     }
-    if decoded.facts:  # e.g. how the decoder concealed what a channel lost (docs/channel.md)
-        facts["receiver"] = dict(decoded.facts)
+    if decoded.facts or receiver:  # e.g. how the decoder concealed what a channel lost (docs/channel.md)
+        facts["receiver"] = {**decoded.facts, **receiver}
     return payload.num_samples / payload.sample_rate, facts
 
 

@@ -5,8 +5,10 @@
                           length B packets (the parametrisation of google/lyra's gilbert_model.cc)
     ber=X                 independent bit errors at bit error rate X (e.g. 1e-3)
 
-Each takes `seed=N` (default 0) and `policy=repeat|silence` (default repeat): what the arena does for a
-lost frame of a codec whose decoder has no concealment of its own. Rates are kept as exact decimals, so
+Each takes `seed=N` (default 0), `policy=repeat|silence|zero` (default repeat): what the arena does for
+a lost frame of a codec whose decoder has no concealment of its own (a family declares which it offers),
+and `packet=Nms` or `packet=Nframes`: how much of the codec's output one packet carries (default: the
+fewest whole frames that last at least 20 ms; channel/packets.py). Rates are kept as exact decimals, so
 the canonical text is stable and every probability the models draw against is exact (docs/channel.md).
 """
 
@@ -17,12 +19,15 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from codecarena.registry.channel_support import ARENA_POLICIES
+
 MODELS = ("loss", "burst", "ber")
-POLICIES = ("repeat", "silence")
+POLICIES = ARENA_POLICIES
 DEFAULT_POLICY = "repeat"
 # Signed, so that a negative value is refused for being out of range, not for not being a number.
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 _SCIENTIFIC = re.compile(r"-?\d+(\.\d+)?([eE]-?\d+)?")
+_PACKET = re.compile(r"(?P<number>-?\d+(\.\d+)?)(?P<unit>ms|frames?)")
 
 
 class ChannelError(ValueError):
@@ -36,10 +41,24 @@ class Channel:
     burst: Decimal | None  # mean burst length in packets (burst only)
     seed: int
     policy: str  # one of POLICIES
+    # How much one packet carries: milliseconds (an exact decimal) or a whole number of the codec's frames;
+    # None: the default, the fewest whole frames that last at least 20 ms (channel/packets.py).
+    packet_ms: Decimal | None = None
+    packet_frames: int | None = None
 
     @property
     def canonical(self) -> str:
-        return self.model_text + ("" if self.policy == DEFAULT_POLICY else f",policy={self.policy}")
+        return (self.model_text + ("" if self.policy == DEFAULT_POLICY else f",policy={self.policy}")
+                + (f",packet={self.packet_text}" if self.packet_text else ""))
+
+    @property
+    def packet_text(self) -> str:
+        """`40ms`, `2frames` (`1frame`), or "" for the default packet."""
+        if self.packet_ms is not None:
+            return f"{_plain(self.packet_ms)}ms"
+        if self.packet_frames is not None:
+            return f"{self.packet_frames}frame" + ("" if self.packet_frames == 1 else "s")
+        return ""
 
     @property
     def model_text(self) -> str:
@@ -129,7 +148,7 @@ def parse_channel(text: str) -> Channel:
     model = next(iter(pairs))
     if model not in MODELS:
         raise ChannelError(f"channel {spec!r}: starts with {model!r}, expected one of {', '.join(MODELS)}")
-    allowed = {model, "seed", "policy"} | ({"len"} if model == "burst" else set())
+    allowed = {model, "seed", "policy", "packet"} | ({"len"} if model == "burst" else set())
     extra = [k for k in pairs if k not in allowed]
     if extra:
         raise ChannelError(f"channel {spec!r}: unknown key {extra[0]!r} for {model} "
@@ -160,4 +179,22 @@ def parse_channel(text: str) -> Channel:
         if rate >= 1 or Fraction(rate) > Fraction(burst) / (Fraction(burst) + 1):
             raise ChannelError(f"channel {spec!r}: a mean burst of {pairs['len']} packets allows a loss rate of at "
                                f"most len/(len+1) = {float(burst / (burst + 1)):.4g}")
-    return Channel(model=model, rate=rate, burst=burst, seed=int(seed_text), policy=policy)
+    packet_ms, packet_frames = _packet(pairs["packet"], spec) if "packet" in pairs else (None, None)
+    return Channel(model=model, rate=rate, burst=burst, seed=int(seed_text), policy=policy, packet_ms=packet_ms,
+                   packet_frames=packet_frames)
+
+
+def _packet(text: str, spec: str) -> tuple[Decimal | None, int | None]:
+    """`packet=40ms` or `packet=2frames`: a positive duration, or a positive whole number of frames."""
+    found = _PACKET.fullmatch(text)
+    if found is None:
+        raise ChannelError(f"channel {spec!r}: packet={text!r} is not a duration in ms or a number of frames "
+                           "(e.g. packet=40ms, packet=2frames)")
+    value = _decimal(found["number"], _NUMBER, spec, "packet")
+    if found["unit"] == "ms":
+        if value <= 0:
+            raise ChannelError(f"channel {spec!r}: packet={text} is not above 0 ms")
+        return value, None
+    if value != value.to_integral_value() or value < 1:
+        raise ChannelError(f"channel {spec!r}: packet={text} is not a whole number of frames, at least 1")
+    return None, int(value)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.channel.impair import Trace, impair_file
+from codecarena.channel.packets import Cutting
 from codecarena.channel.spec import parse_channel
 from codecarena.files import sha256_file
 from codecarena.registry.catalog import FAMILIES
@@ -28,12 +29,14 @@ def who_conceals(family: str) -> str:
     return support.concealment
 
 
-def cross(channel_text: str, family: str, utterance: str, run: RunDir, files: RowFiles) -> tuple[Path, dict]:
-    """Impair the row's clean payload into its impaired payload and trace; the impaired payload's path
-    and the row's record. ChannelError, PayloadError or OSError when it cannot be done."""
+def cross(channel_text: str, family: str, cut: Cutting, utterance: str, run: RunDir,
+          files: RowFiles) -> tuple[Path, dict]:
+    """Impair the row's clean payload into its impaired payload and trace, packetised as `cut` (the
+    configuration's frames, channel/packets.py) says; the impaired payload's path and the row's record.
+    ChannelError, PayloadError or OSError when it cannot be done."""
     channel = parse_channel(channel_text)
     files.trace.parent.mkdir(parents=True, exist_ok=True)
-    trace = impair_file(files.payload, files.impaired, files.trace, channel, utterance)
+    trace = impair_file(files.payload, files.impaired, files.trace, channel, utterance, cut)
     return files.impaired, record(trace, channel_text, who_conceals(family), run, files.impaired, files.trace)
 
 

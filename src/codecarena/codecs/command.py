@@ -26,8 +26,10 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from codecarena.codecs.command_channel import Tool, decode_impaired
 from codecarena.framing import parse
 from codecarena.plugin import Adapter, Decoded, Encoded, PacketStream, Payload, from_int16, to_int16
+from codecarena.plugin.channel import received
 from codecarena.plural import counted
 from codecarena.registry.binaries import BinaryIdentity, verify_command
 from codecarena.registry.catalog import FAMILIES
@@ -103,7 +105,16 @@ class CommandAdapter(Adapter):
         sent = payload.side_info.get("binaries")
         if sent != self._binary_pins():
             raise CommandError(f"payload was encoded by binaries {sent}, this decoder runs {self._binary_pins()}")
-        data = b"".join(payload.packet_stream("bitstream").packets)
+        if received(payload, len(payload.streams[-1].packets)) is not None:  # type: ignore[union-attr]
+            tool = Tool(self.spec.family, self.command.framing, self.input_rate,
+                        self.command.config(self.spec.config).nominal_bps, self.decode_file)
+            samples, facts = decode_impaired(tool, payload)
+            return Decoded(from_int16(samples), self.input_rate, facts)
+        return Decoded(from_int16(self.decode_file(b"".join(payload.packet_stream("bitstream").packets))),
+                       self.input_rate)
+
+    def decode_file(self, data: bytes) -> np.ndarray:
+        """The int16 samples the declared decode command makes of bitstream file `data`."""
         with tempfile.TemporaryDirectory(prefix="codecarena-command-") as tmp:
             folder = Path(tmp)
             bitstream = folder / f"bitstream{self.command.suffix}"
@@ -111,8 +122,7 @@ class CommandAdapter(Adapter):
             decoded = folder / f"decoded.{'wav' if self.command.audio == 'wav' else 'raw'}"
             self._run("decode", bitstream, decoded, folder)
             _output(decoded, "decode", "audio")
-            samples = _read_audio(decoded, self.input_rate, self.command.audio)
-        return Decoded(from_int16(samples), self.input_rate)
+            return _read_audio(decoded, self.input_rate, self.command.audio)
 
     def length_tolerance(self, arena_rate: int) -> int:
         # The declared tolerance at the codec's rate, at the arena's; resampling there and back may

@@ -193,6 +193,8 @@ def _condition_sets(chosen: Selection, specs: tuple[CodecSpec, ...],
 def with_channels(specs: tuple[CodecSpec, ...], channels: tuple[str, ...] | list[str]) -> tuple[CodecSpec, ...]:
     """Each configuration followed by itself through each --channel; SelectionError in one line for a
     channel that does not parse or a family whose payloads cannot cross one."""
+    from codecarena.channel.library import channel_library
+    from codecarena.channel.packets import cutting, frames_per_packet
     from codecarena.channel.spec import ChannelError, parse_channel
     from codecarena.registry.catalog import FAMILIES
 
@@ -214,6 +216,18 @@ def with_channels(specs: tuple[CodecSpec, ...], channels: tuple[str, ...] | list
             able = ", ".join(f for f, d in FAMILIES.items() if d.channel is not None)
             raise SelectionError(f"{spec.canonical}: {spec.family} declares no [channel] support, so its payloads "
                                  f"cannot cross a channel (families that can: {able})")
+        if spec.channel:
+            try:
+                frames_per_packet(parse_channel(spec.channel), cutting(spec.family, spec.config, spec.options(),
+                                                                       spec.canonical))
+                channel_library(spec.family)
+                offered = FAMILIES[spec.family].channel.policies  # type: ignore[union-attr]
+                policy = parse_channel(spec.channel).policy
+                if offered and policy not in offered:
+                    raise ChannelError(f"{spec.canonical}: {spec.family} offers the arena's policies "
+                                       f"{', '.join(offered)}, not policy={policy}")
+            except ChannelError as exc:
+                raise SelectionError(str(exc)) from None
     return tuple(out)
 
 

@@ -18,6 +18,7 @@ import soundfile as sf
 
 from codecarena.arena import ARENA_RATE
 from codecarena.channel import stage as channel_stage
+from codecarena.channel.packets import cutting
 from codecarena.channel.spec import ChannelError
 from codecarena.pipeline import condition_plan as selected
 from codecarena.files import sha256_file
@@ -163,7 +164,9 @@ def run_row(task: Task, plan: RunPlan, scorer: RowScorer | None = None, workers:
     received, channel = files.payload, None
     if not error and spec.channel:
         try:
-            received, channel = channel_stage.cross(spec.channel, spec.family, ref.utterance.id, run, files)
+            received, channel = channel_stage.cross(
+                spec.channel, spec.family, cutting(spec.family, spec.config, spec.options(), spec.canonical),
+                ref.utterance.id, run, files)
         except (ChannelError, PayloadError, OSError, ValueError) as exc:
             error = f"channel {spec.channel}: {exc}"
     if not error:

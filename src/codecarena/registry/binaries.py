@@ -100,6 +100,11 @@ def installed_version(package: str) -> str:
     return version if status == "installed" else ""
 
 
+def package_files(package: str) -> list[str]:
+    """The files an installed Debian package ships, as `dpkg-query -L` lists them (none without dpkg)."""
+    return [line for line in _dpkg_query("-L", package).splitlines() if line.startswith("/")]
+
+
 def _owner(path: str) -> str:
     """The Debian package that ships `path` ("" when none), as `dpkg-query -S` says."""
     for line in _dpkg_query("-S", path).splitlines():

@@ -12,8 +12,8 @@ the encode and decode commands, the binaries they run and how the tool frames it
 one shared adapter `codecarena.codecs.command` runs them (docs/plugins.md, "Command-line codecs").
 
 Long because it is the strict parser of the whole declaration format (`codec.toml` with its
-`[[options]]`, `[channel]` and `[command]` tables), each key checked where it is read, and the
-catalog built from it.
+`[[options]]` and `[command]` tables; the `[channel]` table's parser is registry/channel_support.py),
+each key checked where it is read, and the catalog built from it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from importlib import resources
 from typing import Any
 
 from codecarena.registry import user_units
+from codecarena.registry.channel_support import ChannelSupport, parse_channel_support
 from codecarena.registry.claims import Claim, VariableRate, parse_claims, parse_variable_rate
 from codecarena.registry.strict import RegistryError, Table
 
@@ -118,18 +119,6 @@ class Command:
         return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], token) for token in template]
 
 
-#: Who conceals a lost packet or frame of a family that declares `[channel]` (docs/channel.md): its
-#: own decoder, or the arena's policy (repeat the last received frame, or silence).
-CONCEALMENT = ("codec", "arena")
-
-
-@dataclass(frozen=True)
-class ChannelSupport:
-    """The `[channel]` table: the family's payloads may cross a channel (`run --channel`)."""
-    concealment: str  # one of CONCEALMENT
-    description: str  # what its decoder does with a lost unit and with flipped bits, in words
-
-
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -211,9 +200,8 @@ def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = 
     if kind == "command":
         # Its configurations are the fixed ones its [command] table spells out, and a tool has no
         # weights or torch model: the keys that say otherwise are refused, not ignored.
-        # Nor a channel: its payload is the tool's whole file, one packet, not one per frame.
         for key, value in (("config_is_bitrate", bitrate), ("variants", variants),
-                           ("channel", top.has("channel")), ("torch", top.get("torch", bool, False))):
+                           ("torch", top.get("torch", bool, False))):
             if value:
                 raise top.fail(key, "is not for a command-line family")
         if weights != "none":
@@ -228,7 +216,9 @@ def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = 
                     default_config=default, options=options, config_is_bitrate=bitrate,
                     supported_weights=weights, variants=variants, torch=top.get("torch", bool, False),
                     fresh_process_decode=top.get("fresh_process_decode", bool, False), kind=kind, command=command,
-                    channel=_channel(top.get("channel", dict), f"{where}: channel") if top.has("channel") else None,
+                    channel=parse_channel_support(top.get("channel", dict), f"{where}: channel", configs,
+                                                  _placeholder_names(options, command))
+                    if top.has("channel") else None,
                     claims=claims, network=top.get("network", bool, False),
                     variable_rate=parse_variable_rate(top.get("variable_rate", dict), f"{where}: variable_rate",
                                                       {o.name: o.choices for o in options})
@@ -237,14 +227,10 @@ def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = 
     return family
 
 
-def _channel(raw: Any, where: str) -> ChannelSupport:
-    table = Table(raw, where)
-    concealment = table.get("concealment", str)
-    if concealment not in CONCEALMENT:
-        raise table.fail("concealment", f"must be one of {', '.join(CONCEALMENT)}")
-    support = ChannelSupport(concealment=concealment, description=table.get("description", str))
-    table.done()
-    return support
+def _placeholder_names(options: tuple[Option, ...], command: Command | None) -> set[str]:
+    """What a `[channel]` frame may name: the options, and a command-line family's configuration values."""
+    values = {key for _, config in command.configs for key, _ in config.values} if command else set()
+    return {o.name for o in options} | values
 
 
 def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Option, ...],

@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from codecarena.channel.impair import rederive
+from codecarena.channel.packets import cutting
 from codecarena.channel.spec import ChannelError
 from codecarena.channel.stage import RECORD_KEYS, who_conceals
 from codecarena.files import sha256_file
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.results.schema import Row
+from codecarena.specs import SpecError, parse_configuration
 
 
 def decoder_input(row: Row, run: RunDir) -> Path:
@@ -51,8 +53,10 @@ def channel_problems(row: Row, run: RunDir, where: str) -> list[str]:
                         f"{record['payload_bytes']}")
     try:
         read_payload(impaired)
-        trace, found = rederive(clean, trace_path, configured, row.utterance)
-    except (ChannelError, PayloadError) as exc:
+        spec = parse_configuration(row.codec)
+        cut = cutting(spec.family, spec.config, spec.options(), row.codec)
+        trace, found = rederive(clean, trace_path, configured, row.utterance, cut)
+    except (ChannelError, PayloadError, SpecError) as exc:
         return [*problems, f"{where}: {exc}"]
     problems += [f"{where}: {problem}" for problem in found]
     counted = {"units": trace.units, "lost": len(trace.lost), "bits": trace.bits, "flipped_bits": len(trace.flipped),
