@@ -264,3 +264,25 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:
         return []
+
+
+def test_a_version_8_row_reads_with_no_process_and_still_hashes_to_its_digest() -> None:
+    from test_channel import _V5_ROW
+
+    from codecarena.files import sha256_json
+    from codecarena.results.schema import SchemaError, parse_row
+
+    stage = {"name": "encode", "exit_status": 0, "ok": True, "error": "", "wall_s": 0.3, "process_start_s": 0.02,
+             "imports_s": 0.2, "load_s": 0.0, "io_s": 0.01, "compute_s": 0.01, "warm_compute_s": [], "cold_rtf": 0.24,
+             "warm_rtf": None, "peak_rss_bytes": 2**25,
+             "guard": {"limit_bytes": 2**30, "poll_s": 0.05, "fired": False, "peak_rss_bytes": 2**25, "polls": 3,
+                       "timed_out": False}}
+    v8 = {**_V5_ROW, "version": 8, "channel": None, "device": None, "metric_devices": None, "stages": [stage]}
+    row = parse_row({**v8, "row_sha256": None}).to_dict()
+    del row["row_sha256"]
+    for stage in row["stages"]:
+        del stage["process"]
+    parsed = parse_row({**v8, "row_sha256": sha256_json(row)})
+    assert parsed.intact and {stage.process for stage in parsed.stages} == {None}
+    with pytest.raises(SchemaError, match="process"):
+        parse_row({**v8, "version": 9, "row_sha256": None})
