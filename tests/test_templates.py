@@ -266,7 +266,7 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return []
 
 
-def test_a_version_8_row_reads_with_no_process_and_still_hashes_to_its_digest() -> None:
+def test_a_version_9_row_reads_with_no_process_and_still_hashes_to_its_digest() -> None:
     from test_channel import _V5_ROW
 
     from codecarena.files import sha256_json
@@ -277,12 +277,13 @@ def test_a_version_8_row_reads_with_no_process_and_still_hashes_to_its_digest() 
              "warm_rtf": None, "peak_rss_bytes": 2**25,
              "guard": {"limit_bytes": 2**30, "poll_s": 0.05, "fired": False, "peak_rss_bytes": 2**25, "polls": 3,
                        "timed_out": False}}
-    v8 = {**_V5_ROW, "version": 8, "channel": None, "device": None, "metric_devices": None, "stages": [stage]}
-    row = parse_row({**v8, "row_sha256": None}).to_dict()
+    v9 = {**_V5_ROW, "version": 9, "channel": None, "device": None, "metric_devices": None, "condition": None,
+          "input_metrics": None, "stages": [stage]}
+    row = parse_row({**v9, "row_sha256": None}).to_dict()
     del row["row_sha256"]
     for stage in row["stages"]:
         del stage["process"]
-    parsed = parse_row({**v8, "row_sha256": sha256_json(row)})
+    parsed = parse_row({**v9, "row_sha256": sha256_json(row)})
     assert parsed.intact and {stage.process for stage in parsed.stages} == {None}
     with pytest.raises(SchemaError, match="process"):
-        parse_row({**v8, "version": 9, "row_sha256": None})
+        parse_row({**v9, "version": 10, "row_sha256": None})
