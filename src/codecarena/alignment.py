@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.signal
 
 from codecarena.plural import counted
 
@@ -89,6 +88,8 @@ def find_delay(reference: np.ndarray, decoded: np.ndarray, max_delay: int) -> Al
         raise ValueError(f"max_delay must be >= 0, got {max_delay}")
     r0, er = centred(r, "reference", "cannot align")
     d0, ed = centred(d, "decoded", "cannot align")
+
+    import scipy.signal  # here, not at the top: the harness's listing commands import this module
 
     corr = scipy.signal.correlate(d0, r0, mode="full", method="fft")  # corr[k] = sum_n d0[n + k] r0[n]
     lags = scipy.signal.correlation_lags(d0.size, r0.size, mode="full")

@@ -26,15 +26,21 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 
+#: In a worker forked from a template (codecarena/worker_template.py): its RSS at the fork, the
+#: template's pages it shares, from which its high-water mark was restarted; 0 in a new interpreter.
+SHARED_AT_FORK = 0
+
+
 def _maxrss_bytes() -> int:
     """This process's own peak RSS. VmHWM is per address space and starts afresh at exec, while
     getrusage's ru_maxrss also carries the parent's peak at fork time (Linux keeps it across
-    exec), which would charge a large harness's memory to every worker."""
+    exec), which would charge a large harness's memory to every worker. A forked worker's is its
+    peak above what it shared with its template at the fork."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
+                    return max(0, int(line.split()[1]) * 1024 - SHARED_AT_FORK)
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,5 +1,6 @@
 """`codecarena ledger`: a run's bitrate ledger (claimed vs measured rates, the achievable rate, token
-statistics and stability), derived from its payload files; `--stability` measures token stability
+statistics and stability), derived from its payload files, or summary.json's when that is still current
+(results/ledger_stored.py; `--derive` derives it regardless); `--stability` measures token stability
 with two extra encodes per row; `--update` writes the ledger into summary.json (docs/ledger.md)."""
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                         help="--stability: only this codec configuration of the run (repeatable)")
     parser.add_argument("--update", action="store_true",
                         help="write the ledger derived now into summary.json (a run made before the ledger)")
+    parser.add_argument("--derive", action="store_true",
+                        help="derive the ledger from the payload files even when summary.json holds a current one")
     parser.add_argument("--codebooks", action="store_true", help="also one table per configuration, per codebook")
     parser.add_argument("--format", choices=["table", "json"], default="table",
                         help="json: the ledger as summary.json holds it")
@@ -38,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.files import write_json
     from codecarena.results import ledger
     from codecarena.results import ledger_view as view
+    from codecarena.results.ledger_stored import current_ledger
     from codecarena.results.record import RunLoadError
     from codecarena.results.run import Run
     from codecarena.results.stability import StabilityError, measure
@@ -57,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
             loaded = Run.open(args.run_dir)
         except RunLoadError as exc:
             raise CliError(str(exc)) from None
-    derived = ledger.build(loaded.rows, loaded.dir)
+    stored = None if args.update or args.stability or args.derive else current_ledger(loaded.summary, loaded.rows,
+                                                                                       loaded.dir)
+    derived = stored if stored is not None else ledger.build(loaded.rows, loaded.dir)
     if args.update:
         if loaded.summary is None:
             raise CliError(f"{loaded.dir.summary}: missing (the run did not finish: rerun it to resume)")

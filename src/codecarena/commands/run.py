@@ -71,6 +71,9 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--mode", default="cold", choices=["cold", "warm"],
                      help="cold: a fresh worker process per stage (default); warm: one persistent worker per codec "
                           "runtime keeps the model loaded")
+    run.add_argument("--fresh-interpreter", action="store_true",
+                     help="start every fresh worker as a new interpreter instead of forking it from its runtime's "
+                          "template, which has done the imports and nothing else (docs/performance.md)")
     run.add_argument("--cold-sample", type=int, default=1,
                      help="warm mode: the first N rows of each codec configuration still run cold (default 1)")
     run.add_argument("--replay-sample", default=None, metavar="N|all",
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         runtime_python=args.runtime_python, out=args.out, add=args.add, memory_limit=args.memory_limit,
         guard_poll=args.guard_poll, stage_timeout=args.stage_timeout, warm_repeats=args.warm_repeats,
         mode=args.mode, cold_sample=args.cold_sample, replay_sample=args.replay_sample, executor=args.executor,
-        workers=args.workers, ray_address=args.ray_address, command=tuple(args.command_line)))
+        workers=args.workers, ray_address=args.ray_address, fresh_interpreter=args.fresh_interpreter,
+        command=tuple(args.command_line)))
     view.opening(plan)
     with view.RowProgress(len(plan.codecs) * len(plan.evalset.utterances)) as progress:
         rows = execute(plan, executor_for(plan.execution), progress.on_row)

@@ -27,7 +27,6 @@ from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
-import scipy.signal
 
 from codecarena.alignment import aligned, as_signal, centred, find_delay
 from codecarena.arena import ARENA_RATE
@@ -202,6 +201,8 @@ def si_sdr(reference: np.ndarray, decoded: np.ndarray) -> float:
 
 
 def _power_spectrogram(x: np.ndarray) -> np.ndarray:
+    import scipy.signal  # here, not at the top: every command that lists metrics imports this module
+
     window = scipy.signal.get_window("hann", LSD_N_FFT)  # periodic Hann
     frames = np.lib.stride_tricks.sliding_window_view(x, LSD_N_FFT)[::LSD_HOP]
     return np.abs(np.fft.rfft(frames * window, axis=-1)) ** 2

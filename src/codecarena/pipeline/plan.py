@@ -45,6 +45,8 @@ class Execution:
     executor: str = "local"  # "local" (this machine) or "ray" (actors on a Ray cluster)
     workers: int | None = None  # rows in flight at once; None: one per CPU (core of this machine, or of the cluster)
     ray_address: str | None = None  # a running Ray cluster; None: a private local one
+    # Cold stages in a new interpreter each (--fresh-interpreter), not forked from their runtime's template.
+    fresh_interpreter: bool = False
 
 
 @dataclass(frozen=True)

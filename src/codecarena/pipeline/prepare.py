@@ -73,6 +73,7 @@ class Selection:
     executor: str = "local"
     workers: int | None = None
     ray_address: str | None = None
+    fresh_interpreter: bool = False  # cold stages in new interpreters, not forked from templates
     command: tuple[str, ...] = ()  # the command line run.json records
 
 
@@ -107,6 +108,8 @@ def prepare(chosen: Selection) -> RunPlan:
         raise SelectionError("--warm-repeats must be >= 0")
     file_sets, set_folders = _condition_sets(chosen, specs, evalset)
     hops = tuple(dict.fromkeys(h for spec in specs for h in spec.hops()))
+    if not isinstance(chosen.fresh_interpreter, bool):
+        raise SelectionError(f"--fresh-interpreter is on or off, not {chosen.fresh_interpreter!r}")
     languages = sorted({u.language for u in evalset.utterances if u.language})
     scorer = resolve.scorer(chosen.metrics, chosen.asr_models, languages, metric_device)
     resolve.check_metric_device(scorer)
@@ -136,7 +139,8 @@ def prepare(chosen: Selection) -> RunPlan:
     prepared = RunPlan.start(plan, evalset, out, limits, invocation=invocation,
                              external=[ExternalRuntime.of(family, rec) for family, rec in runtimes.items()
                                        if external_mark(rec)],
-                             execution=Execution(chosen.executor, chosen.workers, chosen.ray_address), add=chosen.add,
+                             execution=Execution(chosen.executor, chosen.workers, chosen.ray_address,
+                                                 chosen.fresh_interpreter), add=chosen.add,
                              set_folders=set_folders)
     # The directory's run is checked before anything is said about it (execute checks it again, locked).
     followed, earlier = follow(prepared)

@@ -36,6 +36,7 @@ from codecarena.rundir import RowFiles, RunDir
 from codecarena.runtime.persistent import WorkerSet
 from codecarena.runtime.protocol import Job, StageReport
 from codecarena.runtime.stages import Stage, run_stage, run_stage_warm
+from codecarena.runtime.templates import TemplateSet
 from codecarena.sandbox import for_family
 from codecarena.specs import CodecSpec
 
@@ -95,8 +96,9 @@ def _score(scorer: RowScorer | None, ref: Reference, decoded_path: Path | None, 
 class _Stages:
     """The stages of one row as they ran: their records and reports, and where they write."""
 
-    def __init__(self, task: Task, plan: RunPlan, files: RowFiles, workers: WorkerSet | None) -> None:
-        self.task, self.plan, self.files, self.workers = task, plan, files, workers
+    def __init__(self, task: Task, plan: RunPlan, files: RowFiles, workers: WorkerSet | None,
+                 templates: TemplateSet | None) -> None:
+        self.task, self.plan, self.files, self.workers, self.templates = task, plan, files, workers, templates
         self.records: list[Stage] = []
         self.reports: dict[str, StageReport | None] = {}
         self.device = plan.stage_device(task.spec.family)
@@ -107,8 +109,9 @@ class _Stages:
         return self.plan.run.stage(self.task.spec.slug, self.task.ref.utterance.id, name).report
 
     def run(self, name: str, job: Job, codec: CodecSpec | None = None) -> tuple[Stage, StageReport | None]:
-        """The stage, warm (a persistent worker) or cold (a fresh process in its private folder, a user
-        codec's in its sandbox); "" or why it failed, its worker's device included. `codec` runs a
+        """The stage, warm (a persistent worker) or cold (a fresh process in its private folder: forked
+        from its runtime's template when the runner holds templates, a user codec's in its sandbox); ""
+        or why it failed, its worker's device included. `codec` runs a
         condition's hop (another codec's, or an earlier generation's): always cold."""
         spec = codec or self.task.spec
         python = self.plan.runtime_of(spec.family)[1]
@@ -119,7 +122,8 @@ class _Stages:
             assert self.workers is not None
             stage, report = run_stage_warm(name, job, files, self.workers.get(python, spec))
         else:
-            stage, report = run_stage(name, job, self.plan.limits, files, python, for_family(spec.family))
+            stage, report = run_stage(name, job, self.plan.limits, files, python, for_family(spec.family),
+                                      self.templates)
         self.records.append(stage)
         self.reports[name] = report
         return stage, report
@@ -133,9 +137,11 @@ class _Stages:
         return stage.error or _device_problem(name, report, self.device)
 
 
-def run_row(task: Task, plan: RunPlan, scorer: RowScorer | None = None, workers: WorkerSet | None = None) -> Row:
+def run_row(task: Task, plan: RunPlan, scorer: RowScorer | None = None, workers: WorkerSet | None = None,
+            templates: TemplateSet | None = None) -> Row:
     """One row. A warm task sends encode and decode to `workers` (one persistent worker per runtime);
-    the replay, when this row is in the replay sample, always runs in a fresh process."""
+    the replay, when this row is in the replay sample, always runs in a fresh process. Fresh processes
+    are forked from `templates` (one per runtime) when given, else new interpreters."""
     if task.mode == "warm" and workers is None:
         raise ValueError("warm mode needs a WorkerSet")
     spec, ref, run = task.spec, task.ref, plan.run
@@ -146,7 +152,7 @@ def run_row(task: Task, plan: RunPlan, scorer: RowScorer | None = None, workers:
                                       if spec.channel else {}), **_condition_outputs(task, plan, files)})
     if blocked:
         return failed_row(task, plan, blocked)
-    stages = _Stages(task, plan, files, workers)
+    stages = _Stages(task, plan, files, workers, templates)
     fields: dict[str, Any] = {}
     # The encoder gets the conditioned input when the configuration has a condition (docs/conditions.md).
     error, source, condition = conditioned.make_input(spec, ref, task.talkers, plan, files, stages.hop)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from codecarena.files import sha256_file
+from codecarena.registry import dpkg
 from codecarena.registry.catalog import Binary, Command
 
 
@@ -95,7 +95,7 @@ def verify_command(command: Command, pins: Mapping[str, str]) -> tuple[BinaryIde
 
 def installed_version(package: str) -> str:
     """The installed version of a Debian package; "" when it is not installed or there is no dpkg."""
-    out = _dpkg_query("-W", "-f=${db:Status-Status} ${Version}", package)
+    out = dpkg.query("-W", "-f=${db:Status-Status} ${Version}", package)
     status, _, version = out.partition(" ")
     return version if status == "installed" else ""
 
@@ -107,7 +107,7 @@ def package_files(package: str) -> list[str]:
 
 def _owner(path: str) -> str:
     """The Debian package that ships `path` ("" when none), as `dpkg-query -S` says."""
-    for line in _dpkg_query("-S", path).splitlines():
+    for line in dpkg.query("-S", path).splitlines():
         owner, sep, listed = line.partition(": ")
         if sep and listed == path and not line.startswith("diversion "):
             return owner.split(",")[0].strip().partition(":")[0]
@@ -116,7 +116,7 @@ def _owner(path: str) -> str:
 
 def _as_installed(package: str, identity: BinaryIdentity) -> bool:
     """The file's md5 is the one dpkg recorded for it when it installed `package`."""
-    listing = _dpkg_query("--control-path", package, "md5sums").strip()
+    listing = dpkg.query("--control-path", package, "md5sums").strip()
     try:
         lines = Path(listing).read_text(encoding="utf-8").splitlines() if listing else []
     except OSError:
@@ -125,14 +125,6 @@ def _as_installed(package: str, identity: BinaryIdentity) -> bool:
     digests = [line.split(None, 1)[0] for line in lines if len(line.split(None, 1)) == 2
                and line.split(None, 1)[1] in names]
     return bool(digests) and digests[0] == _md5(identity.resolved)
-
-
-def _dpkg_query(*args: str) -> str:
-    try:
-        done = subprocess.run(["dpkg-query", *args], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return done.stdout if done.returncode == 0 else ""
 
 
 def _md5(path: str) -> str:

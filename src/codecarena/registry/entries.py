@@ -14,6 +14,8 @@ every table and key is checked where it is read.
 
 from __future__ import annotations
 
+import functools
+
 import os
 import re
 import tomllib
@@ -393,10 +395,18 @@ def _load(registry_id: str, locations: dict[str, tuple[Any, str, str]]) -> Entry
     if registry_id not in locations:
         raise RegistryError(f"no registry entry {registry_id!r}")
     folder, name, where = locations[registry_id]
-    entry = parse_entry((folder / name).read_text(encoding="utf-8"), where)
+    entry = _parsed((folder / name).read_text(encoding="utf-8"), where)
     if entry.id != registry_id:
         raise RegistryError(f"{where}: id {entry.id!r} differs from the file name")
     return entry
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str, where: str) -> Entry:
+    """parse_entry, once per text in a process: a command that asks for one family's entry reads every
+    entry (459 files), and `codecs` asks for each family's; the key is the text itself, so an edited
+    file is parsed again."""
+    return parse_entry(text, where)
 
 
 def load_all() -> tuple[Entry, ...]:

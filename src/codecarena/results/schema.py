@@ -17,7 +17,7 @@ from codecarena.files import sha256_json
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 9
+ROW_VERSION = 10
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
@@ -27,6 +27,8 @@ ROW_VERSION = 9
 # did not record a device (None): codecarena ran every codec on the CPU then. Versions 1 to 7 did not
 # record where each metric was computed (None): every metric ran on the CPU then. Versions 1 to 8 had no
 # input condition: every encoder got the clean reference (None), and so no metrics against it (None).
+# Versions 1 to 9 did not record which process ran each stage (its `process`, None): a cold stage was
+# a new interpreter then, a warm one a persistent worker.
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
@@ -36,7 +38,10 @@ ADDED_FIELDS = {
     6: {"device": None},
     7: {"metric_devices": None},
     8: {"condition": None, "input_metrics": None},
+    9: {},
 }
+# Fields later versions added to each stage record, the same way.
+ADDED_STAGE_FIELDS = {9: {"process": None}}
 
 
 class SchemaError(ValueError):
@@ -166,6 +171,9 @@ class Row:
             if since >= self.version:
                 for key in added:
                     data.pop(key, None)
+                for stage in data["stages"]:
+                    for key in ADDED_STAGE_FIELDS.get(since, {}):
+                        stage.pop(key, None)
         return sha256_json(data)
 
     @property
@@ -238,6 +246,10 @@ def parse_row(data: Any) -> Row:
             # A row that already has a later version's fields is checked as it is (strictly, below).
             if not ADDED_FIELDS[since].keys() & data.keys():
                 data = {**data, **ADDED_FIELDS[since]}
+            stage_fields = ADDED_STAGE_FIELDS.get(since, {})
+            if stage_fields and isinstance(data.get("stages"), list):
+                data = {**data, "stages": [{**stage_fields, **stage} if isinstance(stage, dict) else stage
+                                           for stage in data["stages"]]}
     row = from_dict(Row, data)
     if row.version not in range(1, ROW_VERSION + 1):
         raise SchemaError(f"row version {row.version}, expected 1 to {ROW_VERSION}")

@@ -146,6 +146,68 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def lifeline() -> Callable[[], None] | None:
+    """How a long-lived child (a persistent worker, a template) dies with this process. The kernel's
+    parent-death signal follows the thread that started the child, so it is asked for only from the
+    main thread, which lives as long as the process (a row runner's; the service's first worker). A
+    child started from another thread relies on its pipe or socket to this process instead: when this
+    process dies it closes, and the child exits once the job it holds is done."""
+    return parent_death_preexec() if threading.current_thread() is threading.main_thread() else None
+
+
+def guard_process(pid: int, wait: Callable[[float | None], int | None], *, limit_bytes: int, poll_s: float,
+                  timeout_s: float | None, shared_bytes: int = 0) -> tuple[int, GuardRecord]:
+    """Guard the running process `pid` (the leader of its own process group) until `wait(timeout)`
+    gives its exit status (None: still running after `timeout`); its exit status and guard record.
+    The tree's peak is its high-water marks less `shared_bytes`, the pages a process forked from a
+    template held at the fork (runtime/templates.py; 0 for a process started with exec)."""
+    try:
+        ps: psutil.Process | None = psutil.Process(pid)
+    except psutil.Error:  # already gone: its exit status still comes from `wait`
+        ps = None
+    state = {"peak": 0, "polls": 0, "fired": False, "timed_out": False}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while ps is not None and not stop.is_set():
+            peak = max(0, tree_peak_rss(ps) - shared_bytes)
+            state["polls"] += 1
+            state["peak"] = max(state["peak"], peak)
+            if peak > limit_bytes:
+                state["fired"] = True
+                _kill_group(pid)
+                return
+            stop.wait(poll_s)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        # The timeout is enforced here, to the millisecond, not at the next memory poll.
+        returncode = wait(timeout_s)
+        if returncode is None:
+            state["timed_out"] = True
+            _kill_group(pid)
+            returncode = wait(None)
+            assert returncode is not None
+    finally:
+        stop.set()
+        watcher.join()
+    # Grandchildren that outlived the worker must not keep running on our budget.
+    _kill_group(pid)
+    return returncode, GuardRecord(limit_bytes=limit_bytes, poll_s=poll_s, fired=bool(state["fired"]),
+                                   peak_rss_bytes=int(state["peak"]), polls=int(state["polls"]),
+                                   timed_out=bool(state["timed_out"]))
+
+
+def _waiter(proc: subprocess.Popen[bytes]) -> Callable[[float | None], int | None]:
+    def wait(timeout: float | None) -> int | None:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    return wait
+
+
 def run_guarded(
     cmd: list[str],
     *,
@@ -163,48 +225,10 @@ def run_guarded(
         # takes down anything it spawned too.
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, preexec_fn=parent_death_preexec())
-        ps = psutil.Process(proc.pid)
-        state = {"peak": 0, "polls": 0, "fired": False, "timed_out": False}
-        stop = threading.Event()
-
-        def watch() -> None:
-            while not stop.is_set():
-                peak = tree_peak_rss(ps)
-                state["polls"] += 1
-                state["peak"] = max(state["peak"], peak)
-                if peak > limit_bytes:
-                    state["fired"] = True
-                    _kill_group(proc.pid)
-                    return
-                stop.wait(poll_s)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        # The timeout is enforced here, to the millisecond, not at the next memory poll.
-        try:
-            returncode = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            state["timed_out"] = True
-            _kill_group(proc.pid)
-            returncode = proc.wait()
+        returncode, guard = guard_process(proc.pid, _waiter(proc), limit_bytes=limit_bytes, poll_s=poll_s,
+                                          timeout_s=timeout_s)
         wall = time.perf_counter() - start
-        stop.set()
-        watcher.join()
-        # Grandchildren that outlived the worker must not keep running on our budget.
-        _kill_group(proc.pid)
     finally:
         if log_path:
             log.close()  # type: ignore[union-attr]
-    return GuardedResult(
-        returncode=returncode,
-        spawn_time=spawn_time,
-        wall_s=wall,
-        guard=GuardRecord(
-            limit_bytes=limit_bytes,
-            poll_s=poll_s,
-            fired=bool(state["fired"]),
-            peak_rss_bytes=int(state["peak"]),
-            polls=int(state["polls"]),
-            timed_out=bool(state["timed_out"]),
-        ),
-    )
+    return GuardedResult(returncode=returncode, spawn_time=spawn_time, wall_s=wall, guard=guard)

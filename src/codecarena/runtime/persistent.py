@@ -27,20 +27,11 @@ import psutil
 from codecarena.files import open_unlinked
 from codecarena.rundir import WorkerFiles
 from codecarena.runtime import private
-from codecarena.runtime.guard import _kill_group, parent_death_preexec, reset_peaks, tree_peak_rss
+from codecarena.runtime.guard import _kill_group, lifeline, reset_peaks, tree_peak_rss
 from codecarena.runtime.launch import worker_command
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, write_job
 from codecarena.sandbox import for_family
 from codecarena.specs import CodecSpec
-
-
-def _lifeline() -> Callable[[], None] | None:
-    """How the worker dies with this process. The kernel's parent-death signal follows the thread
-    that started the child, so it is asked for only from the main thread, which lives as long as the
-    process (a row runner's; the service's first worker). A worker restarted from a request thread
-    relies on its stdin instead: when this process dies the pipe closes and the worker exits after
-    the job it holds."""
-    return parent_death_preexec() if threading.current_thread() is threading.main_thread() else None
 
 
 class WorkerFailed(RuntimeError):
@@ -74,7 +65,7 @@ class PersistentWorker:
         private.prepare(self.folder)
         command, env = worker_command(self.python, self.sandbox, self.folder, "--persistent")
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
-                                start_new_session=True, preexec_fn=_lifeline(), env=env)
+                                start_new_session=True, preexec_fn=lifeline(), env=env)
         self._proc, self.fired, self.timed_out, self.starts = proc, False, False, self.starts + 1
         threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
         return proc

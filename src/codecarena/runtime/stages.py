@@ -1,8 +1,9 @@
 """Launching one codec stage (encode, decode, replay) and turning what happened into a `Stage` record.
 
-A cold stage is a fresh `python -m codecarena.worker JOB.json` under the memory guard and the stage
-timeout (a user codec's in its sandbox, runtime/launch.py); a warm stage goes to a persistent worker
-that keeps the model loaded. Either way the worker writes into a private folder, from which the
+A cold stage is a fresh worker under the memory guard and the stage timeout: a child forked from its
+runtime's template (runtime/templates.py) when the caller holds templates, else a new interpreter,
+`python -m codecarena.worker JOB.json` (a user codec's always, in its sandbox, runtime/launch.py); its
+record says which (`process`). A warm stage goes to a persistent worker that keeps the model loaded. Either way the worker writes into a private folder, from which the
 harness places the job's output and report where the job names them (runtime/private.py); where the
 job file, the log and the private folder are is the caller's `StageFiles` (a run's come from its
 `RunDir`, rundir.py), and the
@@ -25,6 +26,10 @@ from codecarena.runtime.launch import worker_command
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.persistent import PersistentWorker, WorkerFailed
 from codecarena.runtime.protocol import Job, ProtocolError, StageReport, write_job
+from codecarena.runtime.templates import FRESH, StageLaunch, TemplateDied, TemplateSet
+
+#: A warm stage's `process`.
+PERSISTENT = "persistent worker"
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ class Stage:
     warm_rtf: float | None  # median warm compute / audio seconds; None without warm repeats
     peak_rss_bytes: int  # the guard record's peak: its readings and the worker's own VmHWM (guard.with_final_peak)
     guard: GuardRecord
+    # What process ran it: "fresh interpreter", "forked from template ... (imports: ...)" (runtime/templates.py)
+    # or "persistent worker"; None in rows before version 10.
+    process: str | None
 
 
 def _report_times(report: StageReport | None) -> dict[str, float]:
@@ -57,19 +65,41 @@ def _over_limit(name: str, guard: GuardRecord) -> str:
             f"{guard.limit_bytes / 2**20:.1f} MiB between two guard polls")
 
 
+def _launch(job_path: Path, limits: StageLimits, files: StageFiles, python: str, sandbox: str,
+            templates: TemplateSet | None) -> StageLaunch:
+    """Start the stage's worker and guard it until it exits: forked from its runtime's template when
+    there is one, else a new interpreter (a user codec's always: its worker enters its sandbox as
+    PID 1 of a PID namespace of its own before it imports anything, docs/security.md)."""
+    why = ""
+    if templates is not None and sandbox:
+        why = "a user codec's worker, started in its sandbox"
+    elif templates is not None:
+        launched = templates.launch(python, job_path, files.log, limits, files.folder)
+        if isinstance(launched, StageLaunch):
+            return launched
+        why = launched
+    command, env = worker_command(python, sandbox, files.folder, str(job_path))
+    result = run_guarded(command, limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s,
+                         timeout_s=limits.stage_timeout_s, log_path=files.log, env=env)
+    return StageLaunch(result, f"{FRESH} ({why})" if why else FRESH)
+
+
 def run_stage(name: str, job: Job, limits: StageLimits, files: StageFiles, python: str,
-              sandbox: str = "") -> tuple[Stage, StageReport | None]:
-    """One stage in a fresh worker writing into `files.folder`, in user codec `sandbox`'s sandbox when
-    one is named; the job's output and report are placed where it names them."""
+              sandbox: str = "", templates: TemplateSet | None = None) -> tuple[Stage, StageReport | None]:
+    """One stage in a fresh worker writing into `files.folder`: a child forked from its runtime's
+    template in `templates`, or a new interpreter (without `templates`, and for user codec `sandbox`,
+    in its sandbox); the job's output and report are placed where it names them."""
     folder = files.folder
     private.prepare(folder)
     inner = private.into(job, folder)
     write_job(files.job, inner)
     Path(job.report).unlink(missing_ok=True)
-    command, env = worker_command(python, sandbox, folder, str(files.job))
     try:
-        result = run_guarded(command, limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s,
-                             timeout_s=limits.stage_timeout_s, log_path=files.log, env=env)
+        try:
+            launched = _launch(files.job, limits, files, python, sandbox, templates)
+        except TemplateDied as exc:
+            return _template_failure(name, limits, str(exc)), None
+        result = launched.result
         killed = result.guard.fired
         report: StageReport | None = None
         report_error = ""
@@ -110,9 +140,18 @@ def run_stage(name: str, job: Job, limits: StageLimits, files: StageFiles, pytho
         process_start_s=process_start,
         **_report_times(report),
         warm_compute_s=list(report.warm_compute_s) if report else [],
-        cold_rtf=cold_rtf, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
+        cold_rtf=cold_rtf, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard, process=launched.process,
     )
     return stage, report
+
+
+def _template_failure(name: str, limits: StageLimits, why: str) -> Stage:
+    """A stage whose template died twice: it failed with that reason, and nothing of it was measured."""
+    guard = GuardRecord(limit_bytes=limits.memory_limit_bytes, poll_s=limits.guard_poll_s, fired=False,
+                        peak_rss_bytes=0, polls=0, timed_out=False)
+    return Stage(name=name, exit_status=-1, ok=False, error=f"{name}: {why}", wall_s=0.0, process_start_s=0.0,
+                 **_report_times(None), warm_compute_s=[], cold_rtf=None, warm_rtf=None, peak_rss_bytes=0,
+                 guard=guard, process="forked from template (its template died twice)")
 
 
 def run_stage_warm(name: str, job: Job, files: StageFiles,
@@ -142,5 +181,6 @@ def run_stage_warm(name: str, job: Job, files: StageFiles,
         name=name, exit_status=0 if not error else 2, ok=not error, error=error, wall_s=wall, process_start_s=0.0,
         **_report_times(report),
         warm_compute_s=[], cold_rtf=None, warm_rtf=warm_rtf, peak_rss_bytes=peak, guard=guard,
+        process=PERSISTENT,
     )
     return stage, report

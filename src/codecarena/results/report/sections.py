@@ -25,6 +25,7 @@ from codecarena.results.formatting import (
 from codecarena.results.report.context import ReportContext
 from codecarena.results.report.markup import code, data_uri, esc, num_td, spec_html, weights_pill
 from codecarena.results.report.mushra import mushra_td
+from codecarena.results.report.plot_cache import cached
 from codecarena.results.report.plots import cost_plot, pareto_metrics, pareto_plot
 from codecarena.results.schema import Row
 from codecarena.results.verdict import verdict
@@ -197,7 +198,7 @@ def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None)
     where = group.id if language is None else f"{group.id} {language_label(language)}"
     figures = []
     for metric in pareto_metrics(entries):
-        png, why, bars, without = pareto_plot(entries, metric, ctx.styles, with_run)
+        png, why, bars, without = cached(pareto_plot, entries, metric, ctx.styles, with_run)
         if png is None:
             ctx.skipped_plots.append((where, metric, why))
             continue
@@ -227,7 +228,7 @@ def plots_html(ctx: ReportContext, group: lb.Group, language: str | None = None)
 def cost_html(ctx: ReportContext, group: lb.Group) -> str:
     """The cost plot of a group's clean configurations (costs are not split by language; a channel
     configuration's are its clean configuration's)."""
-    cost = cost_plot(ctx.board.group_entries(group.id, channel=False), ctx.styles, len(group.runs) > 1)
+    cost = cached(cost_plot, ctx.board.group_entries(group.id, channel=False), ctx.styles, len(group.runs) > 1)
     if cost is None:
         return ""
     return (f'<div class="plots"><figure class="wide" data-metric="cost"><img class="plot" alt="cost vs kbps" '
