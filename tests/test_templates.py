@@ -23,7 +23,7 @@ import psutil
 import pytest
 import soundfile as sf
 
-from codecarena.framing import _ogg_packets
+from codecarena.framing import _ogg_pages
 from codecarena.payload import read_payload
 from codecarena.rundir import StageFiles, WorkerFiles
 from codecarena.runtime.limits import StageLimits
@@ -66,7 +66,7 @@ def _processes(out: Path) -> list[str]:
 def _speex_packets(payload: bytes, tmp_path: Path) -> list[bytes]:
     path = tmp_path / "speex.ccap"
     path.write_bytes(payload)
-    return _ogg_packets(b"".join(read_payload(path).packet_stream("bitstream").packets))
+    return _ogg_pages(b"".join(read_payload(path).packet_stream("bitstream").packets))[0]
 
 
 def test_forked_children_write_the_same_bytes_as_new_interpreters(tmp_path: Path) -> None:
