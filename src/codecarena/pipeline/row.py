@@ -20,7 +20,6 @@ from codecarena.arena import ARENA_RATE
 from codecarena.channel import stage as channel_stage
 from codecarena.channel.packets import cutting
 from codecarena.channel.spec import ChannelError
-from codecarena.pipeline import condition_plan as selected
 from codecarena.files import sha256_file
 from codecarena.conditions.agreement import agreement
 from codecarena.metrics.declarations import against_input

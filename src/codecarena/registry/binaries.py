@@ -102,7 +102,7 @@ def installed_version(package: str) -> str:
 
 def package_files(package: str) -> list[str]:
     """The files an installed Debian package ships, as `dpkg-query -L` lists them (none without dpkg)."""
-    return [line for line in _dpkg_query("-L", package).splitlines() if line.startswith("/")]
+    return [line for line in dpkg.query("-L", package).splitlines() if line.startswith("/")]
 
 
 def _owner(path: str) -> str:
