@@ -384,3 +384,7 @@ def test_the_run_prints_each_languages_quality_beside_the_pooled_table(tmp_path:
     assert "n=3, no interval" in result.stdout and "n=2, no interval" in result.stdout
     assert "quality, en only (2 utterances)" in result.stdout and "quality, zh only (1 utterance)" in result.stdout
     assert f"{en['mean']:.3f}" in result.stdout
+    # Issue 38 (4): each language first, then the pooled table, named as pooled (as leaderboard and the report).
+    headings = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("quality")]
+    assert headings == ["quality, en only (2 utterances)", "quality, zh only (1 utterance)",
+                        "quality, all 2 languages pooled (3 utterances)"]

@@ -144,7 +144,7 @@ class RowProgress:
 def closing(plan: RunPlan, rows: list[Row], resumed: int) -> int:
     """What is said after the last row, and the exit status: 1 when a row failed a stage or a check."""
     from codecarena.console import console, print_quality, print_summary
-    from codecarena.results.formatting import language_label
+    from codecarena.results.formatting import count, language_label
     from codecarena.results.summary import summarize
     from codecarena.results.verdict import verdict
 
@@ -154,14 +154,17 @@ def closing(plan: RunPlan, rows: list[Row], resumed: int) -> int:
     summary = summarize(rows)
     print_summary(summary)
     if plan.plan.metrics:
-        print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
         languages = sorted({lang for c in summary["codecs"] for lang in c["by_language"]})
-        # A pooled mean hides a codec that fails one language: with two or more, each has its table.
+        # A pooled mean hides a codec that fails one language: with two or more, each has its table,
+        # first, as in `leaderboard` and the report, and the pooled one comes last, named as pooled.
         for language in languages if len(languages) > 1 else ():
             groups = {c["codec"]: c["by_language"][language] for c in summary["codecs"] if language in c["by_language"]}
             utterances = max(g["utterances"] for g in groups.values())
             print_quality({codec: g["metrics"] for codec, g in groups.items()}, title=f"quality, "
-                          f"{language_label(language)} only ({utterances} utterance{'s' if utterances != 1 else ''})")
+                          f"{language_label(language)} only ({count(utterances, 'utterance')})")
+        title = "quality" if len(languages) < 2 else \
+            f"quality, all {len(languages)} languages pooled ({count(len(plan.evalset.utterances), 'utterance')})"
+        print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]}, title=title)
     if "channels" in summary:
         from codecarena.results.robustness import text_lines
 
