@@ -1,6 +1,7 @@
-"""What `codecarena run` prints: the lines that open a run (what it adds to, the set, what of the input
-is skipped or converted), the progress of its rows (a bar on a terminal, one log line per row when
-piped), and what closes it (the summary tables, the run directory, the rows that failed)."""
+"""What `codecarena run` prints: the lines that open a run (what it adds to, the set, which families and
+metrics run on which device, what of the input is skipped or converted), the progress of its rows (a
+bar on a terminal, one log line per row when piped), and what closes it (the summary tables, the run
+directory, the rows that failed)."""
 
 from __future__ import annotations
 
@@ -76,8 +77,10 @@ def one_line(text: str, limit: int = 200) -> str:
 
 
 def opening(plan: RunPlan) -> None:
-    """What is said before the first row: what --add adds to, the set, the input's notes."""
+    """What is said before the first row: what --add adds to, the set, where its families and metrics
+    run when a device other than the CPU was asked for, the input's notes."""
     from codecarena.console import console
+    from codecarena.pipeline.placement import Placement
     from codecarena.results.formatting import count
 
     if plan.add and plan.continued:
@@ -87,6 +90,9 @@ def opening(plan: RunPlan) -> None:
                       f"the run in {plan.out}" if added else
                       f"no codec configuration to add: resuming the {had} of the run in {plan.out}")
     console.print(describe_set(plan.evalset, len(plan.codecs), plan.out))
+    devices = Placement.of((s.family for s in plan.codecs), plan.plan.metrics, plan.device, plan.metric_device).line()
+    if devices:
+        console.print(devices, soft_wrap=True, markup=False)
     for line in input_notes(plan.evalset):
         console.print(line, soft_wrap=True)
 

@@ -33,16 +33,18 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.results.summary import metric_stats
     from codecarena.runtime.limits import parse_limits
 
+    metric_device = device_option(args.metric_device or device_option(args.device), "--metric-device")
+    # Asked before any file is read or model verified; the refusal names the flag the user typed.
+    selection.check_metric_device(selection.select_metrics(args.metrics), metric_device,
+                                  "--metric-device" if args.metric_device else "--device")
     if not args.recursive and args.ref_dir.is_dir():
         # A mirror keeps its originals in a subfolder (original/): they are not references unless asked for.
         for sub in sorted(p.name for p in args.ref_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             console.print(f"{sub}/: subfolder not read (use --recursive)", style="yellow", soft_wrap=True)
     refs = load_input_dir(args.ref_dir, recursive=args.recursive)
-    metric_device = device_option(args.metric_device or device_option(args.device), "--metric-device")
     scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances), metric_device)
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")
-    selection.check_metric_device(scorer)
     pairs, unmatched = [], []
     for utt in refs.utterances:
         relative = utt.path.relative_to(args.ref_dir.resolve())

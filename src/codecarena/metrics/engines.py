@@ -140,11 +140,13 @@ def parse_answer(text: str, device: str, engines: list[str]) -> dict[str, str]:
     return data["answers"]
 
 
-def probe(metrics: Iterable[str], metric_device: str, python: str = sys.executable) -> None:
-    """Before any row: MetricDeviceError (one line naming each metric that cannot run on the metric
-    device, its library's reason and `--metric-device cpu`) unless every selected learned metric's
-    library, in the scoring process's interpreter `python`, can use it. On the CPU nothing is asked."""
-    metric_device = parse_device(metric_device, "--metric-device")
+def probe(metrics: Iterable[str], metric_device: str, python: str = sys.executable,
+          option: str = "--metric-device") -> None:
+    """Before any row: MetricDeviceError (one line naming `option`, the flag that chose the metric
+    device, each metric that cannot run there, its library's reason and `--metric-device cpu`) unless
+    every selected learned metric's library, in the scoring process's interpreter `python`, can use it.
+    On the CPU nothing is asked."""
+    metric_device = parse_device(metric_device, option)
     learned = {name: ENGINE_OF[name] for name in metrics if name in ENGINE_OF}
     if metric_device == "cpu" or not learned:
         return
@@ -160,7 +162,7 @@ def probe(metrics: Iterable[str], metric_device: str, python: str = sys.executab
     refused = [f"{name} ({ENGINE_LABELS[engine]}): {answers[engine]}" for name, engine in learned.items()
                if answers[engine]]
     if refused:
-        raise MetricDeviceError(f"--metric-device {metric_device}: {'; '.join(refused)}; ask for --metric-device cpu "
+        raise MetricDeviceError(f"{option} {metric_device}: {'; '.join(refused)}; ask for --metric-device cpu "
                                 "(the codecs still run on --device) or leave these metrics out with --metrics")
 
 
