@@ -77,8 +77,9 @@ def one_line(text: str, limit: int = 200) -> str:
 
 
 def opening(plan: RunPlan) -> None:
-    """What is said before the first row: what --add adds to, the set, where its families and metrics
-    run when a device other than the CPU was asked for, the input's notes."""
+    """What is said before the first row: what --add adds to (and which user codecs it takes up pinned
+    anew), the set, where its families and metrics run when a device other than the CPU was asked for,
+    the input's notes."""
     from codecarena.console import console
     from codecarena.pipeline.placement import Placement
     from codecarena.results.formatting import count
@@ -89,6 +90,11 @@ def opening(plan: RunPlan) -> None:
         console.print(f"adding {count(len(added), 'codec configuration')} ({', '.join(added)}) to the {had} of "
                       f"the run in {plan.out}" if added else
                       f"no codec configuration to add: resuming the {had} of the run in {plan.out}")
+    if plan.repinned:
+        again = [s.canonical for s in plan.codecs if s.family in plan.repinned]
+        console.print(f"user codec {', '.join(plan.repinned)} was added again since the run: the rows of "
+                      f"{', '.join(again)} ({count(len(again) * len(plan.evalset.utterances), 'row')}) are computed "
+                      "again with its new pin; every other row is kept", soft_wrap=True, markup=False)
     console.print(describe_set(plan.evalset, len(plan.codecs), plan.out))
     devices = Placement.of((s.family for s in plan.codecs), plan.plan.metrics, plan.device, plan.metric_device).line()
     if devices:

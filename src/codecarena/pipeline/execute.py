@@ -98,7 +98,7 @@ def execute(plan: RunPlan, executor: Executor, on_row: Callable[[Row, bool], Non
 def _execute_locked(plan: RunPlan, executor: Executor, on_row: Callable[[Row, bool], None] | None) -> list[Row]:
     run = plan.run
     plan, earlier = follow(plan)
-    changed = changed_binaries(earlier.runtimes, plan.record.runtimes) if earlier is not None else ""
+    changed = changed_binaries(earlier.runtimes, plan.record.runtimes, plan.repinned) if earlier is not None else ""
     if changed:
         raise RunError(f"{run.root}: {changed} since the run started, so its rows came from another "
                        f"binary; use another --out directory")

@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from codecarena.files import JSONFileError, copy_verified, data_home, read_json, sha256_file, tree_sha256, write_json
+from codecarena.files import (JSONFileError, copy_verified, data_home, read_json, sha256_file, sha256_json, tree_sha256,
+                              write_json)
 
 FORMAT = "codecarena-user-codec"
 VERSION = 1
@@ -118,11 +119,12 @@ class UserUnit:
                 if self.requirements else None, "binaries": dict(self.binaries)}
 
     def label(self) -> dict[str, Any]:
-        """What rows and tables show: that it is a user codec, and which source made it."""
+        """What rows and tables show: that it is a user codec, and which source made it; and the sha256
+        of its whole pin (`identity`), which ties a row to the pin the run's plan holds."""
         source = self.source
         return {"name": self.name, "source_sha256": source.sha256 if source else None,
                 "git_commit": source.git_commit if source else "", "git_dirty": source.git_dirty if source else False,
-                "declaration_sha256": self.identity()["declaration_sha256"]}
+                "declaration_sha256": self.identity()["declaration_sha256"], "pin_sha256": sha256_json(self.identity())}
 
 
 def units_dir() -> Path:

@@ -101,6 +101,11 @@ class PlanUserCodec:
         """The checkpoint identity every payload of this codec records."""
         return {"registry": self.registry, "revision": "user codec", **self.checkpoints}
 
+    @property
+    def sha256(self) -> str:
+        """Of the whole pin, as a row records it (`model.user_codec.pin_sha256`, registry/user_units.py)."""
+        return sha256_json(asdict(self))
+
 
 # Transcript-scored ASR outputs record the transcript in their details once the ASR ran.
 _TRANSCRIPT_OUTPUTS = ("wer", "cer", "ref_wer", "ref_cer")
@@ -210,6 +215,14 @@ class Plan:
             if row.status == "ok" and label.get("source_sha256") != pinned_codec.source_sha256:
                 problems.append(f"it was made by user codec source {label.get('source_sha256')}, the plan pins "
                                 f"{pinned_codec.source_sha256}")
+            if row.status == "ok" and label.get("declaration_sha256") != pinned_codec.declaration_sha256:
+                problems.append(f"it was made by user codec declaration {label.get('declaration_sha256')}, the plan "
+                                f"pins {pinned_codec.declaration_sha256}")
+            # The whole pin (requirements and programs too), recorded by rows made since codecs re-pinned
+            # within a run (run --add) could be; an older row is held to the parts above.
+            if row.status == "ok" and "pin_sha256" in label and label["pin_sha256"] != pinned_codec.sha256:
+                problems.append(f"it was made by user codec pin {label['pin_sha256']}, the plan pins "
+                                f"{pinned_codec.sha256} (the codec was added again since this row was made)")
         elif row.registry.startswith("user-"):
             problems.append(f"its registry {row.registry!r} names a user codec the plan does not pin")
         problems += self.device_problems(row)
@@ -285,7 +298,8 @@ class RunRecord:
     # Files of an --input folder that could not be read as audio: {file, reason}; None before version 3.
     skipped_inputs: list[dict[str, Any]] | None
     # Each earlier invocation into this directory, oldest first: {command, created_at, plan_sha256,
-    # codecs}; None before version 4.
+    # codecs, and the pins of its user codecs (user_codecs; absent from entries written before a user
+    # codec could be pinned again within a run)}; None before version 4.
     history: list[dict[str, Any]] | None
     plan: Plan
     plan_sha256: str
@@ -300,7 +314,8 @@ class RunRecord:
         replaces it keeps."""
         return [*(self.history or []), {"command": self.command, "created_at": self.created_at,
                                         "plan_sha256": self.plan_sha256,
-                                        "codecs": [c.codec for c in self.plan.codecs]}]
+                                        "codecs": [c.codec for c in self.plan.codecs],
+                                        "user_codecs": [asdict(c) for c in self.plan.user_codecs or ()]}]
 
 
 def on_the_cpu_if_older(plan: Plan) -> Plan:
