@@ -530,6 +530,28 @@ def test_codec_add_pins_the_sha256_a_declaration_leaves_out_and_refuses_one_that
     assert families["mine"].command.binaries == (Binary("tool", str(tool), "", sha256),)  # type: ignore[union-attr]
 
 
+def test_a_users_command_line_codec_added_again_with_another_program_reruns_its_rows_only(
+        speech_dir: Path, tmp_path: Path) -> None:
+    """Issue 38 (2): the program of a command-line user codec changes and the codec is added again; `run
+    --add` computes its rows again with the new program (whose identity differs from the one run.json
+    recorded, which otherwise stops a resume) and keeps the baseline rows."""
+    env, tool = _user_codec(tmp_path)
+    out = tmp_path / "run"
+    base = ("run", "--input", speech_dir, "--codec", "mine:ok", "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    assert codecarena(*base, env=env).returncode == 0
+    baseline = sorted((r for r in rows_of(out) if r["codec"] == "pcm:16"), key=lambda r: r["utterance"])
+    tool.write_text(tool.read_text() + "# a new build\n")
+    assert codecarena("codec", "add", "mine", "--declaration", tmp_path / "mine.codec.toml", env=env).returncode == 0
+    again = codecarena(*base, "--add", env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "user codec mine was added again since the run" in again.stdout
+    rows = rows_of(out)
+    assert sorted((r for r in rows if r["codec"] == "pcm:16"), key=lambda r: r["utterance"]) == baseline
+    new_tool = identify("tool", tool).sha256
+    assert {r["model"]["binaries"][0]["sha256"] for r in rows if r["codec"] == "mine:ok"} == {new_tool}
+    assert codecarena("audit", out, env=env).returncode == 0
+
+
 @pytest.mark.slow
 def test_a_users_command_line_codec_runs_and_its_failures_stay_in_their_rows(speech_dir: Path, tmp_path: Path) -> None:
     env, tool = _user_codec(tmp_path)
