@@ -167,7 +167,7 @@ def test_cuda_on_a_runtime_without_it_is_refused_before_any_row(tmp_path: Path, 
     assert not out.exists()
 
 
-LEARNED = "asr, distill_mos, dnsmos, speaker_sim"
+LEARNED = "asr, distill_mos, dnsmos, plcmos, speaker_sim"
 
 
 def test_a_device_nothing_of_the_run_can_use_is_refused_before_any_work(tmp_path: Path) -> None:

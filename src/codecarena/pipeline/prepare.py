@@ -2,10 +2,11 @@
 
 A `Selection` is what a user asks for, as given (the options of `codecarena run`, or the arguments of
 a Python call); `prepare` checks every part of it before any work and resolves it against this
-machine: the limits, the devices (asked of every runtime that would use one), the codec
-configurations with the conditions their input goes through and the channels they cross, the
-condition sets (--noise-dir, --rir-dir), the evaluation set and its subset, the metrics and ASR
-models, the weights and their pins, each family's runtime, the variant, the executor; then the plan,
+machine: the limits, the codec configurations with the conditions their input goes through and the
+channels they cross, the devices (one that nothing of the run can use is refused,
+`pipeline/placement.py`; the metric libraries and each family's runtime that would use one are asked,
+before the set is read), the evaluation set and its subset, the condition sets (--noise-dir,
+--rir-dir), the metrics and ASR models, the weights and their pins, the variant, the executor; then the plan,
 its hash and default directory, the replay default, the record run.json starts with, and whether the
 directory can hold this run (the run already there is continued as `pipeline/resume.py` says). A
 refusal is one line naming the option or the path (SelectionError, RunError, or the error of the

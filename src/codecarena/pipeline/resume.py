@@ -122,10 +122,10 @@ def _plan_differences(a: Plan, b: Plan) -> list[str]:
 def _what_to_do(previous: Plan, plan: Plan, differs: list[str]) -> str:
     """The end of the refusal of a run whose plan differs from this command's."""
     tail = "; use another --out directory"
-    if "user_codecs" in differs and set(differs) <= {"codecs", "runtimes", "user_codecs"} \
-            and repinned_user_codecs(previous, plan):
-        return (f" (user codec {', '.join(repinned_user_codecs(previous, plan))} was added again since the run: rerun "
-                f"with --add to compute its rows again and keep every other row){tail}")
+    repinned = repinned_user_codecs(previous, plan)
+    if repinned and set(differs) <= {"codecs", "runtimes", "user_codecs"}:
+        return (f" (user codec {', '.join(repinned)} was added again since the run: rerun with --add to compute its "
+                f"rows again and keep every other row){tail}")
     if differs not in (["codecs"], ["codecs", "runtimes"]):
         return tail
     had = [c.codec for c in previous.codecs]
