@@ -242,7 +242,7 @@ def test_the_run_says_at_the_start_which_families_and_metrics_run_where(tmp_path
 
     from codecarena.commands.run_view import opening
     from codecarena.console import console
-    from codecarena.datasets import load_input_dir
+    from codecarena.input_sets import load_input_dir
     from codecarena.pipeline.plan import assemble
     from codecarena.runtime.limits import StageLimits
     from codecarena.specs import parse_configuration
@@ -572,7 +572,7 @@ def test_a_run_made_before_the_device_fields_resumes_on_the_cpu_and_is_refused_e
 
     # The same run on cuda (assembled: on this machine a device nothing of it uses is refused before the
     # directory is looked at, issue 38, 7) is refused as another configuration.
-    from codecarena.datasets import load_input_dir
+    from codecarena.input_sets import load_input_dir
     from codecarena.pipeline.plan import RunError, assemble
     from codecarena.pipeline.resume import follow
     from codecarena.runtime.limits import StageLimits
