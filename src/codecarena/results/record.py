@@ -15,7 +15,10 @@ older record reads with None there (no user codec could run before it). Version 
 (`device`, where torch families run, and `metric_device`, where learned metrics run); an older record
 reads with None there (everything ran on the CPU then). Version 8 added the files of every --noise-dir and
 --rir-dir set a condition draws from (`file_sets`, docs/conditions.md), in a plan that has any (a plan
-without them is written as before, so its hash, and the run it names, stay the same).
+without them is written as before, so its hash, and the run it names, stay the same). Version 9 added
+the shared libraries a user's command-line codec's programs load (`user_codecs[].libraries`: program,
+path, size, sha256), in the pin of a codec that has them (the pin of any other is written as before,
+so its hash stays the same); an older record that names them is refused.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from codecarena.devices import DeviceError, DeviceInfo, parse_device
 from codecarena.files import JSONFileError, read_json, sha256_json
 from codecarena.metrics.engines import devices_of
 from codecarena.registry.catalog import FAMILIES
+from codecarena.registry.libraries import Library
 from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 8
+RUN_VERSION = 9
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 _V5_PLAN_FIELDS = ("references", "user_pins")
 _V7_PLAN_FIELDS = ("device", "metric_device")
@@ -92,10 +96,19 @@ class PlanUserCodec:
     checkpoints: dict[str, str]  # file name -> sha256
     requirements_sha256: str | None  # None when it runs in the harness's environment
     binaries: dict[str, str]  # a command-line codec's programs: name -> sha256 ({} for a Python codec)
+    # The shared libraries those programs load; None for a Python codec (and before version 9).
+    libraries: list[Library] | None = None
 
     @property
     def registry(self) -> str:
         return f"user-{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As run.json holds it: without libraries where it pins none, as before version 9."""
+        data = asdict(self)
+        if data["libraries"] is None:
+            del data["libraries"]
+        return data
 
     def checkpoint(self) -> dict[str, str]:
         """The checkpoint identity every payload of this codec records."""
@@ -104,7 +117,18 @@ class PlanUserCodec:
     @property
     def sha256(self) -> str:
         """Of the whole pin, as a row records it (`model.user_codec.pin_sha256`, registry/user_units.py)."""
-        return sha256_json(asdict(self))
+        return sha256_json(self.to_dict())
+
+
+def _library_pins(plan: Any, version: Any) -> Any:
+    """A plan's JSON form with every user codec's `libraries` given (None where it was left out);
+    a record before version 9 that names them is refused."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("user_codecs"), list):
+        return plan
+    codecs = plan["user_codecs"]
+    if version != RUN_VERSION and any(isinstance(c, dict) and "libraries" in c for c in codecs):
+        raise SchemaError(f"plan.user_codecs: unexpected key 'libraries' in a version {version} record")
+    return {**plan, "user_codecs": [{"libraries": None, **c} if isinstance(c, dict) else c for c in codecs]}
 
 
 # Transcript-scored ASR outputs record the transcript in their details once the ASR ran.
@@ -177,6 +201,8 @@ class Plan:
         for added in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets"):
             if data[added] is None:
                 del data[added]
+        if self.user_codecs is not None:
+            data["user_codecs"] = [c.to_dict() for c in self.user_codecs]
         return {**data, **(legacy or {})}
 
     def row_problems(self, row: Row) -> list[str]:
@@ -315,7 +341,7 @@ class RunRecord:
         return [*(self.history or []), {"command": self.command, "created_at": self.created_at,
                                         "plan_sha256": self.plan_sha256,
                                         "codecs": [c.codec for c in self.plan.codecs],
-                                        "user_codecs": [asdict(c) for c in self.plan.user_codecs or ()]}]
+                                        "user_codecs": [c.to_dict() for c in self.plan.user_codecs or ()]}]
 
 
 def on_the_cpu_if_older(plan: Plan) -> Plan:
@@ -329,10 +355,10 @@ def on_the_cpu_if_older(plan: Plan) -> Plan:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """A current plan from its JSON form (what the pipeline builds and a version 7 or 8 run.json holds)."""
+    """A current plan from its JSON form (what the pipeline builds and a version 7 to 9 run.json holds)."""
     if "legacy_limits" in data:
         raise SchemaError("plan: unexpected key 'legacy_limits'")
-    plan = from_dict(Plan, {"file_sets": None, **data, "legacy_limits": None}, "plan")
+    plan = from_dict(Plan, {"file_sets": None, **_library_pins(data, RUN_VERSION), "legacy_limits": None}, "plan")
     if plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs):
         raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
     if plan.references is None or plan.user_pins is None:
@@ -356,6 +382,8 @@ def parse_run_record(data: Any) -> RunRecord:
     if not isinstance(data, dict):
         raise SchemaError("run.json: expected an object")
     version = data.get("version")
+    if "plan" in data:
+        data = {**data, "plan": _library_pins(data["plan"], version)}
     if version in (1, 2) and "skipped_inputs" not in data:
         data = {**data, "skipped_inputs": None}
     if version in (1, 2, 3) and "history" not in data:
@@ -381,7 +409,7 @@ def parse_run_record(data: Any) -> RunRecord:
         if "file_sets" in data["plan"]:
             raise SchemaError("plan: unexpected keys ['file_sets'] in a version 7 record")
         data = {**data, "plan": plan_from_dict(data["plan"])}
-    elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
+    elif version in (8, RUN_VERSION) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:
         raise SchemaError(f"run.json version {version!r}, expected 1 to {RUN_VERSION}")
