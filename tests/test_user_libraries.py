@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from codecarena.files import sha256_json
 from codecarena.registry.libraries import Library, LibraryError, check, pin
+from codecarena.results.record import PlanUserCodec, parse_run_record
+from codecarena.results.schema import SchemaError
 
 from conftest import codecarena, rows_of
 
@@ -135,9 +138,12 @@ def test_a_changed_library_stops_the_run_fails_the_audit_and_shows_in_codec_list
     assert {r["status"] for r in rows_of(out)} == {"ok"}
     assert codecarena("audit", out, env=env).returncode == 0
     before, size = _sha256(library), library.stat().st_size
-    plan = json.loads((out / "run.json").read_text())["plan"]
-    assert [lib for lib in plan["user_codecs"][0]["libraries"] if lib["path"] == str(library)] == [
+    record = json.loads((out / "run.json").read_text())
+    assert record["version"] == 8 and [lib for lib in record["plan"]["user_codecs"][0]["libraries"]
+                                       if lib["path"] == str(library)] == [
         {"binary": "tool", "path": str(library), "sha256": before, "bytes": size}]
+    with pytest.raises(SchemaError, match="unexpected key 'libraries' in a version 7 record"):
+        parse_run_record({**record, "version": 7})
     data = bytearray(library.read_bytes())
     data[-1] ^= 0xFF  # one byte of the library's last section table entry
     library.write_bytes(bytes(data))
@@ -191,3 +197,15 @@ def test_a_script_loads_no_library_and_a_version_1_command_codec_must_be_added_a
     assert refused.returncode == 2 and "added before codecarena pinned the shared libraries its programs load; " \
         "add the codec again (codecarena codec add mine --declaration FILE)" in refused.stderr, refused.stderr
     assert not os.path.exists(tmp_path / "run" / "rows.jsonl")
+
+
+def test_the_pin_of_a_codec_without_libraries_is_written_and_hashed_as_before() -> None:
+    """run.json version 8 adds `libraries` only to a pin that has them: a Python codec's pin, and so the
+    plan of a run made before, hash as they did."""
+    before = {"name": "adpcm", "declaration_sha256": "1" * 64, "source_sha256": "2" * 64, "checkpoints": {},
+              "requirements_sha256": None, "binaries": {}}
+    pinned = PlanUserCodec(**before)
+    assert pinned.to_dict() == before and pinned.sha256 == sha256_json(before)
+    library = Library("tool", "/lib/libtiny.so", "3" * 64, 10)
+    assert PlanUserCodec(**before, libraries=[library]).to_dict() == {
+        **before, "libraries": [{"binary": "tool", "path": "/lib/libtiny.so", "sha256": "3" * 64, "bytes": 10}]}
