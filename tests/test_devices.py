@@ -329,7 +329,7 @@ def test_learned_metrics_on_cuda_are_refused_per_library_before_any_row(tmp_path
         f"dnsmos (onnxruntime): onnxruntime {onnxruntime.__version__} has no CUDAExecutionProvider (available: "
         f"{providers}); distill_mos (torch): cuda requested but the scoring environment's torch {torch.__version__} "
         "(a build without CUDA) sees no CUDA device; "
-        f"asr (faster-whisper/CTranslate2): CTranslate2 {ctranslate2.__version__} sees 0 CUDA device(s) "
+        f"asr (faster-whisper/CTranslate2): CTranslate2 {ctranslate2.__version__} sees 0 CUDA devices "
         "(ctranslate2.get_cuda_device_count()); "
         "ask for --metric-device cpu (the codecs still run on --device) or leave these metrics out with --metrics")
     assert not out.exists()
@@ -526,7 +526,7 @@ def test_replay_and_stability_run_on_the_rows_device_or_are_refused(tmp_path: Pa
         "no CUDA device; pass --replay-device cpu to replay them on the CPU as a cross-device comparison"]
     crossed = codecarena("audit", out, "--replay", "--replay-device", "cpu", env=torch_codec)
     assert crossed.returncode == 0, crossed.stdout + crossed.stderr
-    assert ("note: replay on cpu of 1 payload(s) made on cuda:0: 1 decoded byte-identical to the run's audio, 0 "
+    assert ("note: replay on cpu of 1 payload made on cuda:0: 1 decoded byte-identical to the run's audio, 0 "
             "differ (a cross-device comparison") in crossed.stdout
     elsewhere = codecarena("audit", out, "--replay", "--replay-device", "cuda:1", env=torch_codec)
     assert elsewhere.returncode == 2 and elsewhere.stderr.startswith("codecarena: error: --replay-device cuda:1: ")

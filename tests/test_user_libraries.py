@@ -172,7 +172,8 @@ def test_a_library_loaded_but_not_pinned_or_pinned_but_not_loaded_is_refused(tmp
     others = tuple(p for p in pins if p.path != str(library))
     with pytest.raises(LibraryError, match=f"^binary tool \\({tool}\\) now loads {library}, which was not pinned$"):
         check("tool", str(tool), others)
-    ghost = Library("tool", str(tmp_path / "tool.c"), _sha256(tmp_path / "tool.c"), (tmp_path / "tool.c").stat().st_size)
+    source = tmp_path / "tool.c"
+    ghost = Library("tool", str(source), _sha256(source), source.stat().st_size)
     with pytest.raises(LibraryError, match="no longer loads .*tool.c, which was pinned$"):
         check("tool", str(tool), (*pins, ghost))
     library.unlink()

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena import selection
     from codecarena.arena import ARENA_RATE
     from codecarena.audio_input import check_audio_file
+    from codecarena.plural import counted, verb
     from codecarena.console import console, print_quality
     from codecarena.input_sets import load_input_dir
     from codecarena.files import write_json
@@ -73,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
     # References in folders the decoded set does not have are named, never scored.
     if unmatched:
         folders = sorted({str(r.parent) for r in unmatched})
-        console.print(f"{len(unmatched)} of {len(refs.utterances)} references have no decoded file in "
-                      f"{args.dec_dir} and are not scored (in {', '.join(folders[:5])}"
+        n = len(unmatched)
+        console.print(f"{n} of {counted(len(refs.utterances), 'reference')} {verb(n, 'has', 'have')} no decoded "
+                      "file in "
+                      f"{args.dec_dir} and {verb(n, 'is', 'are')} not scored (in {', '.join(folders[:5])}"
                       f"{' ...' if len(folders) > 5 else ''}; e.g. {unmatched[0]})", style="yellow", soft_wrap=True)
     for name, reason in refs.skipped:
         console.print(f"{args.ref_dir / name}: skipped, {reason}", style="yellow", soft_wrap=True)

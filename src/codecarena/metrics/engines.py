@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from codecarena.devices import DeviceError, device_kind, parse_device
+from codecarena.plural import counted
 
 # metric -> the library that runs its model on the metric device; a metric not named runs on the CPU.
 ENGINE_OF = {"asr": "ctranslate2", "dnsmos": "onnxruntime", "plcmos": "onnxruntime", "distill_mos": "torch",
@@ -72,7 +73,7 @@ def check(engine: str, device: str) -> None:
 
         count = ctranslate2.get_cuda_device_count()
         if device_index(device) >= count:
-            raise MetricDeviceError(f"CTranslate2 {ctranslate2.__version__} sees {count} CUDA device(s) "
+            raise MetricDeviceError(f"CTranslate2 {ctranslate2.__version__} sees {counted(count, 'CUDA device')} "
                                     "(ctranslate2.get_cuda_device_count())")
         try:
             types = ctranslate2.get_supported_compute_types("cuda", device_index(device))

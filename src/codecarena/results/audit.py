@@ -17,6 +17,7 @@ from typing import Any
 from codecarena.files import json_differences, sha256_file
 from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
                                                    value_sha256)
+from codecarena.plural import counted, verb
 from codecarena.registry import libraries, user_units
 from codecarena.rundir import RunDir, StageFiles, UnsafePathError
 from codecarena.runtime.venvs import sync_interpreter
@@ -172,8 +173,10 @@ def replay_problems(run: Run, python: str, interpreters: dict[str, str] | None =
                 problems.append(f"{where}: a fresh decode of the payload differs from {row.decoded}")
     for (made, device), identical in sorted(crossed.items()):
         if notes is not None:
-            notes.append(f"replay on {device} of {len(identical)} payload(s) made on {made}: {sum(identical)} decoded "
-                         f"byte-identical to the run's audio, {len(identical) - sum(identical)} differ (a cross-device "
+            differ = len(identical) - sum(identical)
+            notes.append(f"replay on {device} of {counted(len(identical), 'payload')} made on {made}: {sum(identical)} "
+                         f"decoded byte-identical to the run's audio, {differ} {verb(differ, 'differs', 'differ')} "
+                         "(a cross-device "
                          "comparison: another device is another configuration, so a difference is not a failure)")
     return problems
 
