@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from codecarena.metrics.engines import ENGINE_OF
+from codecarena.plural import verb
 from codecarena.registry.catalog import FAMILIES
 
 CPU = "cpu"
@@ -73,12 +74,11 @@ class Placement:
                 continue
             reasons = []
             if self.device == device:
-                one = len(self.families) == 1
-                reasons.append(f"{_names(self.families)} {'is not a torch family' if one else 'are not torch families'}")
+                n = len(self.families)
+                reasons.append(f"{_names(self.families)} {verb(n, 'is not a torch family', 'are not torch families')}")
             if self.metric_device == device:
-                one = len(self.metrics) == 1
-                reasons.append(f"{_names(self.metrics)} {'is' if one else 'are'} computed on the CPU on any device"
-                               if self.metrics else "it computes no metrics")
+                reasons.append(f"{_names(self.metrics)} {verb(len(self.metrics), 'is', 'are')} computed on the CPU on "
+                               "any device" if self.metrics else "it computes no metrics")
             learned = ", ".join(sorted(ENGINE_OF))
             return (f"{option} {device}: nothing in this run can use it ({'; '.join(reasons)}); leave {option} out "
                     f"to run on the CPU (a device serves the torch codec families and the metrics {learned})")
