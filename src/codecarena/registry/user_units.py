@@ -11,8 +11,8 @@ sha256 (a copy of its bytes is kept beside the record, never a link), the requir
 runtime, and for a command-line codec the sha256 of each program and the path, size and sha256 of
 every shared library it loads (`libraries`, registry/libraries.py). Version 2 added `libraries`; a
 version 1 record reads with None there, and the catalog refuses a command-line codec so pinned until
-it is added again. The source is not copied: workers import it from where it is and refuse it when its hash is
-no longer the pinned one, so an edit is never run unnoticed; `codec add` again re-pins it.
+it is added again. The source is not copied: workers import it from where it is and refuse it when its
+hash is no longer the pinned one, so an edit is never run unnoticed; `codec add` again re-pins it.
 """
 
 from __future__ import annotations
@@ -174,7 +174,8 @@ def load(name: str) -> UserUnit:
 
 def _parse(data: Any, path: Path, name: str) -> UserUnit:
     keys = ["added_at", "binaries", "checkpoints", "declaration", "format", "name", "requirements", "source", "version"]
-    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") not in (1, VERSION) \
+    if not isinstance(data, dict) or data.get("format") != FORMAT or type(data.get("version")) is not int \
+            or data["version"] not in (1, VERSION) \
             or sorted(data) != (keys if data["version"] == 1 else sorted([*keys, "libraries"])):
         raise UserUnitError(f"{path}: not a {FORMAT} version 1 or {VERSION} record")
     if data["version"] == 1:  # it pinned no libraries
@@ -192,6 +193,8 @@ def _parse(data: Any, path: Path, name: str) -> UserUnit:
     libraries = _parse_libraries(data["libraries"], path, set(binaries))
     if source is not None and libraries is not None:
         raise UserUnitError(f"{path}: a Python codec pins no libraries")
+    if source is None and libraries is None and data["version"] == VERSION:
+        raise UserUnitError(f"{path}: a command-line codec's record must list the libraries its programs load")
     return UserUnit(name, data["added_at"], data["declaration"], source, _parse_files(data["checkpoints"], path),
                     data["requirements"], tuple(sorted(binaries.items())), libraries)
 
