@@ -139,11 +139,11 @@ def test_a_changed_library_stops_the_run_fails_the_audit_and_shows_in_codec_list
     assert codecarena("audit", out, env=env).returncode == 0
     before, size = _sha256(library), library.stat().st_size
     record = json.loads((out / "run.json").read_text())
-    assert record["version"] == 8 and [lib for lib in record["plan"]["user_codecs"][0]["libraries"]
+    assert record["version"] == 9 and [lib for lib in record["plan"]["user_codecs"][0]["libraries"]
                                        if lib["path"] == str(library)] == [
         {"binary": "tool", "path": str(library), "sha256": before, "bytes": size}]
-    with pytest.raises(SchemaError, match="unexpected key 'libraries' in a version 7 record"):
-        parse_run_record({**record, "version": 7})
+    with pytest.raises(SchemaError, match="unexpected key 'libraries' in a version 8 record"):
+        parse_run_record({**record, "version": 8})
     data = bytearray(library.read_bytes())
     data[-1] ^= 0xFF  # one byte of the library's last section table entry
     library.write_bytes(bytes(data))
@@ -201,7 +201,7 @@ def test_a_script_loads_no_library_and_a_version_1_command_codec_must_be_added_a
 
 
 def test_the_pin_of_a_codec_without_libraries_is_written_and_hashed_as_before() -> None:
-    """run.json version 8 adds `libraries` only to a pin that has them: a Python codec's pin, and so the
+    """run.json version 9 adds `libraries` only to a pin that has them: a Python codec's pin, and so the
     plan of a run made before, hash as they did."""
     before = {"name": "adpcm", "declaration_sha256": "1" * 64, "source_sha256": "2" * 64, "checkpoints": {},
               "requirements_sha256": None, "binaries": {}}

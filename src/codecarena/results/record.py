@@ -19,6 +19,9 @@ without them is written as before, so its hash, and the run it names, stay the s
 the shared libraries a user's command-line codec's programs load (`user_codecs[].libraries`: program,
 path, size, sha256), in the pin of a codec that has them (the pin of any other is written as before,
 so its hash stays the same); an older record that names them is refused.
+
+Long because it is the strict parser of run.json: the typed record and a reader for each of its nine
+versions, each key checked where it is read.
 """
 
 from __future__ import annotations
