@@ -19,6 +19,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from codecarena import selection as resolve
 from codecarena.arena import ARENA_RATE
@@ -106,13 +107,7 @@ def prepare(chosen: Selection) -> RunPlan:
                                     metric_option))
     resolve.check_metric_device(metric_names, metric_device, metric_option)
     weights = resolve.canonical_weights(chosen.weights)
-    runtimes = resolve.runtimes(specs + hops, weights, chosen.runtime_python)
-    # Every runtime that would run on the device is asked before anything is written: a device that is
-    # not there fails the command, never a row.
-    for registry_id, info in resolve.probe_devices(specs + hops, runtimes, device).items():
-        for rec in runtimes.values():
-            if rec["registry"] == registry_id:
-                rec["device"] = info
+    runtimes = _runtimes(specs + hops, weights, chosen.runtime_python, device)
     evalset = resolve.evaluation_set(chosen.input, chosen.corpus, chosen.language, chosen.data_dir, chosen.download,
                                      chosen.limit, chosen.shard, chosen.channels, chosen.language_from_folders,
                                      chosen.limit_per_language)
@@ -161,6 +156,18 @@ def prepare(chosen: Selection) -> RunPlan:
     except OSError as exc:  # what the checks cannot foresee, e.g. a folder in /proc
         raise RunError(f"run directory {out}: cannot be made ({exc.strerror})") from None
     return dataclasses.replace(followed, continued=tuple(c.codec for c in earlier.plan.codecs) if earlier else ())
+
+
+def _runtimes(specs: tuple[CodecSpec, ...], weights: str, runtime_python: str | None,
+              device: str) -> dict[str, dict[str, Any]]:
+    """Each family's runtime record; every runtime that would run on the device is asked before anything
+    is written: a device that is not there fails the command, never a row."""
+    runtimes = resolve.runtimes(specs, weights, runtime_python)
+    for registry_id, info in resolve.probe_devices(specs, runtimes, device).items():
+        for rec in runtimes.values():
+            if rec["registry"] == registry_id:
+                rec["device"] = info
+    return runtimes
 
 
 def _refuse_unused(placement: Placement) -> None:
