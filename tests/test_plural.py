@@ -49,7 +49,7 @@ def test_a_decode_one_sample_longer_than_its_tolerance_is_off_by_one_sample() ->
     from codecarena.plugin import Decoded
     from codecarena.worker import _decode
 
-    payload = SimpleNamespace(sample_rate=16000, num_samples=160)
+    payload = SimpleNamespace(family="pcm", sample_rate=16000, num_samples=160)
     adapter = SimpleNamespace(decode=lambda _: Decoded(np.zeros(161), 16000), length_tolerance=lambda _: 0)
     with pytest.raises(ValueError, match=r"^in.ccap: decoded length was off by 1 sample from the declared 160 "):
         _decode(SimpleNamespace(input="in.ccap", arena_rate=16000), payload, adapter, {"compute_s": 0.0}, [])
