@@ -108,7 +108,7 @@ def test_a_resume_rebuilds_deleted_reference_results(speaker_run: tuple[Path, Pa
     assert any("speaker embedding is not in" in p for p in audit(run))
     # One row of the reference is computed again, which stores its embedding again; the other is kept.
     stdout = _run(folder, run, "pcm:16", "codec2:3200", metrics="speaker_sim")
-    assert "1 complete rows resumed" in stdout
+    assert "1 complete row resumed" in stdout
     assert audit(run) == []
     assert sorted(p.name for p in (run / "reference_results").glob("*/*.json")) == \
         sorted(p.name for p in (original / "reference_results").glob("*/*.json"))

@@ -119,7 +119,7 @@ def test_a_minimal_command_declaration_parses() -> None:
     (('"decode", "{mode}"', '"decode", "{mode}}"'), "has a brace that is not a {placeholder}"),
     (('path = "/usr/bin/true"', 'path = "true"'), "path must be absolute"),
     (('sha256 = "' + "0" * 64 + '"', 'package = "Coreutils"'), "package must be a Debian package name"),
-    (('sha256 = "' + "0" * 64 + '"', ''), "sha256 is required when no Debian package pins the binary"),
+    (('sha256 = "' + "0" * 64 + '"', ''), "binaries[0]: package or sha256 must be given (a built-in unit pins"),
     (('[command.configs.ok]', '[command.configs.other]'), "configs must have one table for each config"),
     (('default_config = "ok"', 'default_config = "ok"\nconfig_is_bitrate = true'),
      "config_is_bitrate is not for a command-line family"),
@@ -506,6 +506,31 @@ def _user_codec(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return env, tool
 
 
+#: How a program is pinned, as every refusal about it and docs/plugins.md state it (issue 38, 6: two
+#: errors said "`codec add` takes it" and "sha256 is required").
+PIN_RULE = ("a built-in unit pins a program by its Debian package, whose version its registry entry pins; your own "
+            "codec names no package: `codec add` pins the program by the sha256 it takes of the file, and a sha256 "
+            "your declaration gives must be that one")
+
+
+def test_every_refusal_about_a_programs_pin_states_the_one_rule(tmp_path: Path) -> None:
+    """Issue 38 (6): a built-in unit that pins a program neither way, and a user's declaration that names
+    a package, are refused with the same rule, which docs/plugins.md states."""
+    unpinned = SCRIPT_DECLARATION.replace('sha256 = "' + "0" * 64 + '"', "")
+    with pytest.raises(RegistryError) as caught:
+        parse_declaration(unpinned, "gsm/codec.toml", "ignored")
+    assert str(caught.value) == ("gsm/codec.toml: command.binaries[0]: package or sha256 must be given "
+                                 f"({PIN_RULE})")
+    tool = _script(tmp_path / "quantise8", TOOL)
+    declaration = tmp_path / "mine.codec.toml"
+    declaration.write_text(user_declaration(tool).replace(f'path = "{tool}"', f'path = "{tool}"\npackage = "ffmpeg"'))
+    refused = codecarena("codec", "add", "mine", "--declaration", declaration, env={"XDG_DATA_HOME": str(tmp_path)})
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        f"codecarena: error: {declaration}: command.binaries[0]: package is for built-in units ({PIN_RULE})"]
+    guide = " ".join((Path(__file__).parents[1] / "docs" / "plugins.md").read_text().split())
+    assert PIN_RULE.replace("a built-in unit pins", "A built-in unit pins") in guide
+
+
 def test_codec_add_pins_the_sha256_a_declaration_leaves_out_and_refuses_one_that_differs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/plugins.md: each binary is pinned by the sha256 `codec add` takes; one the declaration
@@ -520,7 +545,7 @@ def test_codec_add_pins_the_sha256_a_declaration_leaves_out_and_refuses_one_that
     refused = codecarena("codec", "add", "mine", "--declaration", declaration, env=env)
     assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
         f"codecarena: error: {declaration}: binary tool ({tool}) has sha256 {sha256}, not the {'0' * 64} its "
-        "declaration pins"], refused.stderr
+        f"declaration pins ({PIN_RULE})"], refused.stderr
     declaration.write_text(user_declaration(tool))
     added = codecarena("codec", "add", "mine", "--declaration", declaration, env=env)
     assert added.returncode == 0 and f"tool (sha256 {sha256[:12]}...)" in added.stdout, added.stdout + added.stderr
@@ -528,6 +553,28 @@ def test_codec_add_pins_the_sha256_a_declaration_leaves_out_and_refuses_one_that
     families, problems = catalog._user_families()
     assert problems == {}
     assert families["mine"].command.binaries == (Binary("tool", str(tool), "", sha256),)  # type: ignore[union-attr]
+
+
+def test_a_users_command_line_codec_added_again_with_another_program_reruns_its_rows_only(
+        speech_dir: Path, tmp_path: Path) -> None:
+    """Issue 38 (2): the program of a command-line user codec changes and the codec is added again; `run
+    --add` computes its rows again with the new program (whose identity differs from the one run.json
+    recorded, which otherwise stops a resume) and keeps the baseline rows."""
+    env, tool = _user_codec(tmp_path)
+    out = tmp_path / "run"
+    base = ("run", "--input", speech_dir, "--codec", "mine:ok", "--codec", "pcm:16", "--metrics", "none", "--out", out)
+    assert codecarena(*base, env=env).returncode == 0
+    baseline = sorted((r for r in rows_of(out) if r["codec"] == "pcm:16"), key=lambda r: r["utterance"])
+    tool.write_text(tool.read_text() + "# a new build\n")
+    assert codecarena("codec", "add", "mine", "--declaration", tmp_path / "mine.codec.toml", env=env).returncode == 0
+    again = codecarena(*base, "--add", env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "user codec mine was added again since the run" in again.stdout
+    rows = rows_of(out)
+    assert sorted((r for r in rows if r["codec"] == "pcm:16"), key=lambda r: r["utterance"]) == baseline
+    new_tool = identify("tool", tool).sha256
+    assert {r["model"]["binaries"][0]["sha256"] for r in rows if r["codec"] == "mine:ok"} == {new_tool}
+    assert codecarena("audit", out, env=env).returncode == 0
 
 
 @pytest.mark.slow

@@ -281,8 +281,8 @@ def test_dropped_pairs_are_counted_with_reasons(tmp_path: Path) -> None:
     text = render_text(result)
     # The failed row drops a pair from every metric: said once, not once per metric.
     assert text.count("B: row failed (decode: worker killed)") == 1
-    assert "every metric: 1 pair(s) dropped: B: row failed (decode: worker killed)" in text
-    assert "pesq_wb: 1 pair(s) dropped: A: failed (synthetic failure)" in text
+    assert "every metric: 1 pair dropped: B: row failed (decode: worker killed)" in text
+    assert "pesq_wb: 1 pair dropped: A: failed (synthetic failure)" in text
     # The verdict says which side is better, by the metric's declared direction.
     assert pesq["verdict"] == "B worse than A (higher is better): interval excludes 0"
 
@@ -378,7 +378,7 @@ def test_compare_splits_by_language_each_language_first(tmp_path: Path) -> None:
         assert m["n"] == len(utts)
     assert metric_of(result, "pesq_wb")["mean_diff"] == pytest.approx(np.mean([b[u] - a[u] for u in language]))
     text = render_text(result)
-    order = ["-- language (no language declared): 1 pairs", "-- language en: 3 pairs", "-- language zh: 2 pairs",
+    order = ["-- language (no language declared): 1 pair", "-- language en: 3 pairs", "-- language zh: 2 pairs",
              "-- all 3 languages pooled: 6 pairs"]
     assert [text.index(line) for line in order] == sorted(text.index(line) for line in order)
     assert "-- language :" not in text
@@ -482,7 +482,7 @@ def test_the_audit_checks_an_error_rate_against_its_counts() -> None:
     assert error_count_problems(row, "opus:6k u1") == []
     row.metrics["wer"]["value"] = 0.1
     assert error_count_problems(row, "opus:6k u1") == [
-        "opus:6k u1: wer is 0.1, but its counts say 1 errors in 4 reference tokens"]
+        "opus:6k u1: wer is 0.1, but its counts say otherwise (errors 1, reference_tokens 4)"]
 
 
 # ------------------------------------------------------------------------------ (6) speaker blocks

@@ -165,10 +165,106 @@ def test_cuda_on_a_runtime_without_it_is_refused_before_any_row(tmp_path: Path, 
         f"codecarena: error: --device cuda: ttop8's runtime cannot run there: {sys.executable}: cuda requested but "
         f"this runtime's torch {torch.__version__} (a build without CUDA) sees no CUDA device"]
     assert not out.exists()
-    # A family that is not torch runs on the CPU: a run of it alone asks no runtime about the device.
-    alone = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "none", "--device", "cuda",
-                       "--out", tmp_path / "pcm", env=torch_codec)
-    assert alone.returncode == 0, alone.stdout + alone.stderr
+
+
+LEARNED = "asr, distill_mos, dnsmos, plcmos, speaker_sim"
+
+
+def test_a_device_nothing_of_the_run_can_use_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Issue 38 (7): --device cuda with families that are not torch and metrics computed on the CPU ran on
+    the CPU, its rows saying `applied: false` and the console nothing. Now it is refused at once, naming
+    the flag typed and why, and nothing is written."""
+    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror
+
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    out = tmp_path / "run"
+    dsp = ("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--codec", "opus:12k", "--out", out)
+    run = codecarena(*dsp, "--metrics", "stoi,si_sdr", "--device", "cuda")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines() == [
+        "codecarena: error: --device cuda: nothing in this run can use it (pcm and opus are not torch families; "
+        "stoi and si_sdr are computed on the CPU on any device); leave --device out to run on the CPU (a device "
+        f"serves the torch codec families and the metrics {LEARNED})"]
+    alone = codecarena(*dsp, "--metrics", "none", "--device", "cuda:1")
+    assert alone.returncode == 2 and alone.stderr.strip() == (
+        "codecarena: error: --device cuda:1: nothing in this run can use it (pcm and opus are not torch families; "
+        "it computes no metrics); leave --device out to run on the CPU (a device serves the torch codec families and "
+        f"the metrics {LEARNED})")
+    # --metric-device is asked only of the metrics; --device with it given, only of the families.
+    metrics = codecarena(*dsp, "--metrics", "stoi", "--metric-device", "cuda")
+    assert metrics.returncode == 2 and metrics.stderr.strip() == (
+        "codecarena: error: --metric-device cuda: nothing in this run can use it (stoi is computed on the CPU on any "
+        f"device); leave --metric-device out to run on the CPU (a device serves the torch codec families and the "
+        f"metrics {LEARNED})")
+    codecs = codecarena(*dsp, "--metrics", "stoi", "--device", "mps", "--metric-device", "cpu")
+    assert codecs.returncode == 2 and codecs.stderr.strip().startswith(
+        "codecarena: error: --device mps: nothing in this run can use it (pcm and opus are not torch families); ")
+    assert not out.exists()
+
+
+def test_a_device_refusal_comes_before_the_set_is_read_or_a_metric_model_verified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38 (7): with a torch metric, --device cuda was refused only after the set was read and the
+    metric models verified (about 26 s), naming --metric-device, which the user had not typed."""
+    import torch
+
+    from codecarena import selection
+    from codecarena.pipeline.prepare import Selection, prepare
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+
+    def work(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("work done before the device was checked")
+
+    monkeypatch.setattr(selection, "evaluation_set", work)
+    monkeypatch.setattr(selection, "scorer", work)
+    monkeypatch.setattr(selection, "runtimes", work)
+    chosen = Selection(codecs=("pcm:16",), input=tmp_path, metrics="stoi,distill_mos", device="cuda",
+                       out=str(tmp_path / "run"))
+    with pytest.raises(selection.SelectionError) as refused:
+        prepare(chosen)
+    assert str(refused.value).startswith(
+        f"--device cuda: distill_mos (torch): cuda requested but the scoring environment's torch {torch.__version__} "
+        "(a build without CUDA) sees no CUDA device; ask for --metric-device cpu")
+    with pytest.raises(selection.SelectionError, match="^--metric-device cuda:0: distill_mos \\(torch\\)"):
+        prepare(Selection(codecs=("pcm:16",), input=tmp_path, metrics="distill_mos", metric_device="cuda:0",
+                          out=str(tmp_path / "run")))
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_run_says_at_the_start_which_families_and_metrics_run_where(tmp_path: Path) -> None:
+    """Issue 38 (7): one line before the first row, only when a device other than the CPU was asked for
+    (no GPU here: the plan is assembled, not checked against this machine)."""
+    from conftest import MIRROR, SHORT_CLIPS, need_mirror
+
+    from codecarena.commands.run_view import opening
+    from codecarena.console import console
+    from codecarena.input_sets import load_input_dir
+    from codecarena.pipeline.plan import assemble
+    from codecarena.runtime.limits import StageLimits
+    from codecarena.specs import parse_configuration
+
+    need_mirror()
+    (tmp_path / "in").mkdir()
+    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
+    specs = tuple(parse_configuration(s) for s in ("encodec:1.5k", "pcm:16", "opus:12k"))
+
+    def said(**plan: Any) -> list[str]:
+        run = assemble(load_input_dir(tmp_path / "in"), specs, tmp_path / "run", StageLimits(1 << 30),
+                       metrics=["stoi", "dnsmos"], **plan)
+        with console.capture() as captured:
+            opening(run)
+        return [line for line in captured.get().splitlines() if line.startswith("devices:")]
+
+    assert said(device="cuda", metric_device="cuda") == [
+        "devices: on cuda: codecs encodec; metrics dnsmos; on the CPU: codecs pcm, opus (not torch families); metrics "
+        "stoi (computed on the CPU on any device)"]
+    assert said(device="cuda:0", metric_device="cpu") == [
+        "devices: on cuda:0: codecs encodec; on the CPU: codecs pcm, opus (not torch families); metrics stoi, dnsmos"]
+    assert said(device="cpu", metric_device="cpu") == []
 
 
 def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_path: Path,
@@ -181,7 +277,7 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     run = codecarena(*args, env=torch_codec)
     assert run.returncode == 0, run.stdout + run.stderr
     record = json.loads((out / "run.json").read_text())
-    assert record["version"] == 8
+    assert record["version"] == 9
     assert (record["plan"]["device"], record["plan"]["metric_device"]) == ("cpu", "cpu")
     rows = {r["family"]: r for r in rows_of(out)}
     torch_row, pcm_row = rows["ttop8"], rows["pcm"]
@@ -228,12 +324,12 @@ def test_learned_metrics_on_cuda_are_refused_per_library_before_any_row(tmp_path
                      "--device", "cuda", "--out", out)
     assert run.returncode == 2
     providers = ", ".join(onnxruntime.get_available_providers())
-    assert run.stderr.strip() == (
-        "codecarena: error: --metric-device cuda: "
+    assert run.stderr.strip() == (  # the flag the user typed (issue 38, 7): --device, which chose the metric device
+        "codecarena: error: --device cuda: "
         f"dnsmos (onnxruntime): onnxruntime {onnxruntime.__version__} has no CUDAExecutionProvider (available: "
         f"{providers}); distill_mos (torch): cuda requested but the scoring environment's torch {torch.__version__} "
         "(a build without CUDA) sees no CUDA device; "
-        f"asr (faster-whisper/CTranslate2): CTranslate2 {ctranslate2.__version__} sees 0 CUDA device(s) "
+        f"asr (faster-whisper/CTranslate2): CTranslate2 {ctranslate2.__version__} sees 0 CUDA devices "
         "(ctranslate2.get_cuda_device_count()); "
         "ask for --metric-device cpu (the codecs still run on --device) or leave these metrics out with --metrics")
     assert not out.exists()
@@ -249,26 +345,8 @@ def test_learned_metrics_on_cuda_are_refused_per_library_before_any_row(tmp_path
     assert bad.returncode == 2 and bad.stderr.strip() == ("codecarena: error: --device 'gpu': not a device; accepted: "
                                                           "cpu, cuda, cuda:N (N = 0, 1, ...) or mps")
     score = codecarena("score", tmp_path / "in", tmp_path / "in", "--metrics", "distill_mos", "--device", "cuda:0")
-    assert score.returncode == 2 and "--metric-device cuda:0: distill_mos (torch): cuda:0 requested" in score.stderr
+    assert score.returncode == 2 and "error: --device cuda:0: distill_mos (torch): cuda:0 requested" in score.stderr
     assert not out.exists()
-
-
-def test_metrics_that_run_on_the_cpu_only_stay_there_on_another_metric_device(tmp_path: Path) -> None:
-    """Signal metrics need no library on the device: a run on --device cuda with them alone runs, and
-    its rows and the plan say where every metric was computed (the CPU)."""
-    from conftest import MIRROR, SHORT_CLIPS, codecarena, need_mirror, rows_of
-
-    need_mirror()
-    (tmp_path / "in").mkdir()
-    shutil.copy(MIRROR / SHORT_CLIPS[0], tmp_path / "in" / "clip0.wav")
-    out = tmp_path / "run"
-    run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,si_sdr",
-                     "--device", "cuda", "--out", out)
-    assert run.returncode == 0, run.stdout + run.stderr
-    (row,) = rows_of(out)
-    assert row["metric_devices"] == {"stoi": "cpu", "si_sdr": "cpu"}
-    assert json.loads((out / "run.json").read_text())["plan"]["metric_device"] == "cuda"
-    assert codecarena("audit", out).returncode == 0
 
 
 def test_compare_across_devices_counts_identical_payloads_and_how_far_metrics_moved(tmp_path: Path) -> None:
@@ -448,7 +526,7 @@ def test_replay_and_stability_run_on_the_rows_device_or_are_refused(tmp_path: Pa
         "no CUDA device; pass --replay-device cpu to replay them on the CPU as a cross-device comparison"]
     crossed = codecarena("audit", out, "--replay", "--replay-device", "cpu", env=torch_codec)
     assert crossed.returncode == 0, crossed.stdout + crossed.stderr
-    assert ("note: replay on cpu of 1 payload(s) made on cuda:0: 1 decoded byte-identical to the run's audio, 0 "
+    assert ("note: replay on cpu of 1 payload made on cuda:0: 1 decoded byte-identical to the run's audio, 0 "
             "differ (a cross-device comparison") in crossed.stdout
     elsewhere = codecarena("audit", out, "--replay", "--replay-device", "cuda:1", env=torch_codec)
     assert elsewhere.returncode == 2 and elsewhere.stderr.startswith("codecarena: error: --replay-device cuda:1: ")
@@ -492,15 +570,24 @@ def test_a_run_made_before_the_device_fields_resumes_on_the_cpu_and_is_refused_e
     (out / "rows.jsonl").write_text(json.dumps(old) + "\n")
     assert codecarena("audit", out).returncode == 0
 
-    elsewhere = codecarena(*args, "--device", "cuda")
-    assert elsewhere.returncode == 2
-    assert elsewhere.stderr.strip() == (f"codecarena: error: {out}: holds a run with --device cpu, this command asks "
-                                        "for cuda: another device is another configuration, never a resume; use a new "
-                                        "--out directory")
+    # The same run on cuda (assembled: on this machine a device nothing of it uses is refused before the
+    # directory is looked at, issue 38, 7) is refused as another configuration.
+    from codecarena.input_sets import load_input_dir
+    from codecarena.pipeline.plan import RunError, assemble
+    from codecarena.pipeline.resume import follow
+    from codecarena.runtime.limits import StageLimits
+    from codecarena.specs import parse_configuration
+
+    elsewhere = assemble(load_input_dir(tmp_path / "in"), (parse_configuration("pcm:16"),), out, StageLimits(1 << 30),
+                         metrics=["stoi"], device="cuda", metric_device="cuda")
+    with pytest.raises(RunError) as refused:
+        follow(elsewhere)
+    assert str(refused.value) == (f"{out}: holds a run with --device cpu, this command asks for cuda: another device "
+                                  "is another configuration, never a resume; use a new --out directory")
     again = codecarena(*args)
     assert again.returncode == 0, again.stdout + again.stderr
     resumed = json.loads((out / "run.json").read_text())
-    assert resumed["version"] == 8 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
+    assert resumed["version"] == 9 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
     assert (resumed["execution"]["rows_resumed"], resumed["execution"]["rows_computed"]) == (1, 0)
     assert resumed["history"][-1]["plan_sha256"] == record["plan_sha256"]
     (kept,) = rows_of(out)

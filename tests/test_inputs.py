@@ -317,5 +317,5 @@ def test_the_console_says_what_each_skipped_input_is_not_that_it_is_not_audio(tm
     sf.write(tmp_path / "good.wav", _speech(RATE), RATE)
     notes = [str(line) for line in input_notes(load_input_dir(tmp_path))]
     assert "not audio" not in " ".join(notes)
-    assert "1 files or folders of the input are skipped, each with why" in notes[0]
+    assert "1 file or folder of the input is skipped, each with why" in notes[0]
     assert "  blip.wav: 100 samples at 16000 Hz is shorter than the 0.1 s minimum" in notes[1]

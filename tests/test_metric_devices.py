@@ -87,7 +87,7 @@ def test_the_library_answers_in_this_environment() -> None:
     if torch.cuda.is_available() or ctranslate2.get_cuda_device_count():
         pytest.skip("this machine has a CUDA device")
     got = answer("cuda:3", ["ctranslate2", "torch"])
-    assert got["answers"]["ctranslate2"] == (f"CTranslate2 {ctranslate2.__version__} sees 0 CUDA device(s) "
+    assert got["answers"]["ctranslate2"] == (f"CTranslate2 {ctranslate2.__version__} sees 0 CUDA devices "
                                              "(ctranslate2.get_cuda_device_count())")
     assert got["answers"]["torch"].startswith("cuda:3 requested but the scoring environment's torch")
     assert parse_answer(json.dumps(got), "cuda:3", ["torch", "ctranslate2"]) == got["answers"]

@@ -282,7 +282,7 @@ def test_score_command_scores_an_existing_pair_of_folders(tmp_path: Path) -> Non
     # --recursive reads it: a reference the decoded folder has no subfolder for is listed, not scored.
     walked = codecarena("score", refs, decs, "--metrics", "stoi", "--recursive")
     assert walked.returncode == 0, walked.stdout + walked.stderr
-    assert f"1 of {len(SHORT_CLIPS) + 1} references have no decoded file" in walked.stdout
+    assert f"1 of {len(SHORT_CLIPS) + 1} references has no decoded file" in walked.stdout
     assert "original/other.wav" in walked.stdout and "subfolder not read" not in walked.stdout
     (decs / "original").mkdir()
     shutil.copy(mirror / SHORT_CLIPS[0], decs / "original" / "other.wav")
@@ -310,7 +310,7 @@ def test_own_audio_in_any_format_is_announced_converted_recorded_and_audited(tmp
                         "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     text = result.stdout
-    assert "1 files or folders of the input are skipped, each with why" in text
+    assert "1 file or folder of the input is skipped, each with why" in text
     assert "photo.jpg: unreadable audio" in text
     assert "2 of 2 utterances are converted before coding" in text
     assert "stereo: decode WAV PCM_16 (libsndfile), 44100 Hz, 2 channels; take channel left; resample 44100 -> 16000" in text
@@ -384,3 +384,7 @@ def test_the_run_prints_each_languages_quality_beside_the_pooled_table(tmp_path:
     assert "n=3, no interval" in result.stdout and "n=2, no interval" in result.stdout
     assert "quality, en only (2 utterances)" in result.stdout and "quality, zh only (1 utterance)" in result.stdout
     assert f"{en['mean']:.3f}" in result.stdout
+    # Issue 38 (4): each language first, then the pooled table, named as pooled (as leaderboard and the report).
+    headings = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("quality")]
+    assert headings == ["quality, en only (2 utterances)", "quality, zh only (1 utterance)",
+                        "quality, all 2 languages pooled (3 utterances)"]

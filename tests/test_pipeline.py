@@ -272,7 +272,8 @@ def test_a_codec_is_added_to_an_existing_run_and_the_whole_run_audits(speech_dir
     assert [c["codec"] for c in record["plan"]["codecs"]] == ["pcm:16", "codec2:3200"]
     # The first invocation is kept in the history; the refused ones above never rewrote run.json.
     assert record["history"] == [{"command": first_record["command"], "created_at": first_record["created_at"],
-                                  "plan_sha256": first_record["plan_sha256"], "codecs": ["pcm:16"]}]
+                                  "plan_sha256": first_record["plan_sha256"], "codecs": ["pcm:16"],
+                                  "user_codecs": []}]
     assert "codec2:3200" not in first_record["command"] and "--add" in record["command"]
     assert record["plan_sha256"] != first_record["plan_sha256"]
     assert codecarena("audit", out).returncode == 0

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +210,66 @@ MISBEHAVING = {
 }
 
 
+def test_a_user_codec_added_again_reruns_its_own_rows_only_and_each_row_is_tied_to_its_pin(
+        tmp_path: Path, home: dict[str, str]) -> None:
+    """Issue 38 (2): a user codec joins a baseline run with --add, and after it is added again (here its
+    declaration edited) `run --add` computes its rows again and keeps every baseline row as it was; the
+    plan holds the new pin, run.json's history the old one, and a row of the old pin fails the audit."""
+    module = _codec(tmp_path / "mine", "top8")
+    assert _add(home, "top8", module).returncode == 0
+    out = tmp_path / "run"
+    inputs = _clips(tmp_path, 2)
+    base = ("run", "--input", inputs, "--metrics", "none", "--out", out)
+    first = codecarena(*base, "--codec", "pcm:16", env=home)
+    assert first.returncode == 0, first.stdout + first.stderr
+    baseline = _by_utterance(rows_of(out))
+    joined = codecarena(*base, "--codec", "top8:q8", "--add", env=home)
+    assert joined.returncode == 0, joined.stdout + joined.stderr
+    assert "adding 1 codec configuration (top8:q8) to the 1 of the run" in joined.stdout
+    assert _by_utterance(r for r in rows_of(out) if r["codec"] == "pcm:16") == baseline
+    old_rows = _by_utterance(r for r in rows_of(out) if r["codec"] == "top8:q8")
+    old_pin = json.loads((out / "run.json").read_text())["plan"]["user_codecs"]
+
+    declaration = module.with_suffix(".toml")
+    declaration.write_text(declaration.read_text().replace("a test codec", "a test codec, described anew"))
+    assert _add(home, "top8", module).returncode == 0
+    plain = codecarena(*base, "--codec", "top8:q8", env=home)
+    assert plain.returncode == 2 and "(user codec top8 was added again since the run: rerun with --add to compute " \
+                                     "its rows again and keep every other row)" in plain.stderr
+    again = codecarena(*base, "--codec", "top8:q8", "--add", env=home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "user codec top8 was added again since the run: the rows of top8:q8 (2 rows) are computed again with its " \
+           "new pin; every other row is kept" in again.stdout
+    record = json.loads((out / "run.json").read_text())
+    assert (record["execution"]["rows_resumed"], record["execution"]["rows_computed"]) == (2, 2)
+    rows = rows_of(out)
+    assert _by_utterance(r for r in rows if r["codec"] == "pcm:16") == baseline  # every baseline row kept as it was
+    new_rows = _by_utterance(r for r in rows if r["codec"] == "top8:q8")
+    (new_pin,) = record["plan"]["user_codecs"]
+    assert new_pin["declaration_sha256"] == _sha256(declaration) != old_pin[0]["declaration_sha256"]
+    assert record["history"][-1]["user_codecs"] == old_pin
+    for old, new in zip(old_rows, new_rows):
+        assert new["model"]["user_codec"]["declaration_sha256"] == new_pin["declaration_sha256"]
+        assert new["model"]["user_codec"]["pin_sha256"] != old["model"]["user_codec"]["pin_sha256"]
+    assert "pcm" in record["runtimes"] and "user-top8" in record["runtimes"]  # --add keeps the run's runtime records
+    audited = codecarena("audit", out, "--replay", env=home)
+    assert audited.returncode == 0, audited.stdout
+
+    # A row the old pin made cannot pass as the new pin's.
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*baseline, old_rows[0], new_rows[1]]))
+    audit = codecarena("audit", out, env=home)
+    assert audit.returncode == 1
+    where = f"top8:q8 {old_rows[0]['utterance']}"
+    assert f"{where}: it was made by user codec declaration {old_pin[0]['declaration_sha256']}, the plan pins " \
+           f"{new_pin['declaration_sha256']}" in audit.stdout
+    assert f"{where}: it was made by user codec pin {old_rows[0]['model']['user_codec']['pin_sha256']}" in audit.stdout
+
+
+def _by_utterance(rows: Iterable[dict]) -> list[dict]:  # type: ignore[type-arg]
+    """Rows in utterance order (rows.jsonl holds them in the order they were done)."""
+    return sorted(rows, key=lambda r: r["utterance"])
+
+
 def test_codecs_that_misbehave_fail_their_own_rows_with_the_reason(tmp_path: Path, home: dict[str, str]) -> None:
     outside = tmp_path / "outside" / "written-by-a-codec.txt"
     outside.parent.mkdir()
@@ -315,7 +376,7 @@ def test_a_broken_record_names_itself_and_stops_no_other_command(tmp_path: Path,
     module = _codec(tmp_path, "fine")
     assert _add(home, "fine", module).returncode == 0
     record = Path(home["XDG_DATA_HOME"]) / "codecarena" / "codecs" / "fine" / "unit.json"
-    record.write_text(record.read_text().replace('"version": 1', '"version": 9'))
+    record.write_text(json.dumps({**json.loads(record.read_text()), "version": 9}))
     listed = codecarena("codec", "list", env=home)
     assert listed.returncode == 0 and "cannot be read" in listed.stdout
     run = codecarena("run", "--input", _clips(tmp_path), "--codec", "fine:q8", "--out", tmp_path / "r", env=home)
@@ -401,17 +462,37 @@ def test_landlock_confines_writes_to_the_given_folders(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_guide_takes_a_new_user_from_nothing_to_a_leaderboard_row(tmp_path: Path, home: dict[str, str]) -> None:
     """The commands of docs/plugins.md's guide, exactly as written, from a copy of the repository's
-    examples, on the built-in smoke set (its local mirror)."""
+    examples, on the built-in smoke set (its local mirror); then its iteration (issue 38, 2): the codec
+    edited and added again, `run --add` computes its rows again and keeps every baseline row."""
     need_mirror()
-    block = (REPO / "docs" / "plugins.md").read_text().split("<!-- guide -->\n```bash\n", 1)[1].split("```", 1)[0]
     shutil.copytree(REPO / "examples", tmp_path / "examples")
-    script = f'set -euo pipefail\ncodecarena() {{ {sys.executable} -m codecarena "$@"; }}\n{block}'
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, **home, "CODECARENA_DATA": str(MIRROR), "COLUMNS": "200"})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = rows_of(tmp_path / "runs" / "adpcm")
+
+    def follow(marker: str) -> subprocess.CompletedProcess[str]:
+        block = _guide_block(marker, "bash")
+        script = f'set -euo pipefail\ncodecarena() {{ {sys.executable} -m codecarena "$@"; }}\n{block}'
+        done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, **home, "CODECARENA_DATA": str(MIRROR), "COLUMNS": "200"})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done
+
+    done = follow("guide")
+    out = tmp_path / "runs" / "adpcm"
+    rows = rows_of(out)
     assert {r["codec"] for r in rows} == {"adpcm:16k", "g722:64k", "opus:12k"} and all(r["status"] == "ok" for r in rows)
     assert "user codec" in done.stdout and "audit passed" in done.stdout
+
+    source = tmp_path / "my-codec" / "adpcm.py"
+    before = _sha256(source)
+    iterated = follow("iterate")
+    assert _sha256(source) != before
+    again = rows_of(out)
+    assert sorted((r for r in again if r["family"] != "adpcm"), key=lambda r: r["row_sha256"]) == \
+        sorted((r for r in rows if r["family"] != "adpcm"), key=lambda r: r["row_sha256"])  # baselines kept
+    assert {r["model"]["user_codec"]["source_sha256"] for r in again if r["family"] == "adpcm"} == {_sha256(source)}
+    execution = json.loads((out / "run.json").read_text())["execution"]
+    smoke = len(rows) // 3
+    assert (execution["rows_computed"], execution["rows_resumed"]) == (smoke, 2 * smoke)
+    assert f"user codec {_sha256(source)[:12]}" in iterated.stdout and "audit passed" in iterated.stdout
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ RUNS = 5
 LIGHT_MODULES = {"codecarena", "codecarena.cli", "codecarena.choices", "codecarena.arena", "codecarena.diskspace",
                  "codecarena.results", "codecarena.results.bootstrap", "codecarena.results.formatting",
                  "codecarena.results.ledger_view", "codecarena.runtime",
-                 "codecarena.runtime.limits", "codecarena.text"}
+                 "codecarena.runtime.limits", "codecarena.text", "codecarena.plural"}
 
 _BUILD_THE_PARSER = """
 import json, sys, time

@@ -149,7 +149,7 @@ def test_a_resume_computes_an_ok_row_whose_replay_differed_again(noisy_run: tupl
     run = _copy(original, tmp_path)
     _forge(run, "noisy:q16", status="ok", error="", checks_passed=True)
     resumed = _run(env, folder, run)
-    assert resumed.returncode == 1 and "1 complete rows resumed" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert resumed.returncode == 1 and "1 complete row resumed" in resumed.stdout, resumed.stdout + resumed.stderr
     assert _row(run, "noisy:q16")["status"] == "failed"
 
 

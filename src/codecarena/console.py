@@ -17,6 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from codecarena.metrics import outputs
+from codecarena.plural import counted
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import (
     RTF_KINDS,
@@ -140,7 +141,7 @@ def print_quality(groups: dict[str, dict[str, Any]], title: str = "quality") -> 
                 reasons[reason] = (total + count, metrics + [name] * (name not in metrics),
                                    labels + [label] * (label not in labels))
     for reason, (count, metrics, labels) in reasons.items():
-        console.print(f"{count} metric values failed ({', '.join(metrics)}; {', '.join(labels)}): {reason}",
+        console.print(f"{counted(count, 'metric value')} failed ({', '.join(metrics)}; {', '.join(labels)}): {reason}",
                       style="yellow", soft_wrap=True)
     # Suspect values are kept out of the means; how many, and where, is said whichever rows are shown.
     suspect = [(label, name, entry["n_suspect"]) for label, stats in groups.items() for name, entry in stats.items()

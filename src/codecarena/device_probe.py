@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.devices import PROBE_VERSION, DeviceError, DeviceInfo, cpu_model, device_kind, parse_device
+from codecarena.plural import counted
 
 
 def torch_device_settings() -> dict[str, Any]:
@@ -54,7 +55,8 @@ def check_usable(device: str) -> None:
             raise DeviceError(f"{device} requested but {build}{why} sees no CUDA device")
         index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
         if index >= torch.cuda.device_count():
-            raise DeviceError(f"{device} requested but {build} sees {torch.cuda.device_count()} CUDA device(s)")
+            raise DeviceError(f"{device} requested but {build} sees "
+                              f"{counted(torch.cuda.device_count(), 'CUDA device')}")
     elif kind == "mps" and not torch.backends.mps.is_available():
         raise DeviceError(f"mps requested but {build} sees no MPS device")
     # A device that is listed may still refuse work (a GPU too new for this build's kernels).

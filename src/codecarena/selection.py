@@ -58,16 +58,16 @@ def probe_devices(specs: Iterable[CodecSpec], runtimes: dict[str, dict[str, Any]
     return found
 
 
-def check_metric_device(scorer: Scorer | None, python: str = sys.executable) -> None:
-    """Before any row: each selected learned metric's library, in the scoring process's interpreter,
-    must be able to use the scorer's metric device (metrics/engines.py); the metrics that run on the
-    CPU only stay there. Never replaced by the CPU silently."""
+def check_metric_device(metrics: Iterable[str], metric_device: str, option: str = "--metric-device",
+                        python: str = sys.executable) -> None:
+    """Before any metric model is read: each selected learned metric's library, in the scoring
+    process's interpreter, must be able to use the metric device (metrics/engines.py); the metrics that
+    run on the CPU only stay there. Never replaced by the CPU silently. `option` is the flag that chose
+    the device (--device, when --metric-device was not given), which the refusal names."""
     from codecarena.metrics.engines import MetricDeviceError, probe
 
-    if scorer is None:
-        return
     try:
-        probe(scorer.metrics, scorer.metric_device, python)
+        probe(metrics, metric_device, python, option)
     except MetricDeviceError as exc:
         raise SelectionError(str(exc)) from None
 

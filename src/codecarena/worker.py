@@ -324,6 +324,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
 
     from codecarena.pcm16 import to_int16
     from codecarena.files import exclusive_temp
+    from codecarena.plural import counted
 
     # The payload's header is a claim: restoring to a rate or length the codes do not hold would
     # write (and allocate) whatever a forged header asks for, so both are checked before restoring.
@@ -344,7 +345,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
         raise ValueError(f"the decoder returned audio of shape {audio.shape}, not mono samples")
     nonfinite = int(np.count_nonzero(~np.isfinite(audio)))
     if nonfinite:
-        raise ValueError(f"decoder produced {nonfinite} non-finite samples")
+        raise ValueError(f"decoder produced {counted(nonfinite, 'non-finite sample')}")
     native_samples = len(audio)
     if decoded.sample_rate != payload.sample_rate:
         audio = soxr.resample(audio, decoded.sample_rate, payload.sample_rate, quality="HQ")
@@ -352,7 +353,7 @@ def _decode(job: Any, payload: Any, adapter: Any, times: dict[str, float], warm:
     target = payload.num_samples
     tolerance = adapter.length_tolerance(payload.sample_rate)
     if abs(resampled - target) > tolerance:
-        raise ValueError(f"{job.input}: decoded length was off by {abs(resampled - target)} samples from the "
+        raise ValueError(f"{job.input}: decoded length was off by {counted(abs(resampled - target), 'sample')} from the "
                          f"declared {target} before restoration, beyond the codec's tolerance of {tolerance}")
     trimmed = max(0, resampled - target)
     padded = max(0, target - resampled)

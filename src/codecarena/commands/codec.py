@@ -96,7 +96,7 @@ def _add(args: argparse.Namespace) -> int:
     declaration_file = _declaration_file(args)
     try:
         declaration = declaration_file.read_text(encoding="utf-8")
-        family = parse_declaration(declaration, str(declaration_file), "", pinned_at_add=True)
+        family = parse_declaration(declaration, str(declaration_file), "", user=True)
     except OSError as exc:
         raise CliError(f"{declaration_file}: cannot be read ({exc.strerror})") from None
     except RegistryError as exc:
@@ -140,33 +140,35 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _add_command(args: argparse.Namespace, declaration: str, declaration_file: Path, family: Family) -> int:
-    """A command-line codec: its declaration is its source; each program it runs is pinned by sha256."""
-    from codecarena.registry.binaries import BinaryError, identify
+    """A command-line codec: its declaration is its source; each program it runs is pinned by sha256,
+    and so is every shared library it loads (BINARY_PIN_RULE, registry/libraries.py)."""
     from codecarena.console import console
-    from codecarena.registry import user_units
+    from codecarena.plural import counted
+    from codecarena.registry import libraries, user_units
+    from codecarena.registry.binaries import BinaryError, identify
+    from codecarena.registry.catalog import BINARY_PIN_RULE
 
     if args.module is not None or args.requirements is not None or args.checkpoint:
         raise CliError(f"{declaration_file}: a command-line codec (kind = \"command\") takes no --module, "
                        "--requirements or --checkpoint: its programs are what it runs")
     assert family.command is not None
-    name, pins = family.name, []
+    name, pins, loaded = family.name, [], []
     for binary in family.command.binaries:
-        if binary.package:
-            raise CliError(f"{declaration_file}: binary {binary.name}: a user codec pins its programs by sha256 "
-                           "(codec add takes it); leave out package (the package and version a program comes from "
-                           "are recorded in every row anyway)")
         try:
             identity = identify(binary.name, binary.path)
-        except BinaryError as exc:
+            loaded += libraries.pin(binary.name, identity.resolved)
+        except (BinaryError, libraries.LibraryError) as exc:
             raise CliError(f"{declaration_file}: {exc}") from None
         if binary.sha256 and binary.sha256 != identity.sha256:
             raise CliError(f"{declaration_file}: binary {binary.name} ({identity.resolved}) has sha256 "
-                           f"{identity.sha256}, not the {binary.sha256} its declaration pins")
+                           f"{identity.sha256}, not the {binary.sha256} its declaration pins ({BINARY_PIN_RULE})")
         pins.append((binary.name, identity.sha256))
-    unit = user_units.UserUnit(name, user_units.now(), declaration, None, (), "", tuple(sorted(pins)))
+    unit = user_units.UserUnit(name, user_units.now(), declaration, None, (), "", tuple(sorted(pins)), tuple(loaded))
     user_units.save(unit, {})
     console.print(f"user codec {name} added: a command-line codec running "
-                  + ", ".join(f"{b} (sha256 {sha[:12]}...)" for b, sha in pins))
+                  + ", ".join(f"{b} (sha256 {sha[:12]}...)" for b, sha in pins)
+                  + f"; {counted(len({lib.path for lib in loaded}), 'shared library', 'shared libraries')} "
+                    "it loads pinned by sha256")
     console.print(f"run it with: codecarena run --codec {name}:{family.default_config}")
     return 0
 

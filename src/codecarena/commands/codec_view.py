@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from codecarena.commands.common import CliError
+from codecarena.plural import counted
 
 if TYPE_CHECKING:
     from codecarena.registry.catalog import Family
@@ -92,6 +93,13 @@ def summary(unit: UserUnit) -> list[str]:
     if source is None:
         lines.append("kind: command-line codec (its declaration is its source)")
         lines += [f"  program {program}: sha256 {sha}" for program, sha in unit.binaries]
+        if unit.libraries is None:
+            lines.append("  shared libraries: not pinned (added by an older codecarena; add it again)")
+        for program, _ in unit.binaries if unit.libraries is not None else ():
+            loaded = [lib for lib in unit.libraries or () if lib.binary == program]
+            lines.append(f"  {program} loads {counted(len(loaded), 'shared library', 'shared libraries')}, each "
+                         "pinned:" if loaded else f"  {program} loads no shared library")
+            lines += [f"    {lib.path}: {lib.bytes} bytes, sha256 {lib.sha256}" for lib in loaded]
     else:
         lines.append(f"kind: Python {'module file' if source.kind == 'file' else 'package folder'}")
         git = (f"git commit {source.git_commit}{' with local changes (dirty)' if source.git_dirty else ''}"

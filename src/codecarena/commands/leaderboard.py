@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codecarena.choices import BY_CHOICES, CI_UNITS, COLUMN_GROUPS, SORT_BY_RATE
+from codecarena.plural import counted
 from codecarena.results import ledger_view
 from codecarena.results.formatting import (
-    count,
     fmt_kbps,
     fmt_mib,
     fmt_rtf,
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(result if isinstance(result, str) else "")
     else:
-        print(f"wrote {args.out} ({count(len(board.pooled), 'codec configuration')}, "
-              f"{count(len(board.entries), 'record')}, {count(len(board.groups), 'group')})", file=sys.stderr)
+        print(f"wrote {args.out} ({counted(len(board.pooled), 'codec configuration')}, "
+              f"{counted(len(board.entries), 'record')}, {counted(len(board.groups), 'group')})", file=sys.stderr)
     return 0
 
 
@@ -306,7 +306,7 @@ def listening_lines(board: Leaderboard) -> list[str]:
         excluded = [f"{s['listener']} ({'; '.join(s['reasons'])})" for s in doc["listeners"] if s["status"] == "excluded"]
         incomplete = [s["listener"] for s in doc["listeners"] if s["status"] == "incomplete"]
         lines.append(f"MUSHRA ({results.test.name}, in {results.home.root.name}): mean rating 0-100 of the "
-                     f"{count(len(included), 'included listener')} over {count(len(results.test.trials), 'utterance')}, "
+                     f"{counted(len(included), 'included listener')} over {counted(len(results.test.trials), 'utterance')}, "
                      f"95% interval resampling listeners and utterances (none below {MIN_UNITS} of either), n=listeners "
                      f"and the ratings; excluded by BS.1534-3 post-screening: {', '.join(excluded) or 'none'}; incomplete: "
                      f"{', '.join(incomplete) or 'none'}")

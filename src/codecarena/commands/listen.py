@@ -191,6 +191,7 @@ def _serve(args: argparse.Namespace, runs: list[Run], test: ListeningTest) -> No
 
 def run(args: argparse.Namespace) -> int:
     from codecarena.console import console
+    from codecarena.plural import counted
     from codecarena.results.listening.definition import load_test, test_names
     from codecarena.results.listening.export import export_bundle, import_ratings
     from codecarena.results.listening.results import derive, write_results
@@ -211,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
             test, listener, count = import_ratings(home, [load_test(home, n) for n in test_names(home)],
                                                    args.import_file)
             write_results(derive(home, test.name))
-        console.print(f"imported {count} answers of listener {listener} into test {test.name} of {home.root}; "
+        console.print(f"imported {counted(count, 'answer')} of listener {listener} into test {test.name} of {home.root}; "
                       "results.json written again")
         return 0
     if (args.results or args.export) and _design_given(args):

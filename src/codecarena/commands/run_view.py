@@ -1,6 +1,7 @@
-"""What `codecarena run` prints: the lines that open a run (what it adds to, the set, what of the input
-is skipped or converted), the progress of its rows (a bar on a terminal, one log line per row when
-piped), and what closes it (the summary tables, the run directory, the rows that failed)."""
+"""What `codecarena run` prints: the lines that open a run (what it adds to, the set, which families and
+metrics run on which device, what of the input is skipped or converted), the progress of its rows (a
+bar on a terminal, one log line per row when piped), and what closes it (the summary tables, the run
+directory, the rows that failed)."""
 
 from __future__ import annotations
 
@@ -26,15 +27,20 @@ def input_notes(evalset: EvalSet) -> list[Text]:
     skipped (with why and what to do) and every conversion a reference will go through."""
     from rich.text import Text
 
+    from codecarena.plural import counted, verb
+
     lines = []
     if evalset.skipped:
-        lines.append(Text(f"{len(evalset.skipped)} files or folders of the input are skipped, each with why "
+        n = len(evalset.skipped)
+        lines.append(Text(f"{counted(n, 'file or folder', 'files or folders')} of the input {verb(n, 'is', 'are')} "
+                          "skipped, each with why "
                           "(listed in run.json as skipped_inputs); to include one, repair, convert or rename it as its "
                           "reason says:", style="yellow"))
         lines += [Text(f"  {name}: {reason}", style="yellow") for name, reason in evalset.skipped]
     converted = [u for u in evalset.utterances if u.converted or u.sample_rate != ARENA_RATE]
     if converted:
-        lines.append(Text(f"{len(converted)} of {len(evalset.utterances)} utterances are converted before coding "
+        lines.append(Text(f"{len(converted)} of {counted(len(evalset.utterances), 'utterance')} "
+                          f"{verb(len(converted), 'is', 'are')} converted before coding "
                           "(recorded in every row as reference_conversions):"))
         for u in converted:
             steps = [f"decode {u.source_format}"] if u.source_format else []
@@ -48,10 +54,10 @@ def input_notes(evalset: EvalSet) -> list[Text]:
 
 def describe_set(evalset: EvalSet, configurations: int, out: Path) -> str:
     """The line that opens a run: the set, how many codec configurations, where it goes."""
-    from codecarena.results.formatting import count
+    from codecarena.plural import counted
 
-    return (f"set {evalset.name} ({count(len(evalset.utterances), 'utterance')}, {evalset.source}); "
-            f"{count(configurations, 'codec configuration')}; run directory {out}")
+    return (f"set {evalset.name} ({counted(len(evalset.utterances), 'utterance')}, {evalset.source}); "
+            f"{counted(configurations, 'codec configuration')}; run directory {out}")
 
 
 def eta_s(elapsed_s: float, computed: int, remaining: int) -> float | None:
@@ -76,17 +82,30 @@ def one_line(text: str, limit: int = 200) -> str:
 
 
 def opening(plan: RunPlan) -> None:
-    """What is said before the first row: what --add adds to, the set, the input's notes."""
+    """What is said before the first row: what --add adds to (and which user codecs it takes up pinned
+    anew), the set, where its families and metrics run when a device other than the CPU was asked for,
+    the input's notes."""
     from codecarena.console import console
-    from codecarena.results.formatting import count
+    from codecarena.pipeline.placement import Placement
+    from codecarena.plural import counted, verb
 
     if plan.add and plan.continued:
         had = len(plan.continued)
         added = [s.canonical for s in plan.codecs[had:]]
-        console.print(f"adding {count(len(added), 'codec configuration')} ({', '.join(added)}) to the {had} of "
+        console.print(f"adding {counted(len(added), 'codec configuration')} ({', '.join(added)}) to the {had} of "
                       f"the run in {plan.out}" if added else
                       f"no codec configuration to add: resuming the {had} of the run in {plan.out}")
+    if plan.repinned:
+        again = [s.canonical for s in plan.codecs if s.family in plan.repinned]
+        n = len(plan.repinned)
+        console.print(f"{'user codec' if n == 1 else 'user codecs'} {', '.join(plan.repinned)} "
+                      f"{verb(n, 'was', 'were')} added again since the run: the rows of "
+                      f"{', '.join(again)} ({counted(len(again) * len(plan.evalset.utterances), 'row')}) are computed "
+                      "again with its new pin; every other row is kept", soft_wrap=True, markup=False)
     console.print(describe_set(plan.evalset, len(plan.codecs), plan.out))
+    devices = Placement.of((s.family for s in plan.codecs), plan.plan.metrics, plan.device, plan.metric_device).line()
+    if devices:
+        console.print(devices, soft_wrap=True, markup=False)
     for line in input_notes(plan.evalset):
         console.print(line, soft_wrap=True)
 
@@ -144,24 +163,28 @@ class RowProgress:
 def closing(plan: RunPlan, rows: list[Row], resumed: int) -> int:
     """What is said after the last row, and the exit status: 1 when a row failed a stage or a check."""
     from codecarena.console import console, print_quality, print_summary
+    from codecarena.plural import counted
     from codecarena.results.formatting import language_label
     from codecarena.results.summary import summarize
     from codecarena.results.verdict import verdict
 
     if resumed:
-        console.print(f"{resumed} complete rows resumed from the earlier run (files verified); "
+        console.print(f"{counted(resumed, 'complete row')} resumed from the earlier run (files verified); "
                       f"{len(rows) - resumed} computed now")
     summary = summarize(rows)
     print_summary(summary)
     if plan.plan.metrics:
-        print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]})
         languages = sorted({lang for c in summary["codecs"] for lang in c["by_language"]})
-        # A pooled mean hides a codec that fails one language: with two or more, each has its table.
+        # A pooled mean hides a codec that fails one language: with two or more, each has its table,
+        # first, as in `leaderboard` and the report, and the pooled one comes last, named as pooled.
         for language in languages if len(languages) > 1 else ():
             groups = {c["codec"]: c["by_language"][language] for c in summary["codecs"] if language in c["by_language"]}
             utterances = max(g["utterances"] for g in groups.values())
             print_quality({codec: g["metrics"] for codec, g in groups.items()}, title=f"quality, "
-                          f"{language_label(language)} only ({utterances} utterance{'s' if utterances != 1 else ''})")
+                          f"{language_label(language)} only ({counted(utterances, 'utterance')})")
+        title = "quality" if len(languages) < 2 else \
+            f"quality, all {len(languages)} languages pooled ({counted(len(plan.evalset.utterances), 'utterance')})"
+        print_quality({c["codec"]: c["metrics"] for c in summary["codecs"]}, title=title)
     if "channels" in summary:
         from codecarena.results.robustness import text_lines
 
@@ -175,7 +198,7 @@ def closing(plan: RunPlan, rows: list[Row], resumed: int) -> int:
     failed = [r for r in rows if verdict(r).kind]
     console.print(f"run directory: {plan.out}")
     if failed:
-        console.print(f"{len(failed)} of {len(rows)} rows failed a stage or a check; see above and "
+        console.print(f"{len(failed)} of {counted(len(rows), 'row')} failed a stage or a check; see above and "
                       f"{plan.out / 'rows.jsonl'}", style="red")
         return 1
     return 0

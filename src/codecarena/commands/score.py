@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from codecarena import selection
     from codecarena.arena import ARENA_RATE
     from codecarena.audio_input import check_audio_file
+    from codecarena.plural import counted, verb
     from codecarena.console import console, print_quality
     from codecarena.input_sets import load_input_dir
     from codecarena.files import write_json
@@ -33,16 +34,18 @@ def run(args: argparse.Namespace) -> int:
     from codecarena.results.summary import metric_stats
     from codecarena.runtime.limits import parse_limits
 
+    metric_device = device_option(args.metric_device or device_option(args.device), "--metric-device")
+    # Asked before any file is read or model verified; the refusal names the flag the user typed.
+    selection.check_metric_device(selection.select_metrics(args.metrics), metric_device,
+                                  "--metric-device" if args.metric_device else "--device")
     if not args.recursive and args.ref_dir.is_dir():
         # A mirror keeps its originals in a subfolder (original/): they are not references unless asked for.
         for sub in sorted(p.name for p in args.ref_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             console.print(f"{sub}/: subfolder not read (use --recursive)", style="yellow", soft_wrap=True)
     refs = load_input_dir(args.ref_dir, recursive=args.recursive)
-    metric_device = device_option(args.metric_device or device_option(args.device), "--metric-device")
     scorer = selection.scorer(args.metrics, args.asr_model, (u.language for u in refs.utterances), metric_device)
     if scorer is None:
         raise CliError("--metrics none leaves nothing to score")
-    selection.check_metric_device(scorer)
     pairs, unmatched = [], []
     for utt in refs.utterances:
         relative = utt.path.relative_to(args.ref_dir.resolve())
@@ -71,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
     # References in folders the decoded set does not have are named, never scored.
     if unmatched:
         folders = sorted({str(r.parent) for r in unmatched})
-        console.print(f"{len(unmatched)} of {len(refs.utterances)} references have no decoded file in "
-                      f"{args.dec_dir} and are not scored (in {', '.join(folders[:5])}"
+        n = len(unmatched)
+        console.print(f"{n} of {counted(len(refs.utterances), 'reference')} {verb(n, 'has', 'have')} no decoded "
+                      "file in "
+                      f"{args.dec_dir} and {verb(n, 'is', 'are')} not scored (in {', '.join(folders[:5])}"
                       f"{' ...' if len(folders) > 5 else ''}; e.g. {unmatched[0]})", style="yellow", soft_wrap=True)
     for name, reason in refs.skipped:
         console.print(f"{args.ref_dir / name}: skipped, {reason}", style="yellow", soft_wrap=True)

@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass
 
 from codecarena.metrics.records import Bound, Record, Records
+from codecarena.plural import counted
 
 # Every ASR record names the checks that judged it (details `checks`).
 CHECKS = "asr-checks-2"  # 2: an empty transcript of the decoded audio whose reference the recogniser reads
@@ -133,7 +134,7 @@ def text_problems(side: str, heard: Text, said: Text | None, said_name: str) -> 
         problems.append(f"the ASR of {side} compresses {ratio:.2f}:1 (above {COMPRESSION_RATIO_BOUND:g}, Whisper's "
                         "compression_ratio_threshold: repetitive text)")
     if said_tokens and len(heard.tokens) > LENGTH_RATIO_BOUND * len(said_tokens):
-        problems.append(f"the ASR of {side} has {len(heard.tokens)} tokens, "
+        problems.append(f"the ASR of {side} has {counted(len(heard.tokens), 'token')}, "
                         f"{len(heard.tokens) / len(said_tokens):.1f} times the {len(said_tokens)} of {said_name} "
                         f"(more than {LENGTH_RATIO_BOUND:g} times: inserted text)")
     return problems
@@ -160,7 +161,8 @@ def empty_text(heard: Text, reference: Text) -> list[str]:
     if heard.tokens or not reference.tokens:
         return []
     return [f"the ASR of the decoded audio is empty while that of the reference audio reads "
-            f"{len(reference.tokens)} tokens: a recogniser that fails silently returns nothing (CTranslate2 has on "
+            f"{counted(len(reference.tokens), 'token')}: a recogniser that fails silently returns nothing "
+            "(CTranslate2 has on "
             "some CUDA drivers), so every word lost is not taken on trust; listen to the decoded audio"]
 
 

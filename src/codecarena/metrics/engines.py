@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from codecarena.devices import DeviceError, device_kind, parse_device
+from codecarena.plural import counted
 
 # metric -> the library that runs its model on the metric device; a metric not named runs on the CPU.
 ENGINE_OF = {"asr": "ctranslate2", "dnsmos": "onnxruntime", "plcmos": "onnxruntime", "distill_mos": "torch",
@@ -72,7 +73,7 @@ def check(engine: str, device: str) -> None:
 
         count = ctranslate2.get_cuda_device_count()
         if device_index(device) >= count:
-            raise MetricDeviceError(f"CTranslate2 {ctranslate2.__version__} sees {count} CUDA device(s) "
+            raise MetricDeviceError(f"CTranslate2 {ctranslate2.__version__} sees {counted(count, 'CUDA device')} "
                                     "(ctranslate2.get_cuda_device_count())")
         try:
             types = ctranslate2.get_supported_compute_types("cuda", device_index(device))
@@ -140,11 +141,13 @@ def parse_answer(text: str, device: str, engines: list[str]) -> dict[str, str]:
     return data["answers"]
 
 
-def probe(metrics: Iterable[str], metric_device: str, python: str = sys.executable) -> None:
-    """Before any row: MetricDeviceError (one line naming each metric that cannot run on the metric
-    device, its library's reason and `--metric-device cpu`) unless every selected learned metric's
-    library, in the scoring process's interpreter `python`, can use it. On the CPU nothing is asked."""
-    metric_device = parse_device(metric_device, "--metric-device")
+def probe(metrics: Iterable[str], metric_device: str, python: str = sys.executable,
+          option: str = "--metric-device") -> None:
+    """Before any row: MetricDeviceError (one line naming `option`, the flag that chose the metric
+    device, each metric that cannot run there, its library's reason and `--metric-device cpu`) unless
+    every selected learned metric's library, in the scoring process's interpreter `python`, can use it.
+    On the CPU nothing is asked."""
+    metric_device = parse_device(metric_device, option)
     learned = {name: ENGINE_OF[name] for name in metrics if name in ENGINE_OF}
     if metric_device == "cpu" or not learned:
         return
@@ -160,7 +163,7 @@ def probe(metrics: Iterable[str], metric_device: str, python: str = sys.executab
     refused = [f"{name} ({ENGINE_LABELS[engine]}): {answers[engine]}" for name, engine in learned.items()
                if answers[engine]]
     if refused:
-        raise MetricDeviceError(f"--metric-device {metric_device}: {'; '.join(refused)}; ask for --metric-device cpu "
+        raise MetricDeviceError(f"{option} {metric_device}: {'; '.join(refused)}; ask for --metric-device cpu "
                                 "(the codecs still run on --device) or leave these metrics out with --metrics")
 
 

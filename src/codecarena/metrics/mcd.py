@@ -62,7 +62,8 @@ class MelCepstralDistortion:
         energy_db = 10.0 * np.log10(ref_power.sum(axis=-1))
         speech = energy_db >= energy_db.max() - SPEECH_RANGE_DB
         if int(speech.sum()) < MIN_SPEECH_FRAMES:
-            raise ValueError(f"only {int(speech.sum())} speech frames in the reference, fewer than {MIN_SPEECH_FRAMES}")
+            raise ValueError(f"only {counted(int(speech.sum()), 'speech frame')} in the reference, fewer than "
+                         f"{MIN_SPEECH_FRAMES}")
         alpha = float(self._alpha(sample_rate))
         ref_mc = self._sp2mc(ref_power[speech], ORDER, alpha)[:, 1:]
         dec_mc = self._sp2mc(dec_power[speech], ORDER, alpha)[:, 1:]

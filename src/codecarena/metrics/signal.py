@@ -447,6 +447,7 @@ def score_signal(reference: np.ndarray, decoded: np.ndarray, metrics: set[str]) 
     """
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
-        raise ValueError(f"unknown signal metric(s) {', '.join(unknown)} (known: {', '.join(METRICS)})")
+        raise ValueError(f"unknown signal {'metric' if len(unknown) == 1 else 'metrics'} {', '.join(unknown)} "
+                         f"(known: {', '.join(METRICS)})")
     pair = SignalPair(reference, decoded)
     return {name: pair.score(name) for name in METRICS if name in metrics}

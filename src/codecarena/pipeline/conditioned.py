@@ -27,6 +27,7 @@ from codecarena.conditions.spec import Condition
 from codecarena.files import sha256_file
 from codecarena.payload import PayloadError, read_payload
 from codecarena.pipeline.plan import RunPlan
+from codecarena.plural import counted
 from codecarena.references import Reference
 from codecarena.rundir import RowFiles
 from codecarena.runtime.protocol import Job
@@ -97,7 +98,8 @@ def _hops(condition: Condition, spec: CodecSpec, ref: Reference, plan: RunPlan, 
             return f"condition {spec.condition}: {name} encode: {error}", {}
         coded = read_payload(payload)
         if coded.codec != hop.canonical or coded.num_samples != ref.num_samples:
-            return (f"condition {spec.condition}: {name}: its payload says {coded.codec} / {coded.num_samples} samples, "
+            return (f"condition {spec.condition}: {name}: its payload says {coded.codec} / "
+                    f"{counted(coded.num_samples, 'sample')}, "
                     f"expected {hop.canonical} / {ref.num_samples}"), {}
         error = run_stage(f"hop{k}-decode", Job.decode(payload, decoded, run.stage(spec.slug, utt.id, f"hop{k}-decode").report,
                                                         warm_repeats=0, device=device), hop)
@@ -105,7 +107,8 @@ def _hops(condition: Condition, spec: CodecSpec, ref: Reference, plan: RunPlan, 
             return f"condition {spec.condition}: {name} decode: {error}", {}
         info = sf.info(decoded)
         if (info.frames, info.samplerate) != (ref.num_samples, ARENA_RATE):
-            return (f"condition {spec.condition}: {name} decoded {info.frames} samples at {info.samplerate} Hz, "
+            return (f"condition {spec.condition}: {name} decoded {counted(info.frames, 'sample')} at "
+                    f"{info.samplerate} Hz, "
                     f"expected {ref.num_samples} at {ARENA_RATE} Hz"), {}
         bits, size = coded.representation_bits(), payload.stat().st_size
         entries.append({"codec": hop.canonical, "payload": run.relative(payload), "payload_sha256": sha256_file(payload),

@@ -21,6 +21,7 @@ from codecarena.datasets import Utterance
 from codecarena.diskspace import DiskFullError, free_bytes, row_bytes
 from codecarena.files import copy_verified, sha256_file, write_json
 from codecarena.metrics.guarded import THREAD_SETTINGS
+from codecarena.plural import counted
 from codecarena.pipeline.plan import RunError, RunPlan
 from codecarena.pipeline.resume import changed_binaries, follow, kept_rows
 from codecarena.pipeline.row import Task
@@ -98,7 +99,7 @@ def execute(plan: RunPlan, executor: Executor, on_row: Callable[[Row, bool], Non
 def _execute_locked(plan: RunPlan, executor: Executor, on_row: Callable[[Row, bool], None] | None) -> list[Row]:
     run = plan.run
     plan, earlier = follow(plan)
-    changed = changed_binaries(earlier.runtimes, plan.record.runtimes) if earlier is not None else ""
+    changed = changed_binaries(earlier.runtimes, plan.record.runtimes, plan.repinned) if earlier is not None else ""
     if changed:
         raise RunError(f"{run.root}: {changed} since the run started, so its rows came from another "
                        f"binary; use another --out directory")
@@ -141,7 +142,8 @@ def _execute_locked(plan: RunPlan, executor: Executor, on_row: Callable[[Row, bo
     wanted = [(s.canonical, u.id) for s in plan.codecs for u in plan.evalset.utterances]
     missing = set(wanted) - done.keys()
     if missing:
-        raise RunError(f"{run.root}: the executor returned no row for {len(missing)} tasks, e.g. {sorted(missing)[0]}")
+        raise RunError(f"{run.root}: the executor returned no row for {counted(len(missing), 'task')}, "
+                       f"e.g. {sorted(missing)[0]}")
     in_order = [done[key] for key in wanted]
     write_json(run.summary, {**summarize(in_order), "ledger": ledger.build(in_order, run)})
     execution = {**executor.describe(), "rows_computed": len(tasks), "rows_resumed": len(kept),

@@ -65,6 +65,9 @@ class RunPlan:
     continued: tuple[str, ...] = ()
     # Where each --noise-dir and --rir-dir set was read from: (kind, name, folder); the plan pins the files.
     set_folders: tuple[tuple[str, str, Path], ...] = ()
+    # The user codecs pinned anew (`codec add` again) since that run, which --add takes up: their rows
+    # are computed again with the new pin, every other row is kept.
+    repinned: tuple[str, ...] = ()
 
     @property
     def plan(self) -> Plan:

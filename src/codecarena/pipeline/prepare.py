@@ -2,10 +2,11 @@
 
 A `Selection` is what a user asks for, as given (the options of `codecarena run`, or the arguments of
 a Python call); `prepare` checks every part of it before any work and resolves it against this
-machine: the limits, the devices (asked of every runtime that would use one), the codec
-configurations with the conditions their input goes through and the channels they cross, the
-condition sets (--noise-dir, --rir-dir), the evaluation set and its subset, the metrics and ASR
-models, the weights and their pins, each family's runtime, the variant, the executor; then the plan,
+machine: the limits, the codec configurations with the conditions their input goes through and the
+channels they cross, the devices (one that nothing of the run can use is refused,
+`pipeline/placement.py`; the metric libraries and each family's runtime that would use one are asked,
+before the set is read), the evaluation set and its subset, the condition sets (--noise-dir,
+--rir-dir), the metrics and ASR models, the weights and their pins, the variant, the executor; then the plan,
 its hash and default directory, the replay default, the record run.json starts with, and whether the
 directory can hold this run (the run already there is continued as `pipeline/resume.py` says). A
 refusal is one line naming the option or the path (SelectionError, RunError, or the error of the
@@ -18,6 +19,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from codecarena import selection as resolve
 from codecarena.arena import ARENA_RATE
@@ -27,6 +29,7 @@ from codecarena.datasets import EvalSet
 from codecarena.choices import CHANNEL_CHOICES, DEFAULT_CODECS
 from codecarena.devices import DeviceError, parse_device
 from codecarena.machine import describe
+from codecarena.pipeline.placement import Placement
 from codecarena.pipeline.plan import Execution, RunError, RunPlan, default_directory, plan_of
 from codecarena.pipeline.resume import follow
 from codecarena.runtime.external import ExternalRuntime, external_mark
@@ -92,6 +95,19 @@ def prepare(chosen: Selection) -> RunPlan:
         raise SelectionError(f"the same codec configuration is given twice: {canon}")
     if chosen.language_from_folders and chosen.input is None:
         raise SelectionError("--language-from-folders reads the folders of --input")
+    # The devices first, before the set is read or a metric model verified: a device nothing of this
+    # command uses is refused (with --add, once the run's codecs are known, below), then every library
+    # and runtime that would use one is asked, and a refusal names the flag the user typed. A tandem's or
+    # generation's codec stages run like the row's own: their families need runtimes, pins and devices as well.
+    metric_option = "--device" if chosen.metric_device is None else "--metric-device"
+    metric_names = resolve.select_metrics(chosen.metrics)
+    hops = tuple(dict.fromkeys(h for spec in specs for h in spec.hops()))
+    if not chosen.add:
+        _refuse_unused(Placement.of((s.family for s in specs + hops), metric_names, device, metric_device,
+                                    metric_option))
+    resolve.check_metric_device(metric_names, metric_device, metric_option)
+    weights = resolve.canonical_weights(chosen.weights)
+    runtimes = _runtimes(specs + hops, weights, chosen.runtime_python, device)
     evalset = resolve.evaluation_set(chosen.input, chosen.corpus, chosen.language, chosen.data_dir, chosen.download,
                                      chosen.limit, chosen.shard, chosen.channels, chosen.language_from_folders,
                                      chosen.limit_per_language)
@@ -107,22 +123,10 @@ def prepare(chosen: Selection) -> RunPlan:
     if chosen.warm_repeats < 0:
         raise SelectionError("--warm-repeats must be >= 0")
     file_sets, set_folders = _condition_sets(chosen, specs, evalset)
-    hops = tuple(dict.fromkeys(h for spec in specs for h in spec.hops()))
     if not isinstance(chosen.fresh_interpreter, bool):
         raise SelectionError(f"--fresh-interpreter is on or off, not {chosen.fresh_interpreter!r}")
     languages = sorted({u.language for u in evalset.utterances if u.language})
     scorer = resolve.scorer(chosen.metrics, chosen.asr_models, languages, metric_device)
-    resolve.check_metric_device(scorer)
-    weights = resolve.canonical_weights(chosen.weights)
-    # A tandem's or generation's codec stages run like the row's own: their families need runtimes,
-    # pins and devices as well.
-    runtimes = resolve.runtimes(specs + hops, weights, chosen.runtime_python)
-    # Every runtime that would run on the device is asked before anything is written: a device that is
-    # not there fails the command, never a row.
-    for registry_id, info in resolve.probe_devices(specs + hops, runtimes, device).items():
-        for rec in runtimes.values():
-            if rec["registry"] == registry_id:
-                rec["device"] = info
     resolve.pinned_checkpoints(specs + hops, weights, allow_download=chosen.download)
     plan = plan_of(evalset, specs, weights=weights, variant=resolve.check_variant(chosen.variant, specs + hops),
                    warm_repeats=chosen.warm_repeats, device=device, metric_device=metric_device, mode=chosen.mode,
@@ -144,11 +148,32 @@ def prepare(chosen: Selection) -> RunPlan:
                              set_folders=set_folders)
     # The directory's run is checked before anything is said about it (execute checks it again, locked).
     followed, earlier = follow(prepared)
+    if chosen.add:
+        _refuse_unused(Placement.of((s.family for c in followed.codecs for s in (c, *c.hops())), metric_names,
+                                    device, metric_device, metric_option))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # what the checks cannot foresee, e.g. a folder in /proc
         raise RunError(f"run directory {out}: cannot be made ({exc.strerror})") from None
     return dataclasses.replace(followed, continued=tuple(c.codec for c in earlier.plan.codecs) if earlier else ())
+
+
+def _runtimes(specs: tuple[CodecSpec, ...], weights: str, runtime_python: str | None,
+              device: str) -> dict[str, dict[str, Any]]:
+    """Each family's runtime record; every runtime that would run on the device is asked before anything
+    is written: a device that is not there fails the command, never a row."""
+    runtimes = resolve.runtimes(specs, weights, runtime_python)
+    for registry_id, info in resolve.probe_devices(specs, runtimes, device).items():
+        for rec in runtimes.values():
+            if rec["registry"] == registry_id:
+                rec["device"] = info
+    return runtimes
+
+
+def _refuse_unused(placement: Placement) -> None:
+    problem = placement.unused()
+    if problem:
+        raise SelectionError(problem)
 
 
 def _device(text: str, option: str) -> str:

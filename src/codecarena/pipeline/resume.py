@@ -2,16 +2,19 @@
 plan, and which of its rows are kept.
 
 Resume keys on (codec, utterance). A directory whose plan differs is refused, saying what to do; with
---add the new codec configurations join the run's, every other part of the plan the same. A row is
-kept only if its status is ok and its verdict agrees, its content still hashes to its `row_sha256`,
-its payload, decoded and reference files (and a channel's or condition's files) still have the recorded
-sha256, and it agrees with what the plan pins (reference, transcript, checkpoints, devices); failed rows
-are computed again.
+--add the new codec configurations join the run's, every other part of the plan the same, and a user
+codec pinned anew since the run (`codec add` again) takes the place of its old pin: the plan holds the
+new one, its rows are computed again and every other row is kept. A row is kept only if its status is
+ok and its verdict agrees, its content still hashes to its `row_sha256`, its payload, decoded and
+reference files (and a channel's or condition's files) still have the recorded sha256, and it agrees
+with what the plan pins (reference, transcript, checkpoints, user codec pins, devices); failed rows are
+computed again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from typing import Any
 
 from codecarena.channel import stage as channel_stage
@@ -19,6 +22,7 @@ from codecarena.conditions import record as condition_record
 from codecarena.files import sha256_file
 from codecarena.metrics.reference_results import missing, reliances
 from codecarena.pipeline.plan import RunError, RunPlan
+from codecarena.registry import user_units
 from codecarena.results.record import Plan, RunLoadError, RunRecord, on_the_cpu_if_older, read_record
 from codecarena.results.schema import Row
 from codecarena.results.verdict import status_problem
@@ -57,10 +61,16 @@ def follow(plan: RunPlan) -> tuple[RunPlan, RunRecord | None]:
         if repinned:
             raise RunError(f"{run.root}: --add: the user pin of {', '.join(repinned)} changed since the run; "
                            f"pin the run's files again (see user_pins in its run.json) or use another --out")
-        others = [d for d in _plan_differences(previous, plan.plan) if d not in ("codecs", "runtimes", "user_pins")]
+        others = [d for d in _plan_differences(previous, plan.plan)
+                  if d not in ("codecs", "runtimes", "user_pins", "user_codecs")]
         if others:
             raise RunError(f"{run.root}: --add adds codec configurations only, but the run differs in "
-                           f"{', '.join(others)}; use the same options as the run (see its run.json)")
+                           f"{', '.join(others)}; use the same options as the run, which was made by: "
+                           f"{shlex.join(earlier.command)}")
+        # This invocation describes the runtimes of its own codecs only: the run keeps the records of the
+        # others (their interpreters replay their payloads, their programs are checked on resume).
+        record = dataclasses.replace(plan.record, runtimes={**earlier.runtimes, **plan.record.runtimes})
+        plan = dataclasses.replace(plan, record=record, repinned=repinned_user_codecs(previous, plan.plan))
     elif previous != plan.plan:
         differs = _plan_differences(previous, plan.plan)
         repin = (" (a user pin changed since the run: pin the run's files again, see its run.json)"
@@ -68,6 +78,12 @@ def follow(plan: RunPlan) -> tuple[RunPlan, RunRecord | None]:
         raise RunError(f"{run.root}: holds a run with a different plan ({', '.join(differs)}){repin}"
                        f"{_what_to_do(previous, plan.plan, differs)}")
     return plan, earlier
+
+
+def repinned_user_codecs(previous: Plan, plan: Plan) -> tuple[str, ...]:
+    """The user codecs of the earlier run whose pin the plan holds anew (added again since)."""
+    now = {c.name: c for c in plan.user_codecs or ()}
+    return tuple(c.name for c in previous.user_codecs or () if c.name in now and now[c.name] != c)
 
 
 def added_codecs(previous: Plan, plan: RunPlan) -> RunPlan:
@@ -82,10 +98,12 @@ def added_codecs(previous: Plan, plan: RunPlan) -> RunPlan:
     return plan.with_codecs(codecs, runtimes)
 
 
-def changed_binaries(before: dict[str, Any], now: dict[str, Any]) -> str:
+def changed_binaries(before: dict[str, Any], now: dict[str, Any], repinned: tuple[str, ...] = ()) -> str:
     """The first binary of a command-line family (run.json's runtime records, by registry id) whose
-    identity differs between two invocations, said in words; "" when none does."""
-    for registry_id in sorted(before.keys() & now.keys()):
+    identity differs between two invocations, said in words; "" when none does. The programs of a user
+    codec pinned anew (`repinned`, by name) may differ: its rows are all computed again."""
+    skipped = {f"{user_units.REGISTRY_PREFIX}{name}" for name in repinned}
+    for registry_id in sorted((before.keys() & now.keys()) - skipped):
         old = {b["name"]: b for b in before[registry_id].get("binaries", [])}
         new = {b["name"]: b for b in now[registry_id].get("binaries", [])}
         for name in sorted(old.keys() | new.keys()):
@@ -104,6 +122,10 @@ def _plan_differences(a: Plan, b: Plan) -> list[str]:
 def _what_to_do(previous: Plan, plan: Plan, differs: list[str]) -> str:
     """The end of the refusal of a run whose plan differs from this command's."""
     tail = "; use another --out directory"
+    repinned = repinned_user_codecs(previous, plan)
+    if repinned and set(differs) <= {"codecs", "runtimes", "user_codecs"}:
+        return (f" (user codec {', '.join(repinned)} was added again since the run: rerun with --add to compute its "
+                f"rows again and keep every other row){tail}")
     if differs not in (["codecs"], ["codecs", "runtimes"]):
         return tail
     had = [c.codec for c in previous.codecs]
@@ -125,10 +147,12 @@ def kept_rows(existing: list[Row], plan: RunPlan) -> dict[tuple[str, str], Row]:
     verdict is not its status or whose files changed is computed again, and so is the first row of
     each reference whose reference-side results are lost."""
     wanted = {(s.canonical, u.id) for s in plan.codecs for u in plan.evalset.utterances}
+    # A row of a user codec pinned anew was made with the old pin, whatever parts of the pin it records.
+    repinned = {f"{user_units.REGISTRY_PREFIX}{name}" for name in plan.repinned}
     kept: dict[tuple[str, str], Row] = {}
     for row in existing:
-        if row.key in wanted and row.intact and row_files_verify(row, plan.run) and not plan.plan.row_problems(row) \
-                and not status_problem(row):
+        if row.key in wanted and row.registry not in repinned and row.intact and row_files_verify(row, plan.run) \
+                and not plan.plan.row_problems(row) and not status_problem(row):
             kept[row.key] = row
     for key in rows_to_rebuild_reference_results(kept, plan.plan, plan.run):
         del kept[key]

@@ -25,6 +25,7 @@ from codecarena.conditions.agreement import agreement
 from codecarena.metrics.declarations import against_input
 from codecarena.metrics.scorer import RowScorer, UtteranceInfo
 from codecarena.payload import PayloadError, read_payload
+from codecarena.plural import counted
 from codecarena.pipeline import conditioned
 from codecarena.pipeline.plan import RunPlan
 from codecarena.references import Reference
@@ -218,7 +219,7 @@ def _encode(stages: _Stages, fields: dict[str, Any], source: Path) -> tuple[str,
     except PayloadError as exc:
         return f"encode wrote an unreadable payload: {exc}", (model, runtime, codec_facts, checkpoint)
     if payload.codec != spec.bare.canonical or payload.num_samples != ref.num_samples:
-        error = (f"{files.payload}: payload says {payload.codec} / {payload.num_samples} samples, "
+        error = (f"{files.payload}: payload says {payload.codec} / {counted(payload.num_samples, 'sample')}, "
                  f"expected {spec.bare.canonical} / {ref.num_samples}")
     checkpoint = dict(payload.checkpoint)
     bits = payload.representation_bits()
@@ -253,10 +254,10 @@ def _decode(stages: _Stages, received: Path, fields: dict[str, Any], codec_facts
     )
     off = facts["trimmed_samples"] + facts["padded_samples"]
     if info.frames != ref.num_samples or info.samplerate != ARENA_RATE:
-        return (f"{files.decoded}: {info.frames} samples at {info.samplerate} Hz, "
+        return (f"{files.decoded}: {counted(info.frames, 'sample')} at {info.samplerate} Hz, "
                 f"expected {ref.num_samples} at {ARENA_RATE} Hz")
     if off > facts["length_tolerance"]:
-        return (f"decoded length was off by {off} samples before restoration, "
+        return (f"decoded length was off by {counted(off, 'sample')} before restoration, "
                 f"beyond the codec's tolerance of {facts['length_tolerance']}")
     return ""
 

@@ -5,7 +5,8 @@ ships it, the package and its installed version. A declaration pins a binary by 
 user's codec, pinned when it is added) or by its Debian package, whose exact version the family's
 registry entry pins; a packaged file must also still be the file dpkg installed (its md5sums). The
 libraries a registry entry pins (the codec itself often lives in one: libgsm1, libspeex1) must be
-installed at their pinned versions. Anything else is refused with one line before a row runs, and
+installed at their pinned versions; a user's codec pins the libraries its programs load by file
+instead (registry/libraries.py). Anything else is refused with one line before a row runs, and
 again in every worker, which records the identity in the row.
 
 `identify` is what `codecarena codec add` calls to pin a user's binary.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.files import sha256_file
-from codecarena.registry import dpkg
+from codecarena.registry import dpkg, libraries
 from codecarena.registry.catalog import Binary, Command
 
 
@@ -81,9 +82,16 @@ def verify(binary: Binary, pins: Mapping[str, str]) -> BinaryIdentity:
 
 
 def verify_command(command: Command, pins: Mapping[str, str]) -> tuple[BinaryIdentity, ...]:
-    """Every binary of a command-line family checked (`verify`), and every pinned package, libraries
-    included, installed at its pinned version."""
+    """Every binary of a command-line family checked (`verify`), with the shared libraries it loads where
+    they are pinned by file (a user's codec, registry/libraries.py), and every pinned package,
+    libraries included, installed at its pinned version."""
     identities = tuple(verify(binary, pins) for binary in command.binaries)
+    if command.libraries is not None:
+        try:
+            for identity in identities:
+                libraries.check(identity.name, identity.resolved, command.libraries)
+        except libraries.LibraryError as exc:
+            raise BinaryError(str(exc)) from None
     for package, pinned in sorted(pins.items()):
         version = installed_version(package)
         if version != pinned:

@@ -28,6 +28,7 @@ from typing import Any
 from codecarena.registry import user_units
 from codecarena.registry.channel_support import ChannelSupport, parse_channel_support
 from codecarena.registry.claims import Claim, VariableRate, parse_claims, parse_variable_rate
+from codecarena.registry.libraries import Library
 from codecarena.registry.strict import RegistryError, Table
 
 #: The version of the declaration format and of the adapter contract (codecarena.plugin).
@@ -66,6 +67,10 @@ BANDWIDTHS = {"narrowband": 8000, "wideband": 16000, "super_wideband": 32000, "f
 AUDIO_FORMATS = ("wav", "s16le")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+#: How a program of a command-line family is pinned: the one rule every refusal about it states.
+BINARY_PIN_RULE = ("a built-in unit pins a program by its Debian package, whose version its registry entry pins; "
+                   "your own codec names no package: `codec add` pins the program by the sha256 it takes of the "
+                   "file, and a sha256 your declaration gives must be that one")
 _FILE_PLACEHOLDERS = ("input", "output")
 
 
@@ -101,6 +106,9 @@ class Command:
     length_tolerance: int  # samples at sample_rate the decoded length may differ from the input's
     binaries: tuple[Binary, ...]
     configs: tuple[tuple[str, CommandConfig], ...]
+    # The shared libraries its programs load, pinned by `codec add` (registry/libraries.py); None for a
+    # built-in unit, whose registry entry pins them by Debian package version.
+    libraries: tuple[Library, ...] | None = None
 
     def program(self, which: str) -> Binary:
         """The binary the encode or decode command runs (its argv[0])."""
@@ -165,12 +173,12 @@ WEIGHTS = ("none", "real", "real_or_synthetic")
 KINDS = ("python", "command")
 
 
-def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = False) -> Family:
+def parse_declaration(text: str, where: str, module: str, user: bool = False) -> Family:
     """A family declaration (`codec.toml`, format `API_VERSION`), strictly: unknown keys, wrong types,
     a default config that is not a config, an option default outside its own bounds are refused with
     one line naming `where`. `module` is the adapter module the workers import; a command-line
-    family's is always COMMAND_MODULE. `pinned_at_add`: a user's declaration, whose binaries are
-    pinned by the sha256 `codec add` takes, so that it may leave their `sha256` out."""
+    family's is always COMMAND_MODULE. `user`: a user's declaration, whose programs are pinned as
+    BINARY_PIN_RULE says."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -206,7 +214,7 @@ def parse_declaration(text: str, where: str, module: str, pinned_at_add: bool = 
                 raise top.fail(key, "is not for a command-line family")
         if weights != "none":
             raise top.fail("supported_weights", "must be none for a command-line family")
-        command = _command(top.get("command", dict), f"{where}: command", configs, options, pinned_at_add)
+        command = _command(top.get("command", dict), f"{where}: command", configs, options, user)
         module = COMMAND_MODULE
     elif top.has("command"):
         raise top.fail("command", 'is only for kind = "command"')
@@ -234,7 +242,7 @@ def _placeholder_names(options: tuple[Option, ...], command: Command | None) -> 
 
 
 def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Option, ...],
-             pinned_at_add: bool) -> Command:
+             user: bool) -> Command:
     table = Table(raw, where)
     bandwidth = table.get("bandwidth", str)
     if bandwidth not in BANDWIDTHS:
@@ -251,7 +259,7 @@ def _command(raw: Any, where: str, configs: tuple[str, ...], options: tuple[Opti
     tolerance = table.get("length_tolerance", int)
     if tolerance < 0:
         raise table.fail("length_tolerance", "must be >= 0")
-    binaries = tuple(_binary(item, f"{where}.binaries[{i}]", pinned_at_add)
+    binaries = tuple(_binary(item, f"{where}.binaries[{i}]", user)
                      for i, item in enumerate(table.get("binaries", list)))
     names = [b.name for b in binaries]
     if not binaries or len(set(names)) != len(names):
@@ -314,7 +322,7 @@ def _placeholders(table: Table, which: str, argv: tuple[str, ...], binaries: lis
     return found
 
 
-def _binary(raw: Any, where: str, pinned_at_add: bool) -> Binary:
+def _binary(raw: Any, where: str, user: bool) -> Binary:
     table = Table(raw, where)
     binary = Binary(name=table.get("name", str), path=table.get("path", str), package=table.get("package", str, ""),
                     sha256=table.get("sha256", str, ""))
@@ -327,8 +335,10 @@ def _binary(raw: Any, where: str, pinned_at_add: bool) -> Binary:
         raise table.fail("sha256", "must be 64 lower-case hex digits")
     if binary.package and not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", binary.package):
         raise table.fail("package", "must be a Debian package name")
-    if not binary.package and not binary.sha256 and not pinned_at_add:
-        raise table.fail("sha256", "is required when no Debian package pins the binary")
+    if user and binary.package:
+        raise table.fail("package", f"is for built-in units ({BINARY_PIN_RULE})")
+    if not user and not binary.package and not binary.sha256:
+        raise table.fail("package", f"or sha256 must be given ({BINARY_PIN_RULE})")
     return binary
 
 
@@ -402,7 +412,7 @@ def _user_families() -> tuple[dict[str, Family], dict[str, str]]:
     for unit in units:
         where = str(user_units.units_dir() / unit.name / user_units.RECORD)
         try:
-            family = parse_declaration(unit.declaration, where, "", pinned_at_add=True)
+            family = parse_declaration(unit.declaration, where, "", user=True)
         except RegistryError as exc:
             problems[unit.name] = str(exc)
             continue
@@ -414,10 +424,14 @@ def _user_families() -> tuple[dict[str, Family], dict[str, str]]:
             pins = dict(unit.binaries)
             binaries = tuple(dataclasses.replace(b, sha256=pins.get(b.name, b.sha256)) for b in family.command.binaries)
             unpinned = [b.name for b in binaries if not b.sha256]
-            if unpinned:
-                problems[unit.name] = f"{where}: binary {unpinned[0]} has no sha256 pin; add the codec again"
+            if unpinned or unit.libraries is None:
+                why = (f"binary {unpinned[0]} has no sha256 pin" if unpinned else
+                       "added before codecarena pinned the shared libraries its programs load")
+                problems[unit.name] = (f"{where}: {why}; add the codec again "
+                                       f"(codecarena codec add {unit.name} --declaration FILE)")
                 continue
-            family = dataclasses.replace(family, command=dataclasses.replace(family.command, binaries=binaries))
+            family = dataclasses.replace(family, command=dataclasses.replace(family.command, binaries=binaries,
+                                                                             libraries=unit.libraries))
         found[unit.name] = dataclasses.replace(family, origin="user")
     return found, problems
 

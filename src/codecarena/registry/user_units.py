@@ -4,12 +4,15 @@ and labelled "user codec" everywhere.
 A user codec is a unit like a built-in one: a declaration (`codec.toml`, the same format,
 `registry/catalog.py`) and, for a Python codec, a module or package exporting `ADAPTER`
 (`codecarena.plugin`). `codec add` pins what it was given by content and keeps the pins in
-`$XDG_DATA_HOME/codecarena/codecs/<name>/unit.json` (format `codecarena-user-codec`, version 1, parsed
+`$XDG_DATA_HOME/codecarena/codecs/<name>/unit.json` (format `codecarena-user-codec`, version 2, parsed
 strictly): the declaration's text, the source's sha256 (of the module file, or of the package's
 files) with its git commit and dirty flag when it lies in a repository, each checkpoint's size and
-sha256 (a copy of its bytes is kept beside the record, never a link), and the requirements of its own
-runtime. The source is not copied: workers import it from where it is and refuse it when its hash is
-no longer the pinned one, so an edit is never run unnoticed; `codec add` again re-pins it.
+sha256 (a copy of its bytes is kept beside the record, never a link), the requirements of its own
+runtime, and for a command-line codec the sha256 of each program and the path, size and sha256 of
+every shared library it loads (`libraries`, registry/libraries.py). Version 2 added `libraries`; a
+version 1 record reads with None there, and the catalog refuses a command-line codec so pinned until
+it is added again. The source is not copied: workers import it from where it is and refuse it when its
+hash is no longer the pinned one, so an edit is never run unnoticed; `codec add` again re-pins it.
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from codecarena.files import JSONFileError, copy_verified, data_home, read_json, sha256_file, tree_sha256, write_json
+from codecarena.files import (JSONFileError, copy_verified, data_home, read_json, sha256_file, sha256_json, tree_sha256,
+                              write_json)
+from codecarena.registry.libraries import Library
 
 FORMAT = "codecarena-user-codec"
-VERSION = 1
+VERSION = 2
 RECORD = "unit.json"
 # A family name is a codec spec's first part (`NAME:CONFIG,key=value`) and a folder name.
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -81,6 +86,9 @@ class UserUnit:
     checkpoints: tuple[UnitFile, ...]
     requirements: str  # the requirements text of its own runtime; "" runs it in the harness's environment
     binaries: tuple[tuple[str, str], ...] = ()  # a command-line codec's programs: (name, sha256 pinned at add)
+    # The shared libraries a command-line codec's programs load, pinned at add; None for a Python codec,
+    # and for a command-line codec added by a version 1 record, which did not pin them.
+    libraries: tuple[Library, ...] | None = None
 
     @property
     def registry_id(self) -> str:
@@ -110,19 +118,22 @@ class UserUnit:
         return paths
 
     def identity(self) -> dict[str, Any]:
-        """What a run's plan pins of this codec: a change to any of it is another codec."""
+        """What a run's plan pins of this codec: a change to any of it is another codec. The libraries
+        only where they were pinned, so that the pin of a codec without them is what it was before."""
+        libraries = {} if self.libraries is None else {"libraries": [vars(lib) for lib in self.libraries]}
         return {"name": self.name, "declaration_sha256": hashlib.sha256(self.declaration.encode()).hexdigest(),
                 "source_sha256": self.source.sha256 if self.source else None,
                 "checkpoints": {f.name: f.sha256 for f in self.checkpoints},
                 "requirements_sha256": hashlib.sha256(self.requirements.encode()).hexdigest()
-                if self.requirements else None, "binaries": dict(self.binaries)}
+                if self.requirements else None, "binaries": dict(self.binaries), **libraries}
 
     def label(self) -> dict[str, Any]:
-        """What rows and tables show: that it is a user codec, and which source made it."""
+        """What rows and tables show: that it is a user codec, and which source made it; and the sha256
+        of its whole pin (`identity`), which ties a row to the pin the run's plan holds."""
         source = self.source
         return {"name": self.name, "source_sha256": source.sha256 if source else None,
                 "git_commit": source.git_commit if source else "", "git_dirty": source.git_dirty if source else False,
-                "declaration_sha256": self.identity()["declaration_sha256"]}
+                "declaration_sha256": self.identity()["declaration_sha256"], "pin_sha256": sha256_json(self.identity())}
 
 
 def units_dir() -> Path:
@@ -163,8 +174,12 @@ def load(name: str) -> UserUnit:
 
 def _parse(data: Any, path: Path, name: str) -> UserUnit:
     keys = ["added_at", "binaries", "checkpoints", "declaration", "format", "name", "requirements", "source", "version"]
-    if not isinstance(data, dict) or sorted(data) != keys or data["format"] != FORMAT or data["version"] != VERSION:
-        raise UserUnitError(f"{path}: not a {FORMAT} version {VERSION} record")
+    if not isinstance(data, dict) or data.get("format") != FORMAT or type(data.get("version")) is not int \
+            or data["version"] not in (1, VERSION) \
+            or sorted(data) != (keys if data["version"] == 1 else sorted([*keys, "libraries"])):
+        raise UserUnitError(f"{path}: not a {FORMAT} version 1 or {VERSION} record")
+    if data["version"] == 1:  # it pinned no libraries
+        data = {**data, "libraries": None}
     if data["name"] != name or name_problem(name):
         raise UserUnitError(f"{path}: name {data['name']!r} is not its folder's ({name!r})")
     for key in ("added_at", "declaration", "requirements"):
@@ -174,8 +189,29 @@ def _parse(data: Any, path: Path, name: str) -> UserUnit:
     if not isinstance(binaries, dict) or not all(isinstance(k, str) and isinstance(v, str) and _HEX64.fullmatch(v)
                                                  for k, v in binaries.items()):
         raise UserUnitError(f"{path}: binaries must map each program's name to its sha256")
-    return UserUnit(name, data["added_at"], data["declaration"], _parse_source(data["source"], path),
-                    _parse_files(data["checkpoints"], path), data["requirements"], tuple(sorted(binaries.items())))
+    source = _parse_source(data["source"], path)
+    libraries = _parse_libraries(data["libraries"], path, set(binaries))
+    if source is not None and libraries is not None:
+        raise UserUnitError(f"{path}: a Python codec pins no libraries")
+    if source is None and libraries is None and data["version"] == VERSION:
+        raise UserUnitError(f"{path}: a command-line codec's record must list the libraries its programs load")
+    return UserUnit(name, data["added_at"], data["declaration"], source, _parse_files(data["checkpoints"], path),
+                    data["requirements"], tuple(sorted(binaries.items())), libraries)
+
+
+def _parse_libraries(raw: Any, path: Path, binaries: set[str]) -> tuple[Library, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise UserUnitError(f"{path}: libraries must be a list")
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or sorted(item) != ["binary", "bytes", "path", "sha256"] \
+                or item["binary"] not in binaries or not isinstance(item["path"], str) \
+                or not os.path.isabs(item["path"]) or type(item["bytes"]) is not int or item["bytes"] < 0 \
+                or not isinstance(item["sha256"], str) or not _HEX64.fullmatch(item["sha256"]):
+            raise UserUnitError(f"{path}: libraries[{i}] is not a program's name, an absolute path, a size and "
+                                "a sha256")
+    return tuple(Library(**item) for item in raw)
 
 
 def _parse_source(raw: Any, path: Path) -> Source | None:
@@ -258,7 +294,8 @@ def record(unit: UserUnit) -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "name": unit.name, "added_at": unit.added_at,
             "declaration": unit.declaration, "requirements": unit.requirements,
             "source": vars(unit.source) if unit.source else None,
-            "checkpoints": [vars(f) for f in unit.checkpoints], "binaries": dict(unit.binaries)}
+            "checkpoints": [vars(f) for f in unit.checkpoints], "binaries": dict(unit.binaries),
+            "libraries": None if unit.libraries is None else [vars(lib) for lib in unit.libraries]}
 
 
 def checkpoint_file(path: Path) -> UnitFile:

@@ -17,7 +17,8 @@ from typing import Any
 from codecarena.files import json_differences, sha256_file
 from codecarena.metrics.reference_results import (Entry, ReferenceResultError, entries, parse_entry, reliances,
                                                    value_sha256)
-from codecarena.registry import user_units
+from codecarena.plural import counted, verb
+from codecarena.registry import libraries, user_units
 from codecarena.rundir import RunDir, StageFiles, UnsafePathError
 from codecarena.runtime.venvs import sync_interpreter
 from codecarena.runtime.limits import StageLimits, default_memory_limit
@@ -172,17 +173,22 @@ def replay_problems(run: Run, python: str, interpreters: dict[str, str] | None =
                 problems.append(f"{where}: a fresh decode of the payload differs from {row.decoded}")
     for (made, device), identical in sorted(crossed.items()):
         if notes is not None:
-            notes.append(f"replay on {device} of {len(identical)} payload(s) made on {made}: {sum(identical)} decoded "
-                         f"byte-identical to the run's audio, {len(identical) - sum(identical)} differ (a cross-device "
+            differ = len(identical) - sum(identical)
+            notes.append(f"replay on {device} of {counted(len(identical), 'payload')} made on {made}: {sum(identical)} "
+                         f"decoded byte-identical to the run's audio, {differ} {verb(differ, 'differs', 'differ')} "
+                         "(a cross-device "
                          "comparison: another device is another configuration, so a difference is not a failure)")
     return problems
 
 
 def user_codec_problems(pinned: list[PlanUserCodec]) -> list[str]:
-    """A user codec whose source, as it is now on this machine, is not the one the run pinned: its
-    payloads can no longer be replayed by the code that made them, and the run should say so."""
+    """A user codec whose source, or a shared library its programs load, as it is now on this machine, is
+    not the one the run pinned: its payloads can no longer be replayed by the code that made them, and
+    the run should say so."""
     problems = []
     for codec in pinned:
+        problems += [f"user codec {codec.name}: {line}; the run's payloads were made by the library it had then"
+                     for line in libraries.changed(codec.libraries or ())]
         try:
             unit = user_units.load(codec.name)
         except user_units.UserUnitError as exc:

@@ -18,6 +18,7 @@ from codecarena.metrics import outputs
 from codecarena.registry import user_units
 from codecarena.registry.entries import RegistryError, load_entry
 from codecarena.payload import PayloadError, read_payload
+from codecarena.plural import counted
 from codecarena.rundir import RunDir, UnsafePathError
 from codecarena.specs import bare_canonical, parse_configuration
 from codecarena.results.channel_audit import channel_problems
@@ -104,7 +105,7 @@ def _audit_ok_row(row: Row, run: RunDir, where: str) -> list[str]:
                 problems.append(f"{where}: payload holds {bits} representation bits, row says {row.representation_bits}")
             if payload.codec != bare_canonical(row.codec) or payload.num_samples != row.num_samples or \
                     payload.sample_rate != row.sample_rate:
-                problems.append(f"{where}: payload is {payload.codec} {payload.num_samples} samples at "
+                problems.append(f"{where}: payload is {payload.codec} {counted(payload.num_samples, 'sample')} at "
                                 f"{payload.sample_rate} Hz, row says {row.codec} {row.num_samples} at {row.sample_rate}")
             seconds = row.num_samples / row.sample_rate
             if not _close(row.duration_s, seconds):
@@ -222,8 +223,8 @@ def error_count_problems(row: Row, where: str) -> list[str]:
             continue
         counts = outputs.error_counts(record)
         if counts is None or record["value"] != counts[0] / counts[1]:
-            problems.append(f"{where}: {name} is {record['value']!r}, but its counts say {details.get('errors')!r} "
-                            f"errors in {details.get('reference_tokens')!r} reference tokens")
+            problems.append(f"{where}: {name} is {record['value']!r}, but its counts say otherwise (errors "
+                            f"{details.get('errors')!r}, reference_tokens {details.get('reference_tokens')!r})")
     return problems
 
 

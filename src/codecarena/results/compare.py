@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from codecarena.metrics import outputs
+from codecarena.plural import counted
 from codecarena.results.bootstrap import LEVEL
 from codecarena.results.compare_provenance import codec_provenance, differences, public, run_provenance
 from codecarena.results.compare_stats import CompareError, decoded_same, device_movement, metric_stats, speaker_units
@@ -222,7 +223,8 @@ def _common_utterances(a: Run, b: Run, allow_different_sets: bool,
     common = [(u, s) for u, s in utts_a if shas_b.get(u) == s]
     ids_b = {u for u, _ in utts_b}
     clash = [u for u, s in utts_a if u in shas_b and shas_b[u] != s]
-    overrides.append(f"sets differ ({detail}): --allow-different-sets pairs the {len(common)} utterance(s) "
+    overrides.append(f"sets differ ({detail}): --allow-different-sets pairs the "
+                     f"{counted(len(common), 'utterance')} "
                      f"with the same id and audio sha256; {len([u for u, _ in utts_a if u not in ids_b])} "
                      f"only in A, {len([u for u in ids_b if u not in dict(utts_a)])} only in B, "
                      f"{len(clash)} with the same id but different audio (never paired)")
@@ -294,7 +296,7 @@ def _pair_rows(rows_a: dict[str, Row], rows_b: dict[str, Row], common_ids: list[
             continue
         pairs.append((utt, ra, rb))
     if ref_differs:
-        notes.append(f"{label}: {len(ref_differs)} utterance(s) not paired because the rows' "
+        notes.append(f"{label}: {counted(len(ref_differs), 'utterance')} not paired because the rows' "
                      f"reference sha256 differ: {', '.join(ref_differs)}")
     return pairs, unpaired
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from codecarena.metrics import outputs
+from codecarena.plural import counted, verb
 from codecarena.results.bootstrap import LEVEL, MIN_UNITS, bootstrap_ci, few_units_warning
 from codecarena.results.run import Run
 from codecarena.results.schema import Row
@@ -60,7 +61,8 @@ def metric_stats(name: str, pairs: list[tuple[str, Row, Row]], units: dict[str, 
         out["values_disagree"] = disagree
         out["verdict"] = IDENTICAL
         if disagree:
-            out["verdict"] += (f"; but {disagree} pair(s) carry different recorded values: the metric itself "
+            out["verdict"] += (f"; but {counted(disagree, 'pair')} {verb(disagree, 'carries', 'carry')} different "
+                               "recorded values: the metric itself "
                                f"differs between the runs (see the metric declarations in provenance)")
         return out
     diffs = b - a
@@ -120,7 +122,8 @@ def speaker_units(run_a: Run, utterances: Iterable[tuple[str, str]]) -> tuple[di
         own = [utt for utt, _ in utterances if utt not in recorded]
         notes = ["speakers as run A's rows record them"]
         if own:
-            notes.append(f"{len(own)} utterance(s) without a recorded speaker, each treated as its own speaker: "
+            notes.append(f"{counted(len(own), 'utterance')} without a recorded speaker, each treated as its own "
+                         "speaker: "
                          f"{', '.join(own)}")
         return mapping, notes
     if run_a.plan.set == "smoke":
@@ -140,7 +143,8 @@ def speaker_units(run_a: Run, utterances: Iterable[tuple[str, str]]) -> tuple[di
                 own.append(utt)
         notes = ["speakers from the smoke manifest (codecarena.datasets.smoke_manifest)"]
         if own:
-            notes.append(f"{len(own)} utterance(s) not in the smoke manifest with the same sha256 or without a "
+            notes.append(f"{counted(len(own), 'utterance')} not in the smoke manifest with the same sha256 or "
+                         "without a "
                          f"speaker, each treated as its own speaker: {', '.join(own)}")
         return mapping, notes
     return ({utt: f"utterance:{utt}" for utt, _ in utterances},

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from codecarena.plural import counted
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import fmt_num, fmt_signed, language_label
 
@@ -72,10 +73,10 @@ def render_text(result: dict[str, Any], width: int = 160) -> str:
         if ident["all_decoded_identical"]:
             con.print("identical decoded audio in every pair: metrics cannot differ, so no bootstrap was run")
         for part in comp["by_language"]:
-            con.print(f"-- language {language_label(part['language'])}: {part['pairs']} pairs")
+            con.print(f"-- language {language_label(part['language'])}: {counted(part['pairs'], 'pair')}")
             _print_metrics(con, part["metrics"])
         if comp["by_language"]:
-            con.print(f"-- all {len(comp['by_language'])} languages pooled: {comp['pairs']} pairs")
+            con.print(f"-- all {len(comp['by_language'])} languages pooled: {counted(comp['pairs'], 'pair')}")
         _print_metrics(con, comp["metrics"])
         con.print("")
         _print_provenance(con, comp["provenance"], f"provenance of {title}")
@@ -104,11 +105,11 @@ def _print_metrics(con: Any, metrics: list[dict[str, Any]]) -> None:
     shared = {(reason, count) for reason, count in (metrics[0]["dropped"] if metrics else {}).items()
               if all(m["dropped"].get(reason) == count for m in metrics)}
     for reason, count in sorted(shared):
-        con.print(f"every metric: {count} pair(s) dropped: {reason}")
+        con.print(f"every metric: {counted(count, 'pair')} dropped: {reason}")
     for m in metrics:
         for reason, count in m["dropped"].items():
             if (reason, count) not in shared:
-                con.print(f"{m['metric']}: {count} pair(s) dropped: {reason}")
+                con.print(f"{m['metric']}: {counted(count, 'pair')} dropped: {reason}")
     warnings: dict[str, list[str]] = {}
     for m in metrics:
         if m.get("warning"):

@@ -26,6 +26,7 @@ from codecarena.conditions.spec import ConditionError
 from codecarena.files import JSONFileError, json_differences, read_json, sha256_file
 from codecarena.metrics.declarations import BY_NAME, against_input
 from codecarena.payload import PayloadError, read_payload
+from codecarena.plural import counted
 from codecarena.registry.catalog import FAMILIES
 from codecarena.results.record import Plan
 from codecarena.results.schema import Row
@@ -152,7 +153,7 @@ def _hop_problems(row: Row, run: RunDir, where: str) -> list[str]:
     expected = parse_configuration(row.codec).hops()
     hops = record["hops"]
     if len(hops) != len(expected):
-        return [f"{where}: {len(hops)} hops recorded, the condition has {len(expected)}"]
+        return [f"{where}: {counted(len(hops), 'hop')} recorded, the condition has {len(expected)}"]
     problems: list[str] = []
     seconds = row.num_samples / ARENA_RATE
     for k, (hop, spec) in enumerate(zip(hops, expected), 1):

@@ -8,6 +8,7 @@ import math
 import re
 from typing import Any
 
+from codecarena.plural import counted
 from codecarena.results.bootstrap import MIN_UNITS, few_units_warning, unit_count
 
 MIB = 2**20
@@ -30,11 +31,6 @@ def fmt_signed(value: float | None, digits: int = 4) -> str:
 def fmt_kbps(bps: float | None, digits: int = 3) -> str:
     """Bits per second as kbps."""
     return "-" if bps is None else f"{bps / 1000:.{digits}f}"
-
-
-def count(n: int, noun: str, plural: str = "") -> str:
-    """`n` and the noun in the number `n` takes: "1 codec configuration", "3 codec configurations"."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def fmt_mib(nbytes: float | None, digits: int = 0) -> str:
@@ -159,7 +155,7 @@ def suspect_lines(problems: list[dict[str, Any]], run_labels: list[str] | None =
             continue
         run = f"{run_labels[p['run_index']]} " if run_labels and len(run_labels) > 1 else ""
         label = outputs.LABELS.get(p["output"], p["output"])
-        lines.append(f"{run}{p['codec']}: {count(p['n'], f'{label} value')} suspect, kept out of the mean "
+        lines.append(f"{run}{p['codec']}: {counted(p['n'], f'{label} value')} suspect, kept out of the mean "
                      f"({', '.join(p['utterances'])}): {p['error']}")
     return lines
 

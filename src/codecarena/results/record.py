@@ -15,7 +15,13 @@ older record reads with None there (no user codec could run before it). Version 
 (`device`, where torch families run, and `metric_device`, where learned metrics run); an older record
 reads with None there (everything ran on the CPU then). Version 8 added the files of every --noise-dir and
 --rir-dir set a condition draws from (`file_sets`, docs/conditions.md), in a plan that has any (a plan
-without them is written as before, so its hash, and the run it names, stay the same).
+without them is written as before, so its hash, and the run it names, stay the same). Version 9 added
+the shared libraries a user's command-line codec's programs load (`user_codecs[].libraries`: program,
+path, size, sha256), in the pin of a codec that has them (the pin of any other is written as before,
+so its hash stays the same); an older record that names them is refused.
+
+Long because it is the strict parser of run.json: the typed record and a reader for each of its nine
+versions, each key checked where it is read.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from codecarena.devices import DeviceError, DeviceInfo, parse_device
 from codecarena.files import JSONFileError, read_json, sha256_json
 from codecarena.metrics.engines import devices_of
 from codecarena.registry.catalog import FAMILIES
+from codecarena.registry.libraries import Library
 from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 8
+RUN_VERSION = 9
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 _V5_PLAN_FIELDS = ("references", "user_pins")
 _V7_PLAN_FIELDS = ("device", "metric_device")
@@ -92,14 +99,39 @@ class PlanUserCodec:
     checkpoints: dict[str, str]  # file name -> sha256
     requirements_sha256: str | None  # None when it runs in the harness's environment
     binaries: dict[str, str]  # a command-line codec's programs: name -> sha256 ({} for a Python codec)
+    # The shared libraries those programs load; None for a Python codec (and before version 9).
+    libraries: list[Library] | None = None
 
     @property
     def registry(self) -> str:
         return f"user-{self.name}"
 
+    def to_dict(self) -> dict[str, Any]:
+        """As run.json holds it: without libraries where it pins none, as before version 9."""
+        data = asdict(self)
+        if data["libraries"] is None:
+            del data["libraries"]
+        return data
+
     def checkpoint(self) -> dict[str, str]:
         """The checkpoint identity every payload of this codec records."""
         return {"registry": self.registry, "revision": "user codec", **self.checkpoints}
+
+    @property
+    def sha256(self) -> str:
+        """Of the whole pin, as a row records it (`model.user_codec.pin_sha256`, registry/user_units.py)."""
+        return sha256_json(self.to_dict())
+
+
+def _library_pins(plan: Any, version: Any) -> Any:
+    """A plan's JSON form with every user codec's `libraries` given (None where it was left out);
+    a record before version 9 that names them is refused."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("user_codecs"), list):
+        return plan
+    codecs = plan["user_codecs"]
+    if version != RUN_VERSION and any(isinstance(c, dict) and "libraries" in c for c in codecs):
+        raise SchemaError(f"plan.user_codecs: unexpected key 'libraries' in a version {version} record")
+    return {**plan, "user_codecs": [{"libraries": None, **c} if isinstance(c, dict) else c for c in codecs]}
 
 
 # Transcript-scored ASR outputs record the transcript in their details once the ASR ran.
@@ -172,6 +204,8 @@ class Plan:
         for added in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets"):
             if data[added] is None:
                 del data[added]
+        if self.user_codecs is not None:
+            data["user_codecs"] = [c.to_dict() for c in self.user_codecs]
         return {**data, **(legacy or {})}
 
     def row_problems(self, row: Row) -> list[str]:
@@ -210,6 +244,14 @@ class Plan:
             if row.status == "ok" and label.get("source_sha256") != pinned_codec.source_sha256:
                 problems.append(f"it was made by user codec source {label.get('source_sha256')}, the plan pins "
                                 f"{pinned_codec.source_sha256}")
+            if row.status == "ok" and label.get("declaration_sha256") != pinned_codec.declaration_sha256:
+                problems.append(f"it was made by user codec declaration {label.get('declaration_sha256')}, the plan "
+                                f"pins {pinned_codec.declaration_sha256}")
+            # The whole pin (requirements and programs too), recorded by rows made since codecs re-pinned
+            # within a run (run --add) could be; an older row is held to the parts above.
+            if row.status == "ok" and "pin_sha256" in label and label["pin_sha256"] != pinned_codec.sha256:
+                problems.append(f"it was made by user codec pin {label['pin_sha256']}, the plan pins "
+                                f"{pinned_codec.sha256} (the codec was added again since this row was made)")
         elif row.registry.startswith("user-"):
             problems.append(f"its registry {row.registry!r} names a user codec the plan does not pin")
         problems += self.device_problems(row)
@@ -285,7 +327,8 @@ class RunRecord:
     # Files of an --input folder that could not be read as audio: {file, reason}; None before version 3.
     skipped_inputs: list[dict[str, Any]] | None
     # Each earlier invocation into this directory, oldest first: {command, created_at, plan_sha256,
-    # codecs}; None before version 4.
+    # codecs, and the pins of its user codecs (user_codecs; absent from entries written before a user
+    # codec could be pinned again within a run)}; None before version 4.
     history: list[dict[str, Any]] | None
     plan: Plan
     plan_sha256: str
@@ -300,7 +343,8 @@ class RunRecord:
         replaces it keeps."""
         return [*(self.history or []), {"command": self.command, "created_at": self.created_at,
                                         "plan_sha256": self.plan_sha256,
-                                        "codecs": [c.codec for c in self.plan.codecs]}]
+                                        "codecs": [c.codec for c in self.plan.codecs],
+                                        "user_codecs": [c.to_dict() for c in self.plan.user_codecs or ()]}]
 
 
 def on_the_cpu_if_older(plan: Plan) -> Plan:
@@ -314,10 +358,10 @@ def on_the_cpu_if_older(plan: Plan) -> Plan:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """A current plan from its JSON form (what the pipeline builds and a version 7 or 8 run.json holds)."""
+    """A current plan from its JSON form (what the pipeline builds and a version 7 to 9 run.json holds)."""
     if "legacy_limits" in data:
         raise SchemaError("plan: unexpected key 'legacy_limits'")
-    plan = from_dict(Plan, {"file_sets": None, **data, "legacy_limits": None}, "plan")
+    plan = from_dict(Plan, {"file_sets": None, **_library_pins(data, RUN_VERSION), "legacy_limits": None}, "plan")
     if plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs):
         raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
     if plan.references is None or plan.user_pins is None:
@@ -341,6 +385,8 @@ def parse_run_record(data: Any) -> RunRecord:
     if not isinstance(data, dict):
         raise SchemaError("run.json: expected an object")
     version = data.get("version")
+    if "plan" in data:
+        data = {**data, "plan": _library_pins(data["plan"], version)}
     if version in (1, 2) and "skipped_inputs" not in data:
         data = {**data, "skipped_inputs": None}
     if version in (1, 2, 3) and "history" not in data:
@@ -366,7 +412,7 @@ def parse_run_record(data: Any) -> RunRecord:
         if "file_sets" in data["plan"]:
             raise SchemaError("plan: unexpected keys ['file_sets'] in a version 7 record")
         data = {**data, "plan": plan_from_dict(data["plan"])}
-    elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
+    elif version in (8, RUN_VERSION) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:
         raise SchemaError(f"run.json version {version!r}, expected 1 to {RUN_VERSION}")

@@ -14,6 +14,7 @@ import numpy as np
 
 from codecarena.files import sha256_file
 from codecarena.payload import Payload, PayloadError, read_payload
+from codecarena.plural import counted
 from codecarena.results.schema import Row
 from codecarena.results.token_layout import Layout, codebook_rows, layout_of
 from codecarena.rundir import RunDir, UnsafePathError
@@ -108,7 +109,8 @@ def _part_payload(path: Path, sha256: str, row: Row, samples: int, layout: tuple
             payload.variant != row.variant:
         raise ValueError(f"{path.name}: encoded by {payload.codec} with another checkpoint or variant than the row")
     if payload.num_samples != samples or payload.sample_rate != row.sample_rate:
-        raise ValueError(f"{path.name}: {payload.num_samples} samples at {payload.sample_rate} Hz, expected {samples} "
+        raise ValueError(f"{path.name}: {counted(payload.num_samples, 'sample')} at {payload.sample_rate} Hz, "
+                         f"expected {samples} "
                          f"at {row.sample_rate}")
     if layout_of(payload) != layout:
         raise ValueError(f"{path.name}: its streams differ from the row's payload's")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import codecarena
 from codecarena.choices import AUDIO_MODES
+from codecarena.plural import counted
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
-from codecarena.results.formatting import count
 from codecarena.results.report.audio import AudioStats
 from codecarena.results.report.channel import channel_html
 from codecarena.results.report.conditions import conditions_html
@@ -135,12 +135,12 @@ def _group_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]) -> 
     through = board.group_entries(group.id, channel=True)
     if through:
         lb_parts.append(f'<p class="note">Not in this table, its plots or the ledger: '
-                        f'{count(len(through), "configuration")} through a channel (<code>SPEC@CHANNEL</code>), '
+                        f'{counted(len(through), "configuration")} through a channel (<code>SPEC@CHANNEL</code>), '
                         "whose rates and costs are their clean configuration's; their quality is in "
                         '<a href="#channel">Quality against channel impairment</a>.</p>')
     conditioned = board.group_entries(group.id, condition=True)
     if conditioned:
-        lb_parts.append(f'<p class="note">Not in this table or its plots: {count(len(conditioned), "configuration")} '
+        lb_parts.append(f'<p class="note">Not in this table or its plots: {counted(len(conditioned), "configuration")} '
                         "whose input went through a condition (<code>SPEC%CONDITION</code>), which rank apart: "
                         '<a href="#conditions">Quality against input conditions</a>.</p>')
     unit = "speakers" if board.ci_unit == "speaker" else "utterances"
@@ -169,8 +169,8 @@ def _page(board: lb.Leaderboard, heading: str, toc: list[str], sections: list[st
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; media-src data:; "
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
         f"<title>{esc(heading)}</title><style>\n{_static('report.css')}</style></head><body>"
-        f'<header class="top"><h1>{esc(heading)}</h1><p>{count(len(board.runs), "run")}, {count(n_rows, "row")}, '
-        f"{count(len(board.pooled), 'codec configuration')} in {count(len(board.groups), 'leaderboard')}. Generated "
+        f'<header class="top"><h1>{esc(heading)}</h1><p>{counted(len(board.runs), "run")}, {counted(n_rows, "row")}, '
+        f"{counted(len(board.pooled), 'codec configuration')} in {counted(len(board.groups), 'leaderboard')}. Generated "
         f"{esc(now)} by "
         f"codecarena {esc(codecarena.__version__)}.</p></header>"
         f'<nav class="toc">{"".join(toc)}</nav><main>{"".join(sections)}</main>'

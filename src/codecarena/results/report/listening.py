@@ -14,6 +14,7 @@ import numpy as np
 
 from codecarena.choices import LISTEN_ALL_UP_TO, LISTEN_SAMPLE
 from codecarena.metrics import outputs
+from codecarena.plural import counted
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_kbps, fmt_num, language_label
 from codecarena.results.report.audio import embed_audio, read_audio, spectrogram_db, spectrogram_png
@@ -218,8 +219,8 @@ def _links_html(ctx: ReportContext, entries: list[dict[str, Any]], rows: dict[tu
         links += [link(run, r.decoded, codec) for run, codec, r in present]
         items.append(f'<li data-utterance="{esc(utt)}">{esc(utt)} <span class="muted">({esc(language_label(first_row.language))})'
                      f'</span>: {" · ".join(links)}</li>')
-    return (f'<details class="not-listened"><summary>{len(items)} utterances not embedded: their files in the run '
-            f'folder</summary><ul>{"".join(items)}</ul></details>')
+    return (f'<details class="not-listened"><summary>{counted(len(items), "utterance")} not embedded: their files '
+            f'in the run folder</summary><ul>{"".join(items)}</ul></details>')
 
 
 def ranked_selection(utterances: list[str], values: list[dict[str, float]], lower_is_better: bool,

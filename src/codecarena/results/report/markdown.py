@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from codecarena.plural import counted
 from codecarena.results.listening.board import cell_lines, column_header
 from codecarena.results.listening.board import columns as listening_columns
 from codecarena.results import leaderboard as lb
 from codecarena.results.bootstrap import MIN_UNITS
 from codecarena.results.formatting import (
     RTF_KINDS,
-    count,
     fmt_kbps,
     fmt_mib,
     fmt_rtf,
@@ -60,7 +60,7 @@ def markdown_summary(ctx: ReportContext, out_html: Path, failure_count: int) -> 
              f"Full report (plots, audio, spectrograms, provenance): `{out_html.name}`.", ""]
     lines.append("Runs:")
     for run in board.runs:
-        lines.append(f"- {run.label}: `{run.run.path}` (set {run.set_name}, {len(run.run.rows)} rows, "
+        lines.append(f"- {run.label}: `{run.run.path}` (set {run.set_name}, {counted(len(run.run.rows), 'row')}, "
                      f"{lb.machine_text(run.machine)}, codecarena {run.run.record.codecarena} "
                      f"{run.run.record.git.get('revision') or ''})")
     lines.append("")
@@ -126,17 +126,17 @@ def _group_markdown(board: lb.Leaderboard, group: lb.Group) -> list[str]:
     for language in languages if len(languages) > 1 else ():
         entries = board.group_entries(group.id, language, channel=False)
         utterances = max(e["rows"] for e in entries)
-        lines += [f"### Language {language_label(language)}: {count(utterances, 'utterance')}", ""]
+        lines += [f"### Language {language_label(language)}: {counted(utterances, 'utterance')}", ""]
         lines += _table(entries, len(group.runs) > 1)
     if len(languages) > 1:
         lines += [f"### All {len(languages)} languages pooled", ""]
     lines += _table(board.group_entries(group.id, channel=False), len(group.runs) > 1)
     through = board.group_entries(group.id, channel=True)
     if through:
-        lines += [f"In \"Quality against channel impairment\" below: {count(len(through), 'configuration')} "
+        lines += [f"In \"Quality against channel impairment\" below: {counted(len(through), 'configuration')} "
                   "through a channel (`SPEC@CHANNEL`), whose rates and costs are their clean configuration's.", ""]
     conditioned = board.group_entries(group.id, condition=True)
     if conditioned:
-        lines += [f"In \"Quality against input conditions\" below: {count(len(conditioned), 'configuration')} "
+        lines += [f"In \"Quality against input conditions\" below: {counted(len(conditioned), 'configuration')} "
                   "whose input went through a condition (`SPEC%CONDITION`), ranked apart.", ""]
     return lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from codecarena.plural import counted
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_mib
 from codecarena.results.report.markup import code, esc, kv, short_sha, spec_html, weights_pill
@@ -106,7 +107,7 @@ def provenance_html(board: lb.Leaderboard) -> str:
                             f"{mem / 2**30:.1f} GiB" if mem else f"{env.get('cpu')} x{env.get('cpu_count')}")),
             ("os", esc(env.get("os"))),
             ("python", f"{esc(env.get('python'))} {code(env.get('executable'))}"),
-            ("evaluation set", f"{esc(plan.set)}, {len(plan.utterances)} utterances, "
+            ("evaluation set", f"{esc(plan.set)}, {counted(len(plan.utterances), 'utterance')}, "
                                f"manifest {short_sha(plan.manifest_sha256)}"),
             ("plan", f"sha256 {short_sha(r.plan_sha256)}; warm repeats {esc(plan.warm_repeats)}; "
                      f"metrics {esc(', '.join(plan.metrics) or 'none')}"),

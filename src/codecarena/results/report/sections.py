@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from codecarena.choices import COLUMN_GROUPS
+from codecarena.plural import counted
 from codecarena.results.listening.board import column_header
 from codecarena.results.listening.board import columns as listening_columns
 from codecarena.results import compare, compare_text
@@ -346,7 +347,7 @@ def comparison_html(ctx: ReportContext) -> str:
 
 
 def grouping_html(board: lb.Leaderboard) -> str:
-    runs = "".join(f"<li><b>{esc(r.label)}</b>: {code(r.run.path)} &mdash; set {esc(r.set_name)}, {len(r.run.rows)} rows, "
+    runs = "".join(f"<li><b>{esc(r.label)}</b>: {code(r.run.path)} &mdash; set {esc(r.set_name)}, {counted(len(r.run.rows), 'row')}, "
                    f"{esc(lb.machine_text(r.machine))}</li>" for r in board.runs)
     text = f"<ul>{runs}</ul>"
     if len(board.groups) > 1:
