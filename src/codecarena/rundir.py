@@ -16,11 +16,12 @@ import fcntl
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-from codecarena.files import LinkedFileError, open_unlinked
+from codecarena.files import LinkedFileError, open_unlinked, sha256_file
 
 # Letters, digits, '.', '_' and '-'; not starting with a dot (no hidden files, no '.' or '..'), at
 # most 128 characters so that id + suffix stays far below any file system's name limit.
@@ -132,6 +133,18 @@ class RunDir:
         if pure.is_absolute() or Path(relative).is_absolute() or ".." in pure.parts or "\\" in relative:
             raise UnsafePathError(f"{self.root}: stored path {relative!r} is not inside the run directory")
         return self._inside(self.root.joinpath(*pure.parts), relative)
+
+    def hold(self, files: Iterable[tuple[Any, Any]]) -> bool:
+        """Whether every (stored path, sha256) names a file inside the run that still has that hash:
+        what a resume asks of the files a row names before it keeps the row."""
+        for relative, digest in files:
+            try:
+                path = self.resolve(relative)
+            except UnsafePathError:
+                return False
+            if not path.is_file() or sha256_file(path) != digest:
+                return False
+        return True
 
     def relative(self, path: Path) -> str:
         """The run-relative form a row stores; a path outside the run is refused, never stored."""

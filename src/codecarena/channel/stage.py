@@ -12,7 +12,7 @@ from codecarena.channel.packets import Cutting
 from codecarena.channel.spec import parse_channel
 from codecarena.files import sha256_file
 from codecarena.registry.catalog import FAMILIES
-from codecarena.rundir import RowFiles, RunDir, UnsafePathError
+from codecarena.rundir import RowFiles, RunDir
 
 #: The keys of a row's `channel` record (docs/results.md).
 RECORD_KEYS = ("channel", "model", "parameters", "seed", "policy", "concealment", "payload", "payload_sha256",
@@ -57,14 +57,5 @@ def record(trace: Trace, channel_text: str, concealment: str, run: RunDir, impai
 
 def files_verify(channel: dict[str, Any] | None, run: RunDir) -> bool:
     """A row's impaired payload and trace still hash as it says (True for a row that crossed no channel)."""
-    if channel is None:
-        return True
-    for rel, digest in ((channel.get("payload"), channel.get("payload_sha256")),
-                        (channel.get("trace"), channel.get("trace_sha256"))):
-        try:
-            path = run.resolve(rel)  # type: ignore[arg-type]
-        except UnsafePathError:
-            return False
-        if not path.is_file() or sha256_file(path) != digest:
-            return False
-    return True
+    return channel is None or run.hold(((channel.get("payload"), channel.get("payload_sha256")),
+                                        (channel.get("trace"), channel.get("trace_sha256"))))

@@ -19,14 +19,13 @@ from typing import Any
 
 from codecarena.channel import stage as channel_stage
 from codecarena.conditions import record as condition_record
-from codecarena.files import sha256_file
 from codecarena.metrics.reference_results import missing, reliances
 from codecarena.pipeline.plan import RunError, RunPlan
 from codecarena.registry import user_units
 from codecarena.results.record import Plan, RunLoadError, RunRecord, on_the_cpu_if_older, read_record
 from codecarena.results.schema import Row
 from codecarena.results.verdict import status_problem
-from codecarena.rundir import RunDir, UnsafePathError
+from codecarena.rundir import RunDir
 from codecarena.runtime.external import mixed_runtimes
 from codecarena.specs import parse_configuration
 
@@ -164,15 +163,8 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
     its hashes."""
     if row.status != "ok" or row.payload is None or row.decoded is None:
         return False
-    for rel, digest in ((row.payload, row.payload_sha256), (row.decoded, row.decoded_sha256),
-                        (row.reference, row.reference_sha256)):
-        try:
-            path = run.resolve(rel)
-        except UnsafePathError:
-            return False
-        if not path.is_file() or sha256_file(path) != digest:
-            return False
-    return channel_stage.files_verify(row.channel, run) and condition_record.files_verify(row.condition, run)
+    return run.hold(((row.payload, row.payload_sha256), (row.decoded, row.decoded_sha256),
+                     (row.reference, row.reference_sha256))) and channel_stage.files_verify(row.channel, run) and condition_record.files_verify(row.condition, run)
 
 
 def rows_to_rebuild_reference_results(kept: dict[tuple[str, str], Row], plan: Plan, run: RunDir) -> list[tuple[str, str]]:
