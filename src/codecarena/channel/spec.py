@@ -131,20 +131,27 @@ def _percent(text: str, spec: str, key: str) -> Decimal:
     return value
 
 
-def parse_channel(text: str) -> Channel:
-    """A channel spec (module docstring) -> Channel, or ChannelError in one line."""
-    spec = text.strip()
-    if not spec:
-        raise ChannelError("empty channel spec (expected e.g. loss=5%, burst=10%,len=3 or ber=1e-3)")
+def key_values(spec: str, what: str, error: type[ValueError]) -> dict[str, str]:
+    """`key=value,key=value` in order (the notation of channels and conditions), or `error` in one line
+    naming `what` the spec is, for a part that is not key=value or a key given twice."""
     pairs: dict[str, str] = {}
     for part in spec.split(","):
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
-            raise ChannelError(f"channel {spec!r}: {part!r} is not key=value")
+            raise error(f"{what} {spec!r}: {part!r} is not key=value")
         if key in pairs:
-            raise ChannelError(f"channel {spec!r}: {key!r} given twice")
+            raise error(f"{what} {spec!r}: {key!r} given twice")
         pairs[key] = value
+    return pairs
+
+
+def parse_channel(text: str) -> Channel:
+    """A channel spec (module docstring) -> Channel, or ChannelError in one line."""
+    spec = text.strip()
+    if not spec:
+        raise ChannelError("empty channel spec (expected e.g. loss=5%, burst=10%,len=3 or ber=1e-3)")
+    pairs = key_values(spec, "channel", ChannelError)
     model = next(iter(pairs))
     if model not in MODELS:
         raise ChannelError(f"channel {spec!r}: starts with {model!r}, expected one of {', '.join(MODELS)}")

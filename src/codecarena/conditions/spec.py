@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from codecarena.channel.spec import key_values
+
 MODELS = ("noise", "rt60", "rir", "level", "tandem", "gen")
 GENERATED_NOISES = ("white", "pink", "brown", "babble")
 DEFAULT_TALKERS = 4
@@ -152,19 +154,6 @@ def _integer(text: str, spec: str, key: str, bounds: tuple[int, int]) -> int:
     return value
 
 
-def _pairs(spec: str) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for part in spec.split(","):
-        key, sep, value = part.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key or not value:
-            raise ConditionError(f"condition {spec!r}: {part!r} is not key=value")
-        if key in pairs:
-            raise ConditionError(f"condition {spec!r}: {key!r} given twice")
-        pairs[key] = value
-    return pairs
-
-
 def set_name_problem(name: str) -> str:
     """Why `name` cannot name a --noise-dir or --rir-dir set ("" when it can)."""
     if not _SET_NAME.fullmatch(name):
@@ -187,7 +176,7 @@ def parse_condition(text: str, codec: Callable[[str], str] = lambda s: s) -> Con
     if model == "generations":
         raise ConditionError(f"condition {spec!r}: generations=N is a --condition shorthand for gen=2 ... gen=N; "
                              "a configuration names one generation (gen=K)")
-    pairs = _pairs(spec)
+    pairs = key_values(spec, "condition", ConditionError)
     if model not in MODELS:
         raise ConditionError(f"condition {spec!r}: starts with {model!r}, expected one of {', '.join(MODELS)}")
     allowed = {"noise": {"noise", "snr", "talkers", "seed"}, "rt60": {"rt60", "room", "seed"},
