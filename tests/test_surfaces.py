@@ -362,6 +362,8 @@ def test_channel_configurations_are_kept_apart_from_the_clean_ones(tmp_path: Pat
     for run_dir in runs:
         loaded = Run.open(run_dir)
         write_json(run_dir / "summary.json", {**loaded.summary, "ledger": ledger.build(loaded.rows, loaded.dir)})
+    # A plot cached by an earlier run of this test would not be drawn again (report/plot_cache.py).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     drawn: list[list[str]] = []
     pareto, cost = plots.pareto_plot, plots.cost_plot
     monkeypatch.setattr(sections, "pareto_plot", lambda entries, *a: (drawn.append([e["codec"] for e in entries]),
