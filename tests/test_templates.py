@@ -287,3 +287,41 @@ def test_a_version_9_row_reads_with_no_process_and_still_hashes_to_its_digest() 
     assert parsed.intact and {stage.process for stage in parsed.stages} == {None}
     with pytest.raises(SchemaError, match="process"):
         parse_row({**v9, "version": 10, "row_sha256": None})
+
+
+_RESEED_PROBE = textwrap.dedent("""
+    import json, os, sys
+    {setup}
+    from codecarena.worker_template import _reseed
+    draws = []
+    for _ in range(2):
+        read, write = os.pipe()
+        if os.fork() == 0:
+            _reseed()
+            value = float(sys.modules["numpy.random"].rand()) if "numpy.random" in sys.modules else None
+            os.write(write, json.dumps([value, "numpy.random" in sys.modules]).encode())
+            os._exit(0)
+        os.close(write)
+        draws.append(json.loads(os.read(read, 200)))
+        os.wait()
+    print(json.dumps(draws))
+""")
+
+
+def _probe(setup: str) -> list[list]:
+    done = __import__("subprocess").run([sys.executable, "-c", _RESEED_PROBE.format(setup=setup)],
+                                        capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_children_of_a_template_that_imported_numpy_random_draw_from_fresh_seeds() -> None:
+    # The template's own generator is seeded to a known state: a child that kept it would draw 0.5488...
+    (first, imported), (second, _) = _probe("import numpy.random\nnumpy.random.seed(0)")
+    assert imported and first != second
+    assert 0.5488135039273248 not in (first, second)
+
+
+def test_a_child_does_not_import_numpy_random_for_a_template_that_never_did() -> None:
+    # numpy imports numpy.random lazily; importing it in every child costs a stage 10-30 ms.
+    (value, imported), _ = _probe("import numpy")
+    assert value is None and not imported
