@@ -30,7 +30,7 @@ from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.protocol import Job
 from codecarena.runtime.stages import run_stage
 from codecarena.runtime.templates import TemplateSet
-from conftest import codecarena, need_mirror
+from conftest import SHORT_CLIPS, codecarena, need_mirror
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="templates are Linux-only")
 
@@ -325,3 +325,34 @@ def test_a_child_does_not_import_numpy_random_for_a_template_that_never_did() ->
     # numpy imports numpy.random lazily; importing it in every child costs a stage 10-30 ms.
     (value, imported), _ = _probe("import numpy")
     assert value is None and not imported
+
+
+# Each torch family at its default configuration (mimi at 8 codebooks, encodec at 1.5k: the cheapest),
+# keyed by the runtime its test files build.
+TORCH_CODECS = (("encodec", "encodec:1.5k"), ("dac", "dac"), ("snac", "snac"), ("mimi", "mimi:8"),
+                ("bigcodec", "bigcodec"), ("xcodec2", "xcodec2"), ("wavtokenizer_large_speech_75", "wavtokenizer"),
+                ("fish_s2_codec", "fish_dac"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("runtime", "codec"), TORCH_CODECS, ids=[c for _, c in TORCH_CODECS])
+def test_a_torch_family_forked_from_its_template_writes_the_bytes_of_new_interpreters(
+        runtime: str, codec: str, runtime_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Synthetic weights: the template imported torch and the adapter, ran no torch operation, so a
+    forked child's first operation starts torch's thread pool and JIT as a new interpreter's does."""
+    env = runtime_env(runtime)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / SHORT_CLIPS[0]).write_bytes((need_mirror() / SHORT_CLIPS[0]).read_bytes())
+    outs = []
+    for name, extra in (("forked", ()), ("fresh", ("--fresh-interpreter",))):
+        out = tmp_path / name
+        result = codecarena("run", "--input", folder, "--weights", "synthetic", "--codec", codec, "--metrics", "none",
+                            "--workers", "1", "--out", out, *extra, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        outs.append(out)
+    forked, fresh = outs
+    assert _files(forked, "payloads") and _files(forked, "payloads") == _files(fresh, "payloads")
+    assert _files(forked, "decoded") and _files(forked, "decoded") == _files(fresh, "decoded")
+    assert all(p.startswith("forked from template ") for p in _processes(forked)), _processes(forked)
+    assert set(_processes(fresh)) == {"fresh interpreter"}
