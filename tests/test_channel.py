@@ -401,3 +401,121 @@ def test_compare_pairs_configurations_named_with_their_channels() -> None:
 
     pairs = parse_pairs("opus:12k@loss=05%=opus:12k,fec=10@loss=5%", ["opus:12k@loss=5%"], ["opus:12k,fec=10@loss=5%"])
     assert pairs == [("opus:12k@loss=5%", "opus:12k,fec=10@loss=5%")]
+
+
+def _two_stream_tokens() -> Payload:
+    """Four frames of two code streams of 4-bit codes: two codebooks of one step a frame, and a finer
+    scale of two steps a frame. A frame's 16 bits: codebook 0's code, codebook 1's, the fine scale's two."""
+    books = CodeStream("books", 4, (2, 4), np.array([1, 2, 3, 4, 5, 6, 7, 8], dtype=np.uint64))
+    fine = CodeStream("fine", 4, (1, 8), np.arange(8, dtype=np.uint64))
+    return Payload(codec="snac:24khz", family="snac", config={}, variant="", checkpoint={}, sample_rate=24000,
+                   num_samples=4, channels=1, codec_sample_rate=24000, streams=(books, fine), side_info={})
+
+
+def test_tokens_changed_counts_each_code_a_flip_changed_once_and_none_in_a_lost_frame() -> None:
+    from codecarena.channel.impair import apply
+    from codecarena.channel.token_errors import token_errors
+
+    clean = _two_stream_tokens()
+    # One frame a packet. Packet 0: bits 0 and 3 are both codebook 0's code at step 0 (one token). Packet 1:
+    # bit 5 is codebook 1's code at step 1; bit 12 the fine scale's second code of frame 1 (step 3). Packet 2
+    # is lost: its flips (codebook 1 at step 2, the fine scale's step 4) change no token the decoder gets.
+    # Packet 3: bit 1 is codebook 0's code at step 3. So 4 of the 16 tokens changed.
+    flips = [[0, 0], [0, 3], [1, 5], [1, 12], [2, 4], [2, 9], [3, 1]]
+    impaired = apply(clean, parse_channel("ber=1e-2"), [2], flips)
+    assert impaired.code_stream("books").values.tolist() == [1 ^ 0b1001, 2, 0, 4 ^ 0b0100, 5, 6 ^ 0b0100, 0, 8]
+    found = token_errors(clean, impaired, [2])
+    assert (found.tokens, found.changed) == (16, 4)
+    assert found.record() == {"tokens": 16, "tokens_changed": 4, "tokens_changed_fraction": 0.25}
+    # Without the loss, the lost packet's two flips are two more changed tokens.
+    assert token_errors(clean, apply(clean, parse_channel("ber=1e-2"), [], flips), []).changed == 6
+
+
+def test_a_payload_without_tokens_records_null_token_counts_never_zero(tmp_path: Path) -> None:
+    from codecarena.channel.stage import cross
+    from codecarena.rundir import RunDir
+
+    run = RunDir(tmp_path)
+    for family, payload in (("opus", _packets_payload()), ("codec2", _codes_payload()), ("snac", _two_stream_tokens())):
+        files = run.row(family, "utt")
+        files.payload.parent.mkdir(parents=True)
+        write_payload(files.payload, payload)
+        _, record = cross("ber=0.2", family, Cutting(family, None), "utt", run, files)
+        tokens = (record["tokens"], record["tokens_changed"], record["tokens_changed_fraction"])
+        if family == "snac":
+            assert record["tokens"] == 16 and 0 < record["tokens_changed"] <= record["flipped_bits"], record
+        else:
+            assert record["flipped_bits"] > 0 and tokens == (None, None, None), record
+
+
+def test_the_audit_rederives_the_tokens_changed_and_refuses_a_tampered_count(tmp_path: Path) -> None:
+    from codecarena.channel.stage import cross
+    from codecarena.results.channel_audit import channel_problems
+    from codecarena.results.schema import ROW_VERSION, parse_row
+    from codecarena.rundir import RunDir
+
+    run = RunDir(tmp_path)
+    spec = parse_configuration("encodec:6k@ber=2e-2")
+    files = run.row(spec.slug, "utt")
+    files.payload.parent.mkdir(parents=True)
+    values = np.random.default_rng(0).integers(0, 1024, size=8 * 20).astype(np.uint64)
+    clean = Payload(codec="encodec:6k", family="encodec", config={"config": "6k"}, variant="", checkpoint={},
+                    sample_rate=24000, num_samples=6400, channels=1, codec_sample_rate=24000,
+                    streams=(CodeStream("codes", 10, (8, 20), values),), side_info={})
+    write_payload(files.payload, clean)
+    _, record = cross("ber=2e-2", "encodec", cutting("encodec", "6k", {}, spec.canonical), "utt", run, files)
+    # No packet is lost, so every code that differs from the clean one is a token the flips changed.
+    differs = int((read_payload(files.impaired).code_stream("codes").values != values).sum())
+    assert record["tokens"] == 160 and 0 < differs == record["tokens_changed"], record
+    row = {**_V5_ROW, "version": ROW_VERSION, "codec": spec.canonical, "family": "encodec", "status": "ok", "error": "",
+           "utterance": "utt", "payload": run.relative(files.payload), "channel": record, "device": None,
+           "metric_devices": None, "condition": None, "input_metrics": None,
+           "codec_facts": {"decode": {"receiver": {"by": "arena"}}}, "row_sha256": None}
+    assert channel_problems(parse_row(row), run, "row") == []
+    tampered = {**record, "tokens_changed": record["tokens_changed"] - 1}
+    assert channel_problems(parse_row({**row, "channel": tampered}), run, "row") == [
+        f"row: the channel record says tokens_changed {differs - 1}, its trace gives {differs}"]
+    # A version 10 row counted no tokens: its fields read as null, and a count in them is refused.
+    old = {k: v for k, v in record.items() if not k.startswith("tokens")}
+    assert channel_problems(parse_row({**row, "version": 10, "channel": old}), run, "row") == []
+    assert any("tokens_changed" in p for p in channel_problems(parse_row({**row, "version": 10}), run, "row"))
+
+
+def test_a_version_10_row_with_a_channel_reads_with_null_token_counts_and_keeps_its_digest() -> None:
+    """Row version 11 added the channel record's token counts; a version 10 row was hashed without them."""
+    from codecarena.files import sha256_json
+    from codecarena.results.schema import parse_row
+
+    record = {"channel": "ber=1e-3", "model": "ber", "parameters": {"bit_error_rate": "0.001"}, "seed": 0,
+              "policy": "repeat", "concealment": "arena", "payload": "channel/e/u.ccap", "payload_sha256": "1" * 64,
+              "payload_bytes": 100, "trace": "channel/e/u.trace.json", "trace_sha256": "2" * 64, "unit": "packet",
+              "units": 10, "lost": 0, "lost_fraction": 0.0, "bits": 800, "flipped_bits": 1,
+              "bit_error_fraction": 0.00125}
+    v10 = {**_V5_ROW, "version": 10, "channel": record, "device": None, "metric_devices": None, "condition": None,
+           "input_metrics": None}
+    parsed = parse_row({**v10, "row_sha256": sha256_json(v10)})  # hashed as it was written
+    assert parsed.intact
+    assert (parsed.channel["tokens"], parsed.channel["tokens_changed"], parsed.channel["tokens_changed_fraction"]) == (
+        None, None, None)
+
+
+def test_the_console_and_the_report_say_what_share_of_tokens_the_bit_errors_changed() -> None:
+    from types import SimpleNamespace
+
+    from codecarena.results import robustness
+
+    rows = []
+    for i in range(2):
+        for codec, value, channel in (
+                ("encodec:6k", 3.0, None),
+                ("encodec:6k@ber=1e-3", 2.0, {"units": 10, "lost": 0, "bits": 16_000, "flipped_bits": 16,
+                                              "tokens": 1600, "tokens_changed": 8 + 8 * i})):
+            rows.append(SimpleNamespace(codec=codec, utterance=f"u{i}", status="ok", channel=channel, language="en",
+                                        metrics={"pesq_wb": {"value": value, "status": "ok"}}))
+    channels = robustness.summary(rows)  # type: ignore[arg-type]
+    clean, impaired = channels["curves"][0]["points"]
+    # 8 + 16 of 3200 tokens changed: 0.75%; no tokens counted without a channel.
+    assert (clean["tokens_changed_fraction"], impaired["tokens_changed_fraction"]) == (None, 0.0075)
+    (_, line) = robustness.text_lines(channels)
+    assert "0.001 (0.001 realised; 0.75% of tokens changed): 2.000" in line, line
+    assert "tokens_changed_fraction" not in robustness.summary(rows, 5)["curves"][0]["points"][1]  # type: ignore[arg-type]

@@ -305,7 +305,7 @@ def test_a_version_8_row_reads_without_a_condition_and_input_metrics_need_one() 
 
     row = json.loads((Path(__file__).parent / "fixtures" / "row_v8.json").read_text())
     parsed = parse_row(row)
-    assert ROW_VERSION == 10 and parsed.condition is None and parsed.input_metrics is None and parsed.intact
+    assert ROW_VERSION == 11 and parsed.condition is None and parsed.input_metrics is None and parsed.intact
     with pytest.raises(SchemaError, match="only a row with a condition"):
         parse_row({**row, "version": 9, "condition": None, "input_metrics": {}})
 

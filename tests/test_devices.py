@@ -281,7 +281,7 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     assert (record["plan"]["device"], record["plan"]["metric_device"]) == ("cpu", "cpu")
     rows = {r["family"]: r for r in rows_of(out)}
     torch_row, pcm_row = rows["ttop8"], rows["pcm"]
-    assert torch_row["version"] == 10 and torch_row["status"] == "ok"
+    assert torch_row["version"] == 11 and torch_row["status"] == "ok"
     assert torch_row["metric_devices"] == pcm_row["metric_devices"] == {}  # no metrics
     assert {k: torch_row["device"][k] for k in ("requested", "device", "applied")} == \
         {"requested": "cpu", "device": "cpu", "applied": True}

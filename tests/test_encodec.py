@@ -155,9 +155,10 @@ def test_a_lost_packet_is_whole_frames_of_every_codebook_filled_by_the_arena_and
     # One short clip through a 10% loss channel (docs/channel.md): the receiver's count of lost frames
     # is the trace's lost packets times its frames per packet, the fill is labelled the arena's, the
     # impaired decode is the clean one's length but not its samples, and the audit re-derives it all.
-    run = synthetic_run(encodec_env, tmp_path_factory, "encodec_channel", ("encodec:1.5k", "encodec:1.5k@loss=10%"),
-                        SHORT_CLIPS[:1])
-    clean, lossy = sorted(rows_of(run), key=lambda r: r["codec"])
+    # Through ber=1e-2 as well: the row counts the tokens its flipped bits changed.
+    run = synthetic_run(encodec_env, tmp_path_factory, "encodec_channel",
+                        ("encodec:1.5k", "encodec:1.5k@loss=10%", "encodec:1.5k@ber=1e-2"), SHORT_CLIPS[:1])
+    clean, noisy, lossy = sorted(rows_of(run), key=lambda r: r["codec"])
     assert lossy["codec"] == "encodec:1.5k@loss=10%" and lossy["status"] == "ok" and lossy["replay_identical"]
     trace = json.loads((run / lossy["channel"]["trace"]).read_text())
     per, frames = trace["frames_per_packet"], trace["frames"]
@@ -169,4 +170,15 @@ def test_a_lost_packet_is_whole_frames_of_every_codebook_filled_by_the_arena_and
     assert lossy["channel"]["concealment"] == "arena"
     assert lossy["decoded_samples"] == clean["decoded_samples"] == clean["num_samples"]
     assert lossy["decoded_sha256"] != clean["decoded_sha256"]
+    # 1.5k is 2 codebooks of 10 bits: 2 tokens a frame. A loss channel flips nothing; through ber=1e-2
+    # nothing is lost, so every code of the impaired payload that differs from the clean one is a changed token.
+    tokens = 2 * frames
+    assert (lossy["channel"]["tokens"], lossy["channel"]["tokens_changed"]) == (tokens, 0)
+    assert noisy["codec"] == "encodec:1.5k@ber=1e-2" and noisy["status"] == "ok" and noisy["channel"]["lost"] == 0
+    before = read_payload(run / noisy["payload"]).code_stream("codes").values
+    after = read_payload(run / noisy["channel"]["payload"]).code_stream("codes").values
+    changed = int((before != after).sum())
+    assert noisy["channel"]["tokens"] == tokens and 0 < noisy["channel"]["tokens_changed"] == changed
+    assert changed <= noisy["channel"]["flipped_bits"]
+    assert noisy["channel"]["tokens_changed_fraction"] == changed / tokens
     assert codecarena("audit", run, env=encodec_env).returncode == 0

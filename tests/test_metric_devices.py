@@ -149,7 +149,7 @@ def test_a_run_records_the_device_of_every_metric_and_the_audit_checks_it(tmp_pa
     run = codecarena("run", "--input", tmp_path / "in", "--codec", "pcm:16", "--metrics", "stoi,dnsmos", "--out", out)
     assert run.returncode == 0, run.stdout + run.stderr
     (row,) = rows_of(out)
-    assert row["version"] == 10 and row["metric_devices"] == {"stoi": "cpu", "dnsmos": "cpu"}
+    assert row["version"] == 11 and row["metric_devices"] == {"stoi": "cpu", "dnsmos": "cpu"}
     assert row["metrics"]["dnsmos_ovrl"]["status"] == "ok"
     assert codecarena("audit", out).returncode == 0
     with pytest.raises(SchemaError, match="metric_devices.dnsmos: 'cuda:00' is not spelled canonically"):

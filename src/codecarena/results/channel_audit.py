@@ -1,7 +1,8 @@
 """What the audit re-derives of a row whose payload crossed a channel (docs/channel.md): the impaired
 payload and its trace are the files the row names, the trace is what the row's channel draws for its
 utterance, the clean payload with the trace applied is the impaired payload byte for byte, the impaired
-payload passes the payload parser, and the decoder's report says who concealed the losses."""
+payload passes the payload parser, the record's counts are the trace's (and its tokens changed those of
+the clean payload against that impaired payload), and the decoder's report says who concealed the losses."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 from codecarena.channel.impair import rederive
 from codecarena.channel.packets import cutting
 from codecarena.channel.spec import ChannelError
-from codecarena.channel.stage import RECORD_KEYS, who_conceals
+from codecarena.channel.stage import RECORD_KEYS, tokens_record, who_conceals
+from codecarena.channel.token_errors import NOT_APPLICABLE
 from codecarena.files import sha256_file
 from codecarena.payload import PayloadError, read_payload
 from codecarena.rundir import RunDir, UnsafePathError
-from codecarena.results.schema import Row
+from codecarena.results.schema import ADDED_CHANNEL_FIELDS, Row
 from codecarena.specs import SpecError, parse_configuration
 
 
@@ -59,8 +61,14 @@ def channel_problems(row: Row, run: RunDir, where: str) -> list[str]:
     except (ChannelError, PayloadError, SpecError) as exc:
         return [*problems, f"{where}: {exc}"]
     problems += [f"{where}: {problem}" for problem in found]
+    try:
+        # Rows before version 11 did not count tokens: their fields must be null, as the parser reads them.
+        tokens = (dict(NOT_APPLICABLE) if row.version <= max(ADDED_CHANNEL_FIELDS)
+                  else tokens_record(row.family, clean, impaired, trace))
+    except (ChannelError, PayloadError) as exc:
+        return [*problems, f"{where}: {exc}"]
     counted = {"units": trace.units, "lost": len(trace.lost), "bits": trace.bits, "flipped_bits": len(trace.flipped),
-               "payload_sha256": trace.impaired_payload_sha256}
+               "payload_sha256": trace.impaired_payload_sha256, **tokens}
     problems += [f"{where}: the channel record says {key} {record[key]!r}, its trace gives {value!r}"
                  for key, value in counted.items() if record[key] != value]
     receiver = row.codec_facts.get("decode", {}).get("receiver", {})

@@ -8,7 +8,8 @@ and each metric's mean over ok values with how many there were. A metric's robus
 which its mean has fallen by DROP from the clean channel (risen, for a metric where lower is better),
 linearly interpolated between the two measured points around it; null with `beyond` when no measured
 rate falls that far. Since summary version 4 the rates are the realised ones (a burst channel asked
-for 10% may lose 15.6% of three short clips); before, the nominal ones.
+for 10% may lose 15.6% of three short clips); before, the nominal ones. Since version 6 each point
+also says what share of a token codec's tokens its flipped bits changed (channel/token_errors.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from codecarena.results.schema import Row
 DROP = 0.5
 #: Summary version from which the curves carry counts and robustness is read at the realised rates.
 REALISED_FROM = 4
+#: Summary version from which each point has `tokens_changed_fraction`.
+TOKENS_FROM = 6
 METHOD = (f"Robustness, per codec configuration and kind of channel: the realised rate (the share of packets "
           f"or frames lost, or of bits flipped) at which a metric's mean over ok values has fallen by {DROP} "
           f"from the clean channel's (risen, where lower is better), linearly interpolated between the measured "
@@ -52,7 +55,27 @@ def _point(configuration: str, rate: float, rows: list[Row], version: int) -> di
     return {"configuration": configuration, "rate": rate, "rows_ok": len(ok),
             "lost_fraction": sum(r.channel["lost"] for r in ok if r.channel) / units if units else 0.0,
             "bit_error_fraction": sum(r.channel["flipped_bits"] for r in ok if r.channel) / bits if bits else 0.0,
+            **({"tokens_changed_fraction": _tokens_changed(ok)} if version >= TOKENS_FROM else {}),
             "metrics": means, **({"n": counts} if version >= REALISED_FROM else {})}
+
+
+def _tokens_changed(ok: list[Row]) -> float | None:
+    """The share of the rows' tokens their channels' flipped bits changed; None when no row counted
+    tokens (a payload without tokens, no channel, or rows before version 11)."""
+    counted = [r.channel for r in ok if r.channel and r.channel.get("tokens") is not None]
+    tokens = sum(c["tokens"] for c in counted)
+    return sum(c["tokens_changed"] for c in counted) / tokens if tokens else None
+
+
+def realised_text(point: dict[str, Any], curve: str) -> str:
+    """A point's nominal rate and what the channel did, as the console and the report give it:
+    `10% (10.6% realised)`, `0.001 (0.00101 realised; 1.2% of tokens changed)`, `0` for the clean one."""
+    text = rate_text(point["rate"], curve, 6)
+    if not point["rate"]:
+        return text
+    tokens = point.get("tokens_changed_fraction")
+    changed = f"; {tokens * 100:.3g}% of tokens changed" if tokens is not None and curve.startswith("ber") else ""
+    return f"{text} ({rate_text(point[realised_key(curve)], curve)} realised{changed})"
 
 
 def crossing(points: list[dict[str, Any]], name: str, at: str = "rate") -> dict[str, Any]:
@@ -80,7 +103,7 @@ def crossing(points: list[dict[str, Any]], name: str, at: str = "rate") -> dict[
     return {"clean": clean, "rate": None, "beyond": measured[-1][0], **extra}
 
 
-def curves(rows: list[Row], version: int = REALISED_FROM) -> list[dict[str, Any]]:
+def curves(rows: list[Row], version: int = TOKENS_FROM) -> list[dict[str, Any]]:
     """Every curve of the rows, in the order their configurations first appear (`version`: the summary
     version whose reading they follow)."""
     by_configuration: dict[str, list[Row]] = {}
@@ -103,7 +126,7 @@ def curves(rows: list[Row], version: int = REALISED_FROM) -> list[dict[str, Any]
     return out
 
 
-def summary(rows: list[Row], version: int = REALISED_FROM) -> dict[str, Any]:
+def summary(rows: list[Row], version: int = TOKENS_FROM) -> dict[str, Any]:
     """What summary.json holds under `channels` for a run with channel rows (in the reading of summary
     `version`: nominal rates before REALISED_FROM)."""
     return {"drop": DROP, "method": METHOD if version >= REALISED_FROM else _METHOD_NOMINAL,
@@ -156,9 +179,7 @@ def text_lines(channels: dict[str, Any]) -> list[str]:
     lines = [f"quality against channel impairment ({metric}; the realised rate at which its mean falls by {DROP} "
              f"from the clean channel; every metric in summary.json under channels):"]
     for c in curves:
-        at = realised_key(c["curve"])
-        means = ", ".join(f"{rate_text(p['rate'], c['curve'], 6)}"
-                          + (f" ({rate_text(p[at], c['curve'])} realised)" if p["rate"] else "")
-                          + f": {p['metrics'][metric]:.3f}" for p in c["points"] if metric in p["metrics"])
+        means = ", ".join(f"{realised_text(p, c['curve'])}: {p['metrics'][metric]:.3f}" for p in c["points"]
+                          if metric in p["metrics"])
         lines.append(f"  {c['codec']} {c['curve']}: {means}; {crossing_text(c, metric)}")
     return lines

@@ -17,7 +17,7 @@ from codecarena.files import sha256_json
 from codecarena.runtime.limits import StageLimits
 from codecarena.runtime.stages import Stage
 
-ROW_VERSION = 10
+ROW_VERSION = 11
 # Fields later versions added, with what an older row means by their absence. Version 1 rows predate
 # warm execution: every stage ran cold and every row was replayed. Versions 1 and 2 kept the stage
 # limits in the plan, not in the row, and did not record which metric code scored them. Versions
@@ -28,7 +28,8 @@ ROW_VERSION = 10
 # record where each metric was computed (None): every metric ran on the CPU then. Versions 1 to 8 had no
 # input condition: every encoder got the clean reference (None), and so no metrics against it (None).
 # Versions 1 to 9 did not record which process ran each stage (its `process`, None): a cold stage was
-# a new interpreter then, a warm one a persistent worker.
+# a new interpreter then, a warm one a persistent worker. Versions 1 to 10 did not record, in a channel
+# record, how many tokens the flipped bits changed (null: not recorded; channel/token_errors.py).
 ADDED_FIELDS = {
     1: {"mode": "cold", "replay_sampled": True, "scoring_s": None},
     2: {"limits": None, "metrics_code_sha256": None},
@@ -39,9 +40,12 @@ ADDED_FIELDS = {
     7: {"metric_devices": None},
     8: {"condition": None, "input_metrics": None},
     9: {},
+    10: {},
 }
 # Fields later versions added to each stage record, the same way.
 ADDED_STAGE_FIELDS = {9: {"process": None}}
+# Fields later versions added to a row's channel record (when it has one), the same way.
+ADDED_CHANNEL_FIELDS = {10: {"tokens": None, "tokens_changed": None, "tokens_changed_fraction": None}}
 
 
 class SchemaError(ValueError):
@@ -174,6 +178,8 @@ class Row:
                 for stage in data["stages"]:
                     for key in ADDED_STAGE_FIELDS.get(since, {}):
                         stage.pop(key, None)
+                for key in ADDED_CHANNEL_FIELDS.get(since, {}) if data.get("channel") is not None else ():
+                    data["channel"].pop(key, None)
         return sha256_json(data)
 
     @property
@@ -250,6 +256,9 @@ def parse_row(data: Any) -> Row:
             if stage_fields and isinstance(data.get("stages"), list):
                 data = {**data, "stages": [{**stage_fields, **stage} if isinstance(stage, dict) else stage
                                            for stage in data["stages"]]}
+            channel_fields = ADDED_CHANNEL_FIELDS.get(since, {})
+            if channel_fields and isinstance(data.get("channel"), dict):
+                data = {**data, "channel": {**channel_fields, **data["channel"]}}
     row = from_dict(Row, data)
     if row.version not in range(1, ROW_VERSION + 1):
         raise SchemaError(f"row version {row.version}, expected 1 to {ROW_VERSION}")

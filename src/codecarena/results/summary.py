@@ -29,10 +29,10 @@ from codecarena.results.schema import Row
 # only for a language written with spaces), with their corpus rates. 4: a run with channels reads its
 # robustness at the realised rates, with each point's counts (results/robustness.py). 5: a run with input
 # conditions has `conditions` (results/condition_curves.py) and each conditioned configuration its metrics
-# against the conditioned input (`input_metrics`). Version 1 (no intervals), 2, 3 and 4 summaries still
-# audit: `summarize` re-derives each in the version it was written in.
-SUMMARY_VERSION = 5
-SUMMARY_VERSIONS = (1, 2, 3, 4, 5)
+# against the conditioned input (`input_metrics`). 6: each channel point's `tokens_changed_fraction`. Version 1
+# (no intervals), 2, 3, 4 and 5 summaries still audit: `summarize` re-derives each in the version it was written in.
+SUMMARY_VERSION = 6
+SUMMARY_VERSIONS = (1, 2, 3, 4, 5, 6)
 CI_RESAMPLES = 2000
 CI_SEED = 0
 _CI_V2 = {"level": LEVEL, "resamples": CI_RESAMPLES, "seed": CI_SEED, "unit": "utterance",

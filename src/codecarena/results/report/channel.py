@@ -86,10 +86,8 @@ def curve_plot(curves: list[dict[str, Any]], metric: str, styles: dict[str, tupl
 
 
 def _points_text(curve: dict[str, Any], metric: str) -> str:
-    at = robustness.realised_key(curve["curve"])
-    return "; ".join(f"{robustness.rate_text(p['rate'], curve['curve'], 6)}"
-                     + (f" ({robustness.rate_text(p[at], curve['curve'])} realised)" if p["rate"] else "")
-                     + f": {p['metrics'][metric]:.3f}" + (f" (n={p['n'][metric]})" if metric in p.get("n", {}) else "")
+    return "; ".join(f"{robustness.realised_text(p, curve['curve'])}: {p['metrics'][metric]:.3f}"
+                     + (f" (n={p['n'][metric]})" if metric in p.get("n", {}) else "")
                      for p in curve["points"] if metric in p["metrics"])
 
 
