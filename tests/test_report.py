@@ -1059,7 +1059,7 @@ def test_report_in_headless_chromium(real_run: Path, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def bilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run over English and Mandarin utterances of the smoke set in which one configuration
-    failed: opus:12k, added with a memory limit no Python worker fits in (as in test_pipeline's guard test)."""
+    failed: opus:12k, added with a memory limit no new interpreter fits in (as in test_pipeline's guard test)."""
     mirror = need_mirror()
     out = tmp_path_factory.mktemp("bilingual") / "run"
     # Shard 1 of 4 of the smoke set's sorted ids: two English clips and one Mandarin. The signal metrics
@@ -1067,7 +1067,8 @@ def bilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     common: list[str | Path] = ["run", "--set", "smoke", "--data-dir", mirror, "--no-download", "--shard", "1/4",
                                 "--metrics", "pesq_wb,pesq_nb,stoi,estoi,si_sdr,lsd,mel_distance", "--out", out]
     codecarena(*common, "--codec", "opus:6k", "--codec", "pcm:16", check=True)
-    added = codecarena(*common, "--add", "--codec", "opus:12k", "--memory-limit", "20M", "--guard-poll", "0.02")
+    added = codecarena(*common, "--add", "--codec", "opus:12k", "--memory-limit", "20M", "--guard-poll", "0.02",
+                       "--fresh-interpreter")
     assert added.returncode == 1, added.stdout + added.stderr
     return out
 
