@@ -217,9 +217,9 @@ def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
     tasks = plan_tasks(plan, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, plan.run))
     got = [(t.spec.canonical, t.ref.utterance.id, t.mode, t.replay) for t in tasks]
     assert got == [("opus:12k", "u0", "cold", True), ("opus:12k", "u1", "warm", True),
-                   ("opus:12k", "u2", "warm", False), ("opus:12k", "u3", "warm", False),
+                   ("opus:12k", "u2", "warm", False, False), ("opus:12k", "u3", "warm", False),
                    # A resumed row is skipped; the others keep the sample membership of their index.
-                   ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False), ("pcm:16", "u3", "warm", False)]
+                   ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False, False), ("pcm:16", "u3", "warm", False)]
     cold = assemble(evalset, specs, tmp_path / "run", StageLimits(1 << 30), mode="cold", replay_sample=None)
     assert {(t.mode, t.replay) for t in plan_tasks(cold, (), lambda u: prepare_reference(u, plan.run))} \
         == {("cold", True)}
@@ -234,7 +234,7 @@ def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: 
 
     evalset = _set(tmp_path / "in", 1)
     plan = assemble(evalset, (parse_spec("opus:12k"),), tmp_path / "run", StageLimits(1 << 30))
-    task = Task(plan.codecs[0], prepare_reference(evalset.utterances[0], plan.run), "warm", False)
+    task = Task(plan.codecs[0], prepare_reference(evalset.utterances[0], plan.run), "warm", False, False)
     row = parse_row(failed_row(task, plan, "a local executor process died before the row finished").to_dict())
     assert (row.status, row.mode, row.replay_sampled, row.stages) == ("failed", "warm", False, [])
     assert row.error == "a local executor process died before the row finished" and row.payload is None
