@@ -649,7 +649,7 @@ def test_no_surface_prints_an_interval_on_fewer_units_than_the_bound(tmp_path: P
     # Three utterances: three values per mean, and every surface says there is no interval, and why.
     run_dir = make_run(tmp_path, "a", CODECS, speakers={"utt_a": "s1", "utt_b": "s1", "utt_c": "s1"})
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["version"] == 5 and summary["ci"]["min_units"] == MIN_UNITS
+    assert summary["version"] == 6 and summary["ci"]["min_units"] == MIN_UNITS
     stoi = summary["codecs"][0]["metrics"]["stoi"]
     assert (stoi["ci95"], stoi["ci_unit"], stoi["ci_units"]) == (None, "utterance", 3)
     buffer = _terminal(monkeypatch)
@@ -740,7 +740,7 @@ def test_summaries_of_earlier_versions_re_derive_with_their_own_intervals(tmp_pa
     assert "min_units" not in v2["ci"] and v3["ci"]["min_units"] == MIN_UNITS
     assert "ci95" not in summarize(rows, 1)["codecs"][0]["metrics"]["stoi"]
     # The audit re-derives a summary in any of these versions (the one it was written in).
-    assert summary.SUMMARY_VERSIONS == (1, 2, 3, 4, 5) and audit.SUMMARY_VERSIONS is summary.SUMMARY_VERSIONS
+    assert summary.SUMMARY_VERSIONS == (1, 2, 3, 4, 5, 6) and audit.SUMMARY_VERSIONS is summary.SUMMARY_VERSIONS
 
 
 LONG_VERSION = "faster_whisper " + "1.0.3+" + "x" * 200  # one unbroken string, like the 1,274 px one seen

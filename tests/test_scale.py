@@ -217,9 +217,9 @@ def test_plan_samples_cold_rows_and_replays_by_index(tmp_path: Path) -> None:
     tasks = plan_tasks(plan, skip={("pcm:16", "u0")}, reference=lambda u: prepare_reference(u, plan.run))
     got = [(t.spec.canonical, t.ref.utterance.id, t.mode, t.replay) for t in tasks]
     assert got == [("opus:12k", "u0", "cold", True), ("opus:12k", "u1", "warm", True),
-                   ("opus:12k", "u2", "warm", False, False), ("opus:12k", "u3", "warm", False),
+                   ("opus:12k", "u2", "warm", False), ("opus:12k", "u3", "warm", False),
                    # A resumed row is skipped; the others keep the sample membership of their index.
-                   ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False, False), ("pcm:16", "u3", "warm", False)]
+                   ("pcm:16", "u1", "warm", True), ("pcm:16", "u2", "warm", False), ("pcm:16", "u3", "warm", False)]
     cold = assemble(evalset, specs, tmp_path / "run", StageLimits(1 << 30), mode="cold", replay_sample=None)
     assert {(t.mode, t.replay) for t in plan_tasks(cold, (), lambda u: prepare_reference(u, plan.run))} \
         == {("cold", True)}

@@ -86,6 +86,7 @@ def prepare(chosen: Selection) -> RunPlan:
     holds either nothing of a run yet or a run this one may continue (`plan.continued` names its codec
     configurations). Nothing but the directory is written."""
     limits = parse_limits(chosen.memory_limit, chosen.guard_poll, chosen.stage_timeout)
+    warm_sample = _warm_sample(chosen.warm_sample)
     device = _device(chosen.device, "--device")
     metric_device = _device(chosen.metric_device or device, "--metric-device")
     named = named_out(chosen.out) if chosen.out is not None else None
@@ -117,7 +118,6 @@ def prepare(chosen: Selection) -> RunPlan:
     if chosen.cold_sample < 0:
         raise SelectionError("--cold-sample must be >= 0")
     replay_sample = _replay_sample(chosen.replay_sample, chosen.mode, evalset.name)
-    warm_sample = _warm_sample(chosen.warm_sample)
     if chosen.workers is not None and chosen.workers < 1:
         raise SelectionError("--workers must be at least 1")
     if chosen.ray_address and chosen.executor != "ray":
