@@ -10,15 +10,17 @@ configuration). For each codec:
   floor:  one process, model loaded once, the adapter's encode and decode per utterance (throughput.py's
           `floor`), wall seconds per utterance (median);
   forked: `codecarena run --mode cold --workers 1 --metrics none`, every stage a child forked from its
-          runtime's template (the default);
-  fresh:  the same with `--fresh-interpreter`, every stage a new interpreter (the behaviour before #39).
-  forked, no repeats: forked with `--warm-repeats 0`: by default every cold stage repeats its codec
-          call twice more in the same process to measure the warm RTF, which a cold row pays too.
+          runtime's template (the default), with the default warm sample: only the first 3 rows of the
+          configuration repeat each codec call twice more in the same process to measure the warm RTF, so
+          the median row of a corpus of more than 6 clips has no repeats;
+  fresh:  the same with `--fresh-interpreter`, every stage a new interpreter (the behaviour before #39);
+  all repeat: forked with `--warm-sample all`, every row repeating its codec calls (the default before
+          --warm-sample), what a cold row paid for the warm RTF.
 For each run: the median over rows of the row's stage walls (encode + decode + replay, each from
 fork/spawn to exit, as the harness saw it), its ratio to the floor's median, and the rows phase
 (run.json execution.rows_wall_s) over the floor's total. A cold row does three stages and the floor
 two codec calls, so 1.5x is the least a cold row without repeats could cost if process work were free
-(and 4.5x with the default two repeats).
+(and 4.5x with two repeats of each).
 With --main-run RUN_DIR (the README's main job's run directory): the CPU seconds (user + system, the
 command and its children) of each interactive command, the median of 3, and `report` twice (its plot
 cache cold, then warm). With --main-job: the README's main job (`codecarena run`, default codecs and
@@ -136,21 +138,21 @@ def main() -> None:
           f"load average at start {os.getloadavg()[0]:.2f}")
     print(f"corpus: {args.utterances} smoke-set clips; per row: median s (ratio to the floor's median); "
           "rows phase: total s (ratio to the floor's total)")
-    print(f"{'codec':<12} {'floor/row':>10} {'forked/row':>17} {'fresh/row':>17} {'no repeats/row':>17} "
-          f"{'forked rows':>18} {'fresh rows':>18} {'fresh/forked':>12}")
+    print(f"{'codec':<12} {'floor/row':>10} {'forked/row':>17} {'fresh/row':>17} {'all repeat/row':>17} "
+          f"{'forked rows':>18} {'fresh rows':>18} {'all repeat rows':>18} {'fresh/forked':>12}")
     for codec in args.codecs or CODECS:
         floor = floor_per_utterance(codec, corpus)
         f_med, f_sum = statistics.median(floor), sum(floor)
         forked, forked_wall, process = cold_run(codec, corpus, work / f"{codec.replace(':', '_')}-forked")
         fresh, fresh_wall, _ = cold_run(codec, corpus, work / f"{codec.replace(':', '_')}-fresh", "--fresh-interpreter")
-        bare, _, _ = cold_run(codec, corpus, work / f"{codec.replace(':', '_')}-bare", "--warm-repeats", "0")
+        every, every_wall, _ = cold_run(codec, corpus, work / f"{codec.replace(':', '_')}-all", "--warm-sample", "all")
         if not process.startswith("forked from template"):
             raise SystemExit(f"{codec}: its stages were not forked: {process}")
-        fk, fr, nr = statistics.median(forked), statistics.median(fresh), statistics.median(bare)
+        fk, fr, ar = statistics.median(forked), statistics.median(fresh), statistics.median(every)
         print(f"{codec:<12} {f_med:>10.4f} {fk:>9.4f} ({fk / f_med:>5.2f}x) {fr:>9.4f} ({fr / f_med:>5.2f}x) "
-              f"{nr:>9.4f} ({nr / f_med:>5.2f}x) "
+              f"{ar:>9.4f} ({ar / f_med:>5.2f}x) "
               f"{forked_wall:>9.2f} ({forked_wall / f_sum:>5.2f}x) {fresh_wall:>9.2f} ({fresh_wall / f_sum:>5.2f}x) "
-              f"{fr / fk:>11.2f}x", flush=True)
+              f"{every_wall:>9.2f} ({every_wall / f_sum:>5.2f}x) {fr / fk:>11.2f}x", flush=True)
     if args.main_run:
         interactive(args.main_run.resolve(), work)
     if args.main_job:

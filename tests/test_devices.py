@@ -277,7 +277,7 @@ def test_rows_and_plan_record_the_device_and_another_device_is_not_a_resume(tmp_
     run = codecarena(*args, env=torch_codec)
     assert run.returncode == 0, run.stdout + run.stderr
     record = json.loads((out / "run.json").read_text())
-    assert record["version"] == 9
+    assert record["version"] == 10
     assert (record["plan"]["device"], record["plan"]["metric_device"]) == ("cpu", "cpu")
     rows = {r["family"]: r for r in rows_of(out)}
     torch_row, pcm_row = rows["ttop8"], rows["pcm"]
@@ -587,7 +587,7 @@ def test_a_run_made_before_the_device_fields_resumes_on_the_cpu_and_is_refused_e
     again = codecarena(*args)
     assert again.returncode == 0, again.stdout + again.stderr
     resumed = json.loads((out / "run.json").read_text())
-    assert resumed["version"] == 9 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
+    assert resumed["version"] == 10 and (resumed["plan"]["device"], resumed["plan"]["metric_device"]) == ("cpu", "cpu")
     assert (resumed["execution"]["rows_resumed"], resumed["execution"]["rows_computed"]) == (1, 0)
     assert resumed["history"][-1]["plan_sha256"] == record["plan_sha256"]
     (kept,) = rows_of(out)

@@ -151,7 +151,7 @@ def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(t
     payload = run.payload(spec.slug, "u0")
     (payload / "notes").mkdir(parents=True)
     (payload / "notes" / "keep.txt").write_text("precious")
-    row = run_row(Task(spec, ref, "cold", True), plan)
+    row = run_row(Task(spec, ref, "cold", True, True), plan)
     assert (row.status, row.stages, row.payload) == ("failed", [], None)
     assert row.error == (f"payloads/{spec.slug}/u0.ccap is a directory, where this row writes its payload; move or "
                          "remove it, then rerun the same command to resume")
@@ -159,7 +159,7 @@ def test_what_is_not_a_file_where_a_row_writes_fails_the_row_saying_what_to_do(t
     shutil.rmtree(payload)
     run.decoded(spec.slug, "u0").parent.mkdir(parents=True)
     os.mkfifo(run.decoded(spec.slug, "u0"))
-    row = run_row(Task(spec, ref, "cold", True), plan)
+    row = run_row(Task(spec, ref, "cold", True, True), plan)
     assert row.error.startswith(f"decoded/{spec.slug}/u0.wav is not a regular file, where this row writes its "
                                 "decoded audio; move or remove it")
 

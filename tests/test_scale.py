@@ -234,7 +234,7 @@ def test_a_row_lost_with_its_executor_is_a_failed_row_with_the_reason(tmp_path: 
 
     evalset = _set(tmp_path / "in", 1)
     plan = assemble(evalset, (parse_spec("opus:12k"),), tmp_path / "run", StageLimits(1 << 30))
-    task = Task(plan.codecs[0], prepare_reference(evalset.utterances[0], plan.run), "warm", False)
+    task = Task(plan.codecs[0], prepare_reference(evalset.utterances[0], plan.run), "warm", False, False)
     row = parse_row(failed_row(task, plan, "a local executor process died before the row finished").to_dict())
     assert (row.status, row.mode, row.replay_sampled, row.stages) == ("failed", "warm", False, [])
     assert row.error == "a local executor process died before the row finished" and row.payload is None

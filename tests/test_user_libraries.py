@@ -139,7 +139,7 @@ def test_a_changed_library_stops_the_run_fails_the_audit_and_shows_in_codec_list
     assert codecarena("audit", out, env=env).returncode == 0
     before, size = _sha256(library), library.stat().st_size
     record = json.loads((out / "run.json").read_text())
-    assert record["version"] == 9 and [lib for lib in record["plan"]["user_codecs"][0]["libraries"]
+    assert record["version"] == 10 and [lib for lib in record["plan"]["user_codecs"][0]["libraries"]
                                        if lib["path"] == str(library)] == [
         {"binary": "tool", "path": str(library), "sha256": before, "bytes": size}]
     with pytest.raises(SchemaError, match="unexpected key 'libraries' in a version 8 record"):

@@ -91,7 +91,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     fit_table(table, console.width)
     console.print(table)
     console.print("kbps: duration-weighted aggregate over rows that completed; RTF: medians "
-                  "(cold = process start + imports + load + I/O + compute; warm = compute only)")
+                  "(cold = process start + imports + load + I/O + compute; warm = compute only, over the n rows "
+                  "of the warm sample)")
     for c in summary["codecs"]:
         for failure in c["failures"]:
             console.print(f"{c['codec']} {failure['utterance']}: {printable(failure['error'])}", style="red")

@@ -58,7 +58,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="kill a worker whose process tree RSS passes this (e.g. 4G; default half of RAM)")
     run.add_argument("--guard-poll", default=str(DEFAULT_POLL_S),
                      help=f"memory guard poll period in seconds (default {DEFAULT_POLL_S:g})")
-    run.add_argument("--warm-repeats", type=int, default=2, help="timed in-process repeats after the cold call")
+    run.add_argument("--warm-repeats", type=int, default=2, help="timed in-process repeats after the cold call, in the rows of --warm-sample (default 2)")
     run.add_argument("--stage-timeout", default=str(DEFAULT_TIMEOUT_S),
                      help=f"seconds before a stage is killed (default {DEFAULT_TIMEOUT_S:g})")
     run.add_argument("--corpus", default="auto", choices=CORPUS_LAYOUTS,
@@ -79,6 +79,10 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--replay-sample", default=None, metavar="N|all",
                      help="rows per codec configuration decoded again in a fresh process (default: all in cold mode "
                           "and for the smoke set, else 1)")
+    run.add_argument("--warm-sample", default="3", metavar="N|all",
+                     help="rows per codec configuration, of those that run cold, whose encode and decode repeat the "
+                          "codec call --warm-repeats times for the warm RTF; the rest skip the repeats and have no "
+                          "warm RTF (default 3; all: every cold row)")
     run.add_argument("--executor", default="local", choices=["local", "ray"],
                      help="local: this machine (default); ray: actors on a Ray cluster (see docs/performance.md)")
     run.add_argument("--workers", type=int, default=None,
@@ -121,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         metrics=args.metrics, asr_models=tuple(args.asr_model), device=args.device, metric_device=args.metric_device,
         runtime_python=args.runtime_python, out=args.out, add=args.add, memory_limit=args.memory_limit,
         guard_poll=args.guard_poll, stage_timeout=args.stage_timeout, warm_repeats=args.warm_repeats,
-        mode=args.mode, cold_sample=args.cold_sample, replay_sample=args.replay_sample, executor=args.executor,
+        mode=args.mode, cold_sample=args.cold_sample, replay_sample=args.replay_sample,
+        warm_sample=args.warm_sample, executor=args.executor,
         workers=args.workers, ray_address=args.ray_address, fresh_interpreter=args.fresh_interpreter,
         command=tuple(args.command_line)))
     view.opening(plan)

@@ -3,8 +3,9 @@ references, hand the rows still to compute to an executor, append each row as it
 the summary and mark the run finished.
 
 Which executor runs the rows (in this process, a local process pool, Ray) does not change them; it
-never writes rows.jsonl itself. Sample membership (cold rows of a warm run, replayed rows) depends
-only on a row's index within its codec configuration, so a resumed run samples the same rows.
+never writes rows.jsonl itself. Sample membership (cold rows of a warm run, cold rows that repeat the
+codec call for the warm RTF, replayed rows) depends only on a row's index within its codec
+configuration, so a resumed run samples the same rows.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def plan_tasks(plan: RunPlan, skip: Iterable[tuple[str, str]],
     from other utterances (a babble) gets their references too."""
     done = set(skip)
     mode, cold_sample, replay_sample = plan.plan.mode, plan.plan.cold_sample or 0, plan.plan.replay_sample
+    warm_sample = plan.plan.warm_sample
     by_id = {u.id: u for u in plan.evalset.utterances}
     candidates = [Source(u.id, u.speaker) for u in plan.evalset.utterances]
     tasks = []
@@ -57,9 +59,11 @@ def plan_tasks(plan: RunPlan, skip: Iterable[tuple[str, str]],
                 continue
             row_mode = "warm" if mode == "warm" and index >= cold_sample else "cold"
             replay = replay_sample is None or index < replay_sample
+            repeats = row_mode == "cold" and (warm_sample is None or index < warm_sample)
             talkers = (babble_talkers(condition, utt.id, utt.speaker, candidates)
                        if condition is not None and condition.noise == "babble" else [])
-            tasks.append(Task(spec, reference(utt), row_mode, replay, tuple(reference(by_id[t]) for t in talkers)))
+            tasks.append(Task(spec, reference(utt), row_mode, replay, repeats,
+                              tuple(reference(by_id[t]) for t in talkers)))
     return tasks
 
 

@@ -134,8 +134,8 @@ class RunPlan:
 
 def plan_of(evalset: EvalSet, codecs: Sequence[CodecSpec], *, weights: str = "real", variant: str = "",
             warm_repeats: int = 2, device: str = "cpu", metric_device: str = "cpu", mode: str = "cold",
-            cold_sample: int = 1, replay_sample: int | None = None, metrics: Iterable[str] = (),
-            runtimes: Iterable[Sequence[str]] = (), asr_models: Iterable[tuple[str, str]] = (),
+            cold_sample: int = 1, replay_sample: int | None = None, warm_sample: int | None = None,
+            metrics: Iterable[str] = (), runtimes: Iterable[Sequence[str]] = (), asr_models: Iterable[tuple[str, str]] = (),
             file_sets: Sequence[FileSet] = (), python: str = sys.executable) -> Plan:
     """What determines the rows; a rerun into the same directory must have the same plan. Resource
     limits are not in it: they decide whether a stage may finish, not what it computes (rows record them)."""
@@ -153,6 +153,11 @@ def plan_of(evalset: EvalSet, codecs: Sequence[CodecSpec], *, weights: str = "re
         "cold_sample": cold_sample if mode == "warm" else None,
         "replay_sample": replay_sample,
         "metrics": list(metrics),
+        # Only a plan whose warm sample leaves out a row that would repeat has the key: every other plan
+        # determines the rows of an older plan, whose every cold row repeated, and hashes as it did.
+        **({"warm_sample": warm_sample}
+           if warm_sample is not None and warm_sample < _repeating_rows(evalset, warm_repeats, mode, cold_sample)
+           else {}),
         "asr_models": [list(pair) for pair in asr_models],
         "references": [{"id": u.id, "sha256": planned_reference_sha256(u), "language": u.language,
                         "speaker": u.speaker, "transcript": u.transcript, "critical": [list(c) for c in u.critical]}
@@ -161,6 +166,14 @@ def plan_of(evalset: EvalSet, codecs: Sequence[CodecSpec], *, weights: str = "re
         # Only a plan whose conditions draw from sets has the key: every other plan hashes as before.
         **({"file_sets": [PlanFileSet.of(found) for found in file_sets]} if file_sets else {}),
     })
+
+
+def _repeating_rows(evalset: EvalSet, warm_repeats: int, mode: str, cold_sample: int) -> int:
+    """How many rows of each configuration would repeat the codec call with every row in the warm sample:
+    those that run cold (all in cold mode, the cold sample in warm mode), none without repeats."""
+    if warm_repeats == 0:
+        return 0
+    return len(evalset.utterances) if mode == "cold" else min(cold_sample, len(evalset.utterances))
 
 
 def _codec_parts(codecs: Sequence[CodecSpec], runtimes: Iterable[Sequence[str]], weights: str,

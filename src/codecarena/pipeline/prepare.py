@@ -73,6 +73,7 @@ class Selection:
     mode: str = "cold"
     cold_sample: int = 1
     replay_sample: str | None = None  # N or "all"; None: replay_default
+    warm_sample: str = "3"  # N or "all": the cold rows per configuration that repeat the codec call for the warm RTF
     executor: str = "local"
     workers: int | None = None
     ray_address: str | None = None
@@ -85,6 +86,7 @@ def prepare(chosen: Selection) -> RunPlan:
     holds either nothing of a run yet or a run this one may continue (`plan.continued` names its codec
     configurations). Nothing but the directory is written."""
     limits = parse_limits(chosen.memory_limit, chosen.guard_poll, chosen.stage_timeout)
+    warm_sample = _warm_sample(chosen.warm_sample)
     device = _device(chosen.device, "--device")
     metric_device = _device(chosen.metric_device or device, "--metric-device")
     named = named_out(chosen.out) if chosen.out is not None else None
@@ -130,7 +132,7 @@ def prepare(chosen: Selection) -> RunPlan:
     resolve.pinned_checkpoints(specs + hops, weights, allow_download=chosen.download)
     plan = plan_of(evalset, specs, weights=weights, variant=resolve.check_variant(chosen.variant, specs + hops),
                    warm_repeats=chosen.warm_repeats, device=device, metric_device=metric_device, mode=chosen.mode,
-                   cold_sample=chosen.cold_sample, replay_sample=replay_sample,
+                   cold_sample=chosen.cold_sample, replay_sample=replay_sample, warm_sample=warm_sample,
                    metrics=scorer.metrics if scorer else (),
                    runtimes=[(family, rec["registry"], rec["interpreter"], *external_mark(rec))
                              for family, rec in runtimes.items()],
@@ -270,6 +272,20 @@ def _replay_sample(text: str | None, mode: str, set_name: str) -> int | None:
     if text.isdigit():
         return int(text)
     raise SelectionError(f"--replay-sample {text!r}: expected a number or 'all'")
+
+
+def _warm_sample(text: str) -> int | None:
+    """Rows per codec configuration whose cold stages repeat the codec call for the warm RTF (the first N
+    of those that run cold); None means all of them."""
+    if text == "all":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise SelectionError(f"--warm-sample {text!r}: expected a number or 'all'") from None
+    if count < 0:
+        raise SelectionError(f"--warm-sample {text}: must be >= 0 (or 'all')")
+    return count
 
 
 def named_out(text: str) -> Path:

@@ -21,6 +21,7 @@ from codecarena.channel import stage as channel_stage
 from codecarena.conditions import record as condition_record
 from codecarena.metrics.reference_results import missing, reliances
 from codecarena.pipeline.plan import RunError, RunPlan
+from codecarena.plural import counted
 from codecarena.registry import user_units
 from codecarena.results.record import Plan, RunLoadError, RunRecord, on_the_cpu_if_older, read_record
 from codecarena.results.schema import Row
@@ -65,7 +66,7 @@ def follow(plan: RunPlan) -> tuple[RunPlan, RunRecord | None]:
         if others:
             raise RunError(f"{run.root}: --add adds codec configurations only, but the run differs in "
                            f"{', '.join(others)}; use the same options as the run, which was made by: "
-                           f"{shlex.join(earlier.command)}")
+                           f"{shlex.join(earlier.command)}{_warm_sample_hint(previous, plan.plan, others)}")
         # This invocation describes the runtimes of its own codecs only: the run keeps the records of the
         # others (their interpreters replay their payloads, their programs are checked on resume).
         record = dataclasses.replace(plan.record, runtimes={**earlier.runtimes, **plan.record.runtimes})
@@ -121,6 +122,9 @@ def _plan_differences(a: Plan, b: Plan) -> list[str]:
 def _what_to_do(previous: Plan, plan: Plan, differs: list[str]) -> str:
     """The end of the refusal of a run whose plan differs from this command's."""
     tail = "; use another --out directory"
+    older = _warm_sample_hint(previous, plan, differs)
+    if older:
+        return f"{older}{tail}"
     repinned = repinned_user_codecs(previous, plan)
     if repinned and set(differs) <= {"codecs", "runtimes", "user_codecs"}:
         return (f" (user codec {', '.join(repinned)} was added again since the run: rerun with --add to compute its "
@@ -138,6 +142,22 @@ def _what_to_do(previous: Plan, plan: Plan, differs: list[str]) -> str:
     if named != had:
         return f"{run_has} and this command names them in another order; to resume it, rerun this command with --add"
     return tail
+
+
+def _warm_sample_hint(previous: Plan, plan: Plan, differs: list[str]) -> str:
+    """What to do about a run whose warm sample (the rows that repeat the codec call for the warm RTF) is
+    not this command's: a run made before --warm-sample repeated in every row; "" for any other difference."""
+    if "warm_sample" not in differs:
+        return ""
+
+    def said(sample: int | None) -> str:
+        if sample is None:
+            return "every row"
+        return f"the first {counted(sample, 'row')} of each configuration" if sample else "no row"
+
+    return (f" (the run repeats the codec call for the warm RTF in {said(previous.warm_sample)}, this command in "
+            f"{said(plan.warm_sample)}: to resume it, rerun with --warm-sample "
+            f"{'all' if previous.warm_sample is None else previous.warm_sample})")
 
 
 def kept_rows(existing: list[Row], plan: RunPlan) -> dict[tuple[str, str], Row]:

@@ -55,6 +55,7 @@ class Task:
     ref: Reference
     mode: str  # "cold" or "warm"
     replay: bool  # in the replay sample
+    repeats: bool  # runs cold and is in the warm sample: encode and decode repeat the codec call for the warm RTF
     # The references of the other utterances the row's condition draws from (a babble's talkers).
     talkers: tuple[Reference, ...] = ()
 
@@ -102,7 +103,7 @@ class _Stages:
         self.records: list[Stage] = []
         self.reports: dict[str, StageReport | None] = {}
         self.device = plan.stage_device(task.spec.family)
-        self.repeats = plan.plan.warm_repeats if task.mode == "cold" else 0
+        self.repeats = plan.plan.warm_repeats if task.repeats else 0
 
     def report(self, name: str) -> Path:
         """Where the stage `name` reports."""

@@ -44,11 +44,23 @@ def fmt_mib(nbytes: float | None, digits: int = 0) -> str:
 RTF_KINDS = ("warm", "cold")
 
 
-def fmt_rtf(entry: dict[str, Any], kind: str) -> str:
+def fmt_rtf(entry: dict[str, Any], kind: str, sep: str = "\n") -> str:
     """An entry's median `kind` RTF ("warm" or "cold") as `encode/decode`; warm gets a fourth digit,
-    being far smaller."""
+    being far smaller, and after `sep` the rows its medians are over (warm_n)."""
     digits = 4 if kind == "warm" else 3
-    return "/".join(fmt_num(entry[stage][f"{kind}_rtf_median"], digits) for stage in ("encode", "decode"))
+    text = "/".join(fmt_num(entry[stage][f"{kind}_rtf_median"], digits) for stage in ("encode", "decode"))
+    n = warm_n(entry) if kind == "warm" else ""
+    return f"{text}{sep}{n}" if n else text
+
+
+def warm_n(entry: dict[str, Any]) -> str:
+    """How many rows an entry's warm RTF medians are over, `n=3` (`n=3/2`, encode/decode, where they
+    differ): only the warm sample's rows have a warm RTF. "" where the entry does not say (summary.json
+    before version 6)."""
+    counts = [entry[stage].get("warm_rtf_n") for stage in ("encode", "decode")]
+    if None in counts:
+        return ""
+    return f"n={counts[0]}" if counts[0] == counts[1] else f"n={counts[0]}/{counts[1]}"
 
 
 def language_label(language: str | None) -> str:

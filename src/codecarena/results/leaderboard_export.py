@@ -18,16 +18,19 @@ from codecarena.results.leaderboard import Leaderboard, LeaderboardError
 # metric's `_ci95_low`/`_ci95_high`. 3: `ci_unit` and each metric's `_ci_units` (the interval is null
 # below bootstrap.MIN_UNITS units), and the bitrate ledger's columns (LEDGER_COLUMNS). 4: each MUSHRA
 # column of the runs' listening tests (`mushra_mean`, ..., or `mushra_<test>_mean` for a test not named
-# mushra: LISTENING_SUFFIXES); a version 3 export reads as it did.
-EXPORT_VERSION = 4
-READABLE_VERSIONS = (3, 4)
+# mushra: LISTENING_SUFFIXES); a version 3 export reads as it did. 5: `encode_warm_rtf_n` and
+# `decode_warm_rtf_n`, the rows each warm RTF median is over (only the warm sample's rows have one).
+EXPORT_VERSION = 5
+READABLE_VERSIONS = (3, 4, 5)
 
 BASE_COLUMNS: tuple[tuple[str, type], ...] = (
     ("group", str), ("run", str), ("run_label", str), ("codec", str), ("family", str), ("weights", str),
     ("variant", str), ("registry", str), ("language", str), ("rows", int), ("rows_ok", int), ("rows_failed", int),
     ("audio_s", float), ("representation_bps", float), ("payload_bps", float),
-    ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_peak_rss_bytes_max", int),
-    ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_peak_rss_bytes_max", int),
+    ("encode_cold_rtf_median", float), ("encode_warm_rtf_median", float), ("encode_warm_rtf_n", int),
+    ("encode_peak_rss_bytes_max", int),
+    ("decode_cold_rtf_median", float), ("decode_warm_rtf_median", float), ("decode_warm_rtf_n", int),
+    ("decode_peak_rss_bytes_max", int),
     ("peak_rss_bytes_max", int), ("decoder_model_bytes", int), ("replay_sampled", int), ("replay_identical", int),
     ("checks_passed", int), ("ci_unit", str),
 )

@@ -43,6 +43,7 @@ STAGE_SQL = """
 SELECT run_index, codec, s.name AS stage,
        median(s.cold_rtf) AS cold_rtf_median,
        median(s.warm_rtf) AS warm_rtf_median,
+       count(s.warm_rtf) AS warm_rtf_n,
        max(s.peak_rss_bytes) AS peak_rss_bytes_max
 FROM (SELECT run_index, codec, unnest(stages) AS s FROM rows WHERE status = 'ok')
 GROUP BY run_index, codec, s.name
@@ -94,11 +95,12 @@ def codec_entries(con: Any, ci_unit: str) -> list[dict[str, Any]]:
     for e in entries:
         e["metrics"] = {}
         for stage in ("encode", "decode"):
-            e[stage] = {"cold_rtf_median": None, "warm_rtf_median": None, "peak_rss_bytes_max": None}
+            e[stage] = {"cold_rtf_median": None, "warm_rtf_median": None, "warm_rtf_n": 0, "peak_rss_bytes_max": None}
     for s in stages:
         entry = by_key[(s["run_index"], s["codec"])]
         if s["stage"] in ("encode", "decode"):
-            entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "peak_rss_bytes_max")}
+            entry[s["stage"]] = {k: s[k] for k in ("cold_rtf_median", "warm_rtf_median", "warm_rtf_n",
+                                                   "peak_rss_bytes_max")}
     for m in metrics:
         entry = by_key[(m["run_index"], m["codec"])]
         # An error rate counts each language's own words or characters: no mean over several languages,

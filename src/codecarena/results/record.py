@@ -18,9 +18,13 @@ reads with None there (everything ran on the CPU then). Version 8 added the file
 without them is written as before, so its hash, and the run it names, stay the same). Version 9 added
 the shared libraries a user's command-line codec's programs load (`user_codecs[].libraries`: program,
 path, size, sha256), in the pin of a codec that has them (the pin of any other is written as before,
-so its hash stays the same); an older record that names them is refused.
+so its hash stays the same); an older record that names them is refused. Version 10 added
+`warm_sample`, the rows per codec configuration whose cold stages repeat the codec call for the warm RTF
+(`--warm-sample`), in a plan that leaves some such row out (a plan where every cold row repeats, as
+every row did before, is written as before, so its hash stays the same and an older run resumes with
+`--warm-sample all`); an older record reads with None there, and one that names it is refused.
 
-Long because it is the strict parser of run.json: the typed record and a reader for each of its nine
+Long because it is the strict parser of run.json: the typed record and a reader for each of its ten
 versions, each key checked where it is read.
 """
 
@@ -38,7 +42,7 @@ from codecarena.registry.libraries import Library
 from codecarena.results.schema import Row, SchemaError, from_dict
 from codecarena.rundir import RunDir
 
-RUN_VERSION = 9
+RUN_VERSION = 10
 _V1_PLAN_LIMITS = ("memory_limit_bytes", "guard_poll_s", "stage_timeout_s")
 _V5_PLAN_FIELDS = ("references", "user_pins")
 _V7_PLAN_FIELDS = ("device", "metric_device")
@@ -129,7 +133,7 @@ def _library_pins(plan: Any, version: Any) -> Any:
     if not isinstance(plan, dict) or not isinstance(plan.get("user_codecs"), list):
         return plan
     codecs = plan["user_codecs"]
-    if version != RUN_VERSION and any(isinstance(c, dict) and "libraries" in c for c in codecs):
+    if version not in (9, RUN_VERSION) and any(isinstance(c, dict) and "libraries" in c for c in codecs):
         raise SchemaError(f"plan.user_codecs: unexpected key 'libraries' in a version {version} record")
     return {**plan, "user_codecs": [{"libraries": None, **c} if isinstance(c, dict) else c for c in codecs]}
 
@@ -168,6 +172,9 @@ class Plan:
     legacy_limits: dict[str, Any] | None = None  # version 1 only: the limits the plan held then
     # The sets the plan's conditions draw from, every file pinned; None when it has none (and before version 8).
     file_sets: list[PlanFileSet] | None = None
+    # --warm-sample: the first N rows of each configuration that run cold repeat the codec call for the warm
+    # RTF; None when that leaves no such row out (every one repeats, as every one did before version 10).
+    warm_sample: int | None = None
 
     def __post_init__(self) -> None:
         if any(len(u) != 2 for u in self.utterances):
@@ -179,6 +186,8 @@ class Plan:
         if self.file_sets is not None and (not self.file_sets or len({(s.kind, s.name) for s in self.file_sets})
                                            != len(self.file_sets)):
             raise SchemaError("plan.file_sets: expected a non-empty list naming each set once")
+        if self.warm_sample is not None and self.warm_sample < 0:
+            raise SchemaError(f"plan.warm_sample {self.warm_sample!r} is not a count of rows")
         if self.references is not None and any(len(c) != 2 for r in self.references for c in r.critical):
             raise SchemaError("plan.references: expected critical entities as [kind, text] pairs")
         if self.user_pins is not None and not all(isinstance(k, str) and isinstance(v, str)
@@ -201,7 +210,7 @@ class Plan:
         plan before version 5 without the fields it did not have)."""
         data = asdict(self)
         legacy = data.pop("legacy_limits")
-        for added in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets"):
+        for added in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets", "warm_sample"):
             if data[added] is None:
                 del data[added]
         if self.user_codecs is not None:
@@ -358,10 +367,11 @@ def on_the_cpu_if_older(plan: Plan) -> Plan:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """A current plan from its JSON form (what the pipeline builds and a version 7 to 9 run.json holds)."""
+    """A current plan from its JSON form (what the pipeline builds and a version 7 to 10 run.json holds)."""
     if "legacy_limits" in data:
         raise SchemaError("plan: unexpected key 'legacy_limits'")
-    plan = from_dict(Plan, {"file_sets": None, **_library_pins(data, RUN_VERSION), "legacy_limits": None}, "plan")
+    plan = from_dict(Plan, {"file_sets": None, "warm_sample": None, **_library_pins(data, RUN_VERSION),
+                            "legacy_limits": None}, "plan")
     if plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs):
         raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
     if plan.references is None or plan.user_pins is None:
@@ -373,11 +383,12 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
 
 def _older_plan(data: dict[str, Any], legacy: dict[str, Any] | None) -> Plan:
     """A plan of a record before version 5, which pinned neither references nor user checkpoints."""
-    unexpected = [key for key in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "legacy_limits", "file_sets")
-                  if key in data]
+    unexpected = [key for key in (*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "legacy_limits", "file_sets",
+                                  "warm_sample") if key in data]
     if unexpected:
         raise SchemaError(f"plan: unexpected keys {unexpected}")
-    return from_dict(Plan, {**data, **dict.fromkeys((*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets")),
+    return from_dict(Plan, {**data, **dict.fromkeys((*_V5_PLAN_FIELDS, "user_codecs", *_V7_PLAN_FIELDS, "file_sets",
+                                                     "warm_sample")),
                             "legacy_limits": legacy}, "plan")
 
 
@@ -398,7 +409,7 @@ def parse_run_record(data: Any) -> RunRecord:
     elif version in (2, 3, 4) and isinstance(data.get("plan"), dict):
         data = {**data, "plan": _older_plan(data["plan"], None)}
     elif version in (5, 6) and isinstance(data.get("plan"), dict):
-        added = (("user_codecs",) if version == 5 else ()) + _V7_PLAN_FIELDS + ("file_sets",)
+        added = (("user_codecs",) if version == 5 else ()) + _V7_PLAN_FIELDS + ("file_sets", "warm_sample")
         unexpected = [key for key in added if key in data["plan"]]
         if unexpected:
             raise SchemaError(f"plan: unexpected keys {unexpected} in a version {version} record")
@@ -408,11 +419,12 @@ def parse_run_record(data: Any) -> RunRecord:
         if version == 6 and (plan.user_codecs is None or len({c.name for c in plan.user_codecs}) != len(plan.user_codecs)):
             raise SchemaError("plan.user_codecs: expected a list naming each user codec once")
         data = {**data, "plan": plan}
-    elif version == 7 and isinstance(data.get("plan"), dict):
-        if "file_sets" in data["plan"]:
-            raise SchemaError("plan: unexpected keys ['file_sets'] in a version 7 record")
+    elif version in (7, 8, 9) and isinstance(data.get("plan"), dict):
+        unexpected = [key for key in (("file_sets",) if version == 7 else ()) + ("warm_sample",) if key in data["plan"]]
+        if unexpected:
+            raise SchemaError(f"plan: unexpected keys {unexpected} in a version {version} record")
         data = {**data, "plan": plan_from_dict(data["plan"])}
-    elif version in (8, RUN_VERSION) and isinstance(data.get("plan"), dict):
+    elif version == RUN_VERSION and isinstance(data.get("plan"), dict):
         data = {**data, "plan": plan_from_dict(data["plan"])}
     else:
         raise SchemaError(f"run.json version {version!r}, expected 1 to {RUN_VERSION}")

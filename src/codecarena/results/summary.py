@@ -29,8 +29,10 @@ from codecarena.results.schema import Row
 # only for a language written with spaces), with their corpus rates. 4: a run with channels reads its
 # robustness at the realised rates, with each point's counts (results/robustness.py). 5: a run with input
 # conditions has `conditions` (results/condition_curves.py) and each conditioned configuration its metrics
-# against the conditioned input (`input_metrics`). 6: each channel point's `tokens_changed_fraction`. Version 1
-# (no intervals), 2, 3, 4 and 5 summaries still audit: `summarize` re-derives each in the version it was written in.
+# against the conditioned input (`input_metrics`). 6: each channel point's `tokens_changed_fraction`, and each
+# stage's `warm_rtf_n`, the rows its warm RTF median is over (only the rows of the warm sample have one, run.json
+# `warm_sample`). Version 1 (no intervals), 2, 3, 4 and 5 summaries still audit: `summarize` re-derives each in
+# the version it was written in.
 SUMMARY_VERSION = 6
 SUMMARY_VERSIONS = (1, 2, 3, 4, 5, 6)
 CI_RESAMPLES = 2000
@@ -79,11 +81,15 @@ def _rates(rows: list[Row]) -> dict[str, Any]:
     }
 
 
-def _stage_costs(rows: list[Row], name: str) -> dict[str, Any]:
+def _stage_costs(rows: list[Row], name: str, version: int) -> dict[str, Any]:
+    """A stage's median RTFs and peak RSS over the ok rows; the warm RTF's median is over the rows that
+    have one (a cold row outside the warm sample has none), and from version 6 says how many they are."""
     stages = [s for r in rows if r.status == "ok" for s in r.stages if s.name == name]
+    warm = [s.warm_rtf for s in stages if s.warm_rtf is not None]
     return {
         "cold_rtf_median": _median(s.cold_rtf for s in stages),
-        "warm_rtf_median": _median(s.warm_rtf for s in stages),
+        "warm_rtf_median": _median(warm),
+        **({"warm_rtf_n": len(warm)} if version >= 6 else {}),
         "peak_rss_bytes_max": max((s.peak_rss_bytes for s in stages), default=None),
     }
 
@@ -164,8 +170,8 @@ def summarize_codec(rows: list[Row], version: int = SUMMARY_VERSION) -> dict[str
                                "metrics": metric_stats([r.metrics for r in sub], version,
                                                        [lang] if per_language else None)}
                         for lang in languages for sub in [[r for r in in_order if r.language == lang]]},
-        "encode": _stage_costs(rows, "encode"),
-        "decode": _stage_costs(rows, "decode"),
+        "encode": _stage_costs(rows, "encode", version),
+        "decode": _stage_costs(rows, "decode", version),
         "replay_sampled": sum(r.replay_sampled for r in rows),
         "replay_identical": sum(r.replay_identical is True for r in rows),
         "checks_passed": sum(r.checks_passed for r in rows),

@@ -150,7 +150,7 @@ def _group_html(ctx: ReportContext, group: lb.Group, titles: dict[str, str]) -> 
                     'interval is given (hover for why); failed and not-applicable values are counted under the '
                     'mean and listed in <a href="#failures">Failures</a>, never replaced. RTF: medians over '
                     'completed rows (cold: a fresh process from start to result; warm: the codec call repeated '
-                    'in-process). Click a header to sort.</p>')
+                    'in-process, only in the rows of the warm sample, n under it). Click a header to sort.</p>')
     if languages:
         lb_parts.append(f"<h4>Cost</h4>{cost_html(ctx, group)}</section>")
     else:

@@ -46,7 +46,7 @@ def _table(entries: list[dict[str, Any]], multi: bool) -> list[str]:
                                                        fmt_kbps(e["payload_bps"])]
         cells += [metric_ci_text(e["metrics"].get(n)) for n in names]
         cells += [" ".join(cell_lines(e.get("listening", {}).get(key))) for key in listening]
-        cells += [fmt_rtf(e, kind) for kind in RTF_KINDS]
+        cells += [fmt_rtf(e, kind, " ") for kind in RTF_KINDS]
         cells += [fmt_mib(e["peak_rss_bytes_max"]), fmt_mib(e["decoder_model_bytes"], 2),
                   f"{e['replay_identical']}/{e['replay_sampled']}", f"{e['checks_passed']}/{e['rows']}"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

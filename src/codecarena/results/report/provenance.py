@@ -10,6 +10,7 @@ from typing import Any
 from codecarena.plural import counted
 from codecarena.results import leaderboard as lb
 from codecarena.results.formatting import fmt_mib
+from codecarena.results.record import Plan
 from codecarena.results.report.markup import code, esc, kv, short_sha, spec_html, weights_pill
 from codecarena.results.schema import Row
 
@@ -109,7 +110,7 @@ def provenance_html(board: lb.Leaderboard) -> str:
             ("python", f"{esc(env.get('python'))} {code(env.get('executable'))}"),
             ("evaluation set", f"{esc(plan.set)}, {counted(len(plan.utterances), 'utterance')}, "
                                f"manifest {short_sha(plan.manifest_sha256)}"),
-            ("plan", f"sha256 {short_sha(r.plan_sha256)}; warm repeats {esc(plan.warm_repeats)}; "
+            ("plan", f"sha256 {short_sha(r.plan_sha256)}; {esc(_warm_text(plan))}; "
                      f"metrics {esc(', '.join(plan.metrics) or 'none')}"),
             ("stage limits", _limits_text(run)),
         ]
@@ -173,3 +174,11 @@ def _metrics_html(decls: list[dict[str, Any]]) -> str:
     return ('<h4>Metrics</h4><div class="scroll"><table class="provenance"><thead><tr><th class="l">metric</th>'
             '<th class="l">outputs</th><th class="l">versions</th><th class="l">how</th></tr></thead><tbody>'
             + "".join(mrows) + "</tbody></table></div>")
+
+
+def _warm_text(plan: Plan) -> str:
+    """The plan's warm repeats and the rows that make them (--warm-repeats, --warm-sample)."""
+    if plan.warm_repeats == 0:
+        return "no warm repeats"
+    rows = "every cold row" if plan.warm_sample is None else f"the first {counted(plan.warm_sample, 'cold row')}"
+    return f"{counted(plan.warm_repeats, 'warm repeat')} in {rows} of each configuration"

@@ -109,9 +109,9 @@ def _leaderboard_head(names: list[str], listening: list[Any], titles: dict[str, 
              f'interval resampling listeners and utterances (docs/listening.md)">{esc(column_header(key))} &uarr;</th>'
              for key in listening]
     # The RTF columns in the order of every table (formatting.RTF_KINDS): warm, then cold; encode, then decode.
-    head += ['<th data-col-group="cost" title="median of the repeated in-process encode call / audio s">'
+    head += ['<th data-col-group="cost" title="median over the rows of the warm sample of the repeated in-process encode call / audio s">'
              'RTF warm enc</th>',
-             '<th data-col-group="cost" title="median of the repeated in-process decode call / audio s">'
+             '<th data-col-group="cost" title="median over the rows of the warm sample of the repeated in-process decode call / audio s">'
              'RTF warm dec</th>',
              '<th data-col-group="cost" title="median over rows: process start + imports + load + I/O + first call, / '
              'audio s">RTF cold enc</th>', '<th data-col-group="cost">RTF cold dec</th>',
@@ -157,7 +157,11 @@ def _cost_and_check_tds(e: dict[str, Any]) -> tuple[list[str], bool]:
     cells = []
     for stage, key, digits in (("encode", "warm_rtf_median", 4), ("decode", "warm_rtf_median", 4),
                                ("encode", "cold_rtf_median", 3), ("decode", "cold_rtf_median", 3)):
-        cells.append(num_td(e[stage][key], fmt_num(e[stage][key], digits)))
+        # Only the rows of the warm sample have a warm RTF: its cell says how many.
+        n = e[stage].get("warm_rtf_n") if key == "warm_rtf_median" else None
+        over = (f'<span class="sub" title="rows with a warm RTF (the warm sample, --warm-sample)">n={n}</span>'
+                if n is not None else "")
+        cells.append(num_td(e[stage][key], fmt_num(e[stage][key], digits), over))
     cells.append(num_td(e["peak_rss_bytes_max"], fmt_mib(e["peak_rss_bytes_max"])))
     dm = e["decoder_model_bytes"]
     cells.append(num_td(dm, fmt_mib(dm, 2)))
