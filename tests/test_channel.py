@@ -401,3 +401,17 @@ def test_compare_pairs_configurations_named_with_their_channels() -> None:
 
     pairs = parse_pairs("opus:12k@loss=05%=opus:12k,fec=10@loss=5%", ["opus:12k@loss=5%"], ["opus:12k,fec=10@loss=5%"])
     assert pairs == [("opus:12k@loss=5%", "opus:12k,fec=10@loss=5%")]
+
+
+def test_run_help_and_the_docs_name_every_policy_a_channel_spec_takes() -> None:
+    # #41: the neural families offer repeat and zero, and refuse silence; a user reading `run --help`
+    # or docs/channel.md's spec line was told only repeat|silence.
+    from conftest import codecarena
+    from codecarena.channel.spec import POLICIES
+
+    shown = codecarena("run", "--help", check=True).stdout
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "channel.md").read_text()
+    spec_line = next(line for line in docs.splitlines() if line.startswith("Every spec takes"))
+    for policy in POLICIES:
+        assert policy in shown.replace("\n", " ").split("policy=")[1].split(";")[0], policy
+        assert policy in spec_line.split("policy=")[1].split("`")[0], policy
