@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.channel.spec import POLICIES
-from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS, DEFAULT_CODECS
+from codecarena.choices import ARENA_POLICIES, CHANNEL_CHOICES, CORPUS_LAYOUTS, DEFAULT_CODECS
 from codecarena.commands.common import add_device_arg, add_metric_args, add_runtime_python_arg
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
 
@@ -46,8 +45,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--channel", action="append", dest="channel_specs", metavar="CHANNEL",
                      help="also run every codec configuration through this channel, repeatable: loss=R%% (independent "
                           "packet loss), burst=R%%,len=B (Gilbert bursts), ber=X (bit errors), each with seed=N and "
-                          f"policy={'|'.join(POLICIES)} (the arena's, for a decoder without concealment; each family offers "
-                          "some of them); each is a configuration SPEC@CHANNEL beside the clean one "
+                          f"policy={'|'.join(ARENA_POLICIES)} (the arena's, for a decoder without concealment; each "
+                          "family offers some of them); each is a configuration SPEC@CHANNEL beside the clean one "
                           "(docs/channel.md). Not --channels, which picks channels of multichannel input files")
     run.add_argument("--variant", default="", metavar="NAME",
                      help="a named numerical variant applied to every codec's loaded model and recorded in every row "
