@@ -32,11 +32,12 @@ METRICS = ("pesq_wb", "plcmos")
 RUNS = {"telephony": ("real", TELEPHONY), "neural": ("synthetic", NEURAL)}
 
 
-def command(out: Path, weights: str, families: list[str], limit: int | None, workers: int) -> list[str]:
+def command(out: Path, weights: str, families: list[str], limit: int | None, workers: int, warm: int) -> list[str]:
     limited = ["--limit-per-language", str(limit)] if limit else []
     return [sys.executable, "-m", "codecarena", "run", "--set", "smoke", "--weights", weights,
             *(a for f in families for a in ("--codec", f)), *(a for c in CHANNELS for a in ("--channel", c)),
-            "--metrics", ",".join(METRICS), *limited, "--workers", str(workers), "--out", str(out)]
+            "--metrics", ",".join(METRICS), *limited, "--warm-repeats", str(warm), "--workers", str(workers),
+            "--out", str(out)]
 
 
 def _lost_frames(run: Path, channel: dict[str, Any]) -> int:
@@ -92,6 +93,8 @@ def main() -> int:
     parser.add_argument("--family", action="append", default=None,
                         help="only these families (repeatable; default: every telephony unit and neural family)")
     parser.add_argument("--workers", type=int, default=1)
+    # The warm repeats time the codec, which this sweep is not about; each costs an encode and a decode a row.
+    parser.add_argument("--warm-repeats", type=int, default=0, help="run's --warm-repeats (default 0)")
     parser.add_argument("--replay", action="store_true", help="also `audit --replay` each run")
     parser.add_argument("--print", action="store_true", help="only print the figures of existing runs")
     args = parser.parse_args()
@@ -106,7 +109,8 @@ def main() -> int:
         if not picked:
             continue
         if not args.print:
-            subprocess.run(command(run, weights, picked, args.limit_per_language, args.workers), check=False)
+            subprocess.run(command(run, weights, picked, args.limit_per_language, args.workers,
+                                   args.warm_repeats), check=False)
             audits = [["audit", str(run)], *([["audit", str(run), "--replay"]] if args.replay else [])]
             for audit in audits:
                 status = subprocess.run([sys.executable, "-m", "codecarena", *audit], check=False).returncode
