@@ -519,3 +519,17 @@ def test_the_console_and_the_report_say_what_share_of_tokens_the_bit_errors_chan
     (_, line) = robustness.text_lines(channels)
     assert "0.001 (0.001 realised; 0.75% of tokens changed): 2.000" in line, line
     assert "tokens_changed_fraction" not in robustness.summary(rows, 5)["curves"][0]["points"][1]  # type: ignore[arg-type]
+
+
+def test_run_help_and_the_docs_name_every_policy_a_channel_spec_takes() -> None:
+    # #41: the neural families offer repeat and zero, and refuse silence; a user reading `run --help`
+    # or docs/channel.md's spec line was told only repeat|silence.
+    from conftest import codecarena
+    from codecarena.channel.spec import POLICIES
+
+    shown = codecarena("run", "--help", check=True).stdout
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "channel.md").read_text()
+    spec_line = next(line for line in docs.splitlines() if line.startswith("Every spec takes"))
+    for policy in POLICIES:
+        assert policy in shown.replace("\n", " ").split("policy=")[1].split(";")[0], policy
+        assert policy in spec_line.split("policy=")[1].split("`")[0], policy

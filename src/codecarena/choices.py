@@ -17,6 +17,10 @@ DEFAULT_CODECS = ("opus:6k", "opus:12k", "codec2:3200", "codec2:700C", "pcm:16")
 CHANNEL_CHOICES = ("mix", "left", "right", "each")
 CORPUS_LAYOUTS = ("auto", "plain", "librispeech", "aishell", "kaldi")
 
+# run --channel's policy=: the arena's policies for a lost frame of a decoder without concealment of its
+# own (registry/channel_support.py; each family's [channel] policies offers some of them).
+ARENA_POLICIES = ("repeat", "silence", "zero")
+
 # audit --rescore without a number: rows rescored per codec configuration (results/rescore.py).
 DEFAULT_ROWS_PER_CODEC = 2
 

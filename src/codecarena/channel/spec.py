@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from codecarena.registry.channel_support import ARENA_POLICIES
+from codecarena.choices import ARENA_POLICIES
 
 MODELS = ("loss", "burst", "ber")
 POLICIES = ARENA_POLICIES

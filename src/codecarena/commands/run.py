@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codecarena.choices import CHANNEL_CHOICES, CORPUS_LAYOUTS, DEFAULT_CODECS
+from codecarena.choices import ARENA_POLICIES, CHANNEL_CHOICES, CORPUS_LAYOUTS, DEFAULT_CODECS
 from codecarena.commands.common import add_device_arg, add_metric_args, add_runtime_python_arg
 from codecarena.runtime.limits import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S
 
@@ -45,7 +45,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     run.add_argument("--channel", action="append", dest="channel_specs", metavar="CHANNEL",
                      help="also run every codec configuration through this channel, repeatable: loss=R%% (independent "
                           "packet loss), burst=R%%,len=B (Gilbert bursts), ber=X (bit errors), each with seed=N and "
-                          "policy=repeat|silence; each is a configuration SPEC@CHANNEL beside the clean one "
+                          f"policy={'|'.join(ARENA_POLICIES)} (the arena's, for a decoder without concealment; each "
+                          "family offers some of them); each is a configuration SPEC@CHANNEL beside the clean one "
                           "(docs/channel.md). Not --channels, which picks channels of multichannel input files")
     run.add_argument("--variant", default="", metavar="NAME",
                      help="a named numerical variant applied to every codec's loaded model and recorded in every row "
@@ -68,6 +69,20 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="only the first N utterances of each language (in the set's order), before --limit")
     run.add_argument("--limit", type=int, help="only the first N utterances (in sorted id order)")
     run.add_argument("--shard", metavar="K/N", help="only utterances whose index %% N == K (0 <= K < N), after --limit")
+    _add_mode_args(run)
+    run.add_argument("--executor", default="local", choices=["local", "ray"],
+                     help="local: this machine (default); ray: actors on a Ray cluster (see docs/performance.md)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="rows in flight at once (default: local, one per CPU core; ray, one per cluster CPU)")
+    run.add_argument("--ray-address", default=None,
+                     help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
+    _add_condition_args(run)
+    add_device_arg(run)
+    add_metric_args(run)
+    add_runtime_python_arg(run)
+
+
+def _add_mode_args(run: argparse.ArgumentParser) -> None:
     run.add_argument("--mode", default="cold", choices=["cold", "warm"],
                      help="cold: a fresh worker process per stage (default); warm: one persistent worker per codec "
                           "runtime keeps the model loaded")
@@ -83,16 +98,6 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
                      help="rows per codec configuration, of those that run cold, whose encode and decode repeat the "
                           "codec call --warm-repeats times for the warm RTF; the rest skip the repeats and have no "
                           "warm RTF (default 3; all: every cold row)")
-    run.add_argument("--executor", default="local", choices=["local", "ray"],
-                     help="local: this machine (default); ray: actors on a Ray cluster (see docs/performance.md)")
-    run.add_argument("--workers", type=int, default=None,
-                     help="rows in flight at once (default: local, one per CPU core; ray, one per cluster CPU)")
-    run.add_argument("--ray-address", default=None,
-                     help="address of a running Ray cluster (default: start a local one on 127.0.0.1)")
-    _add_condition_args(run)
-    add_device_arg(run)
-    add_metric_args(run)
-    add_runtime_python_arg(run)
 
 
 def _add_condition_args(run: argparse.ArgumentParser) -> None:

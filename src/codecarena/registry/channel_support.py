@@ -25,13 +25,12 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from codecarena.choices import ARENA_POLICIES
 from codecarena.registry.strict import RegistryError, Table
 
 #: Who conceals a lost packet or frame: the family's own decoder, or the arena (its policy, or a
 #: concealment a standard specifies that the arena implements, named in the row).
 CONCEALMENT = ("codec", "arena")
-#: The arena's policies for a lost frame of a decoder without concealment of its own (channel/spec.py).
-ARENA_POLICIES = ("repeat", "silence", "zero")
 #: What an arena family offers when its declaration does not say: today's policies for one frame.
 DEFAULT_POLICIES = ("repeat", "silence")
 _DURATION = re.compile(r"(?P<number>\d+(\.\d+)?)(/(?P<denominator>[1-9]\d*))? (?P<unit>ms|s)")
