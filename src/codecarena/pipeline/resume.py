@@ -183,8 +183,9 @@ def row_files_verify(row: Row, run: RunDir) -> bool:
     its hashes."""
     if row.status != "ok" or row.payload is None or row.decoded is None:
         return False
-    return run.hold(((row.payload, row.payload_sha256), (row.decoded, row.decoded_sha256),
-                     (row.reference, row.reference_sha256))) and channel_stage.files_verify(row.channel, run) and condition_record.files_verify(row.condition, run)
+    return (run.hold(((row.payload, row.payload_sha256), (row.decoded, row.decoded_sha256),
+                      (row.reference, row.reference_sha256)))
+            and channel_stage.files_verify(row.channel, run) and condition_record.files_verify(row.condition, run))
 
 
 def rows_to_rebuild_reference_results(kept: dict[tuple[str, str], Row], plan: Plan, run: RunDir) -> list[tuple[str, str]]:
